@@ -1,0 +1,263 @@
+"""The ABCI application: method dispatch and the block lifecycle (DESIGN §6).
+
+FinalizeBlock executes every tx against one uncommitted overlay. Commit makes it durable
+in a fixed order — SQL projection (with its receipt), then LMDB — and halts the process
+rather than answer a Commit it could not make durable.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from abci import genesis, records
+from abci._pb import abci_pb2 as pb
+from abci.codes import CODESPACE, Code
+from abci.context import BlockInfo, TxBuffer
+from abci.processor import TxOutcome, process_tx
+from abci.projection import Projection
+from abci.application import BaseApplication
+from abci.state import BlockOverlay, CanonicalStore
+from abci.tx import tx_hash
+
+log = logging.getLogger("memledger.abci")
+
+APP_NAME = "memledger"
+SOFTWARE_VERSION = "0.1.0"
+INITIAL_APP_VERSION = 1
+#: App versions this binary can execute (DESIGN §5: halt on anything else).
+SUPPORTED_APP_VERSIONS = frozenset({1})
+
+
+def halt(message: str) -> None:
+    """Stop the process before answering: a node never reports what it did not persist."""
+    log.critical("HALT: %s", message)
+    sys.stderr.write(f"memledger: HALT: {message}\n")
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(3)
+
+
+@dataclass
+class FaultPlan:
+    """Test-only fault injection, set from the command line of `memledger app`."""
+
+    exit_before_commit_height: int = 0
+    fail_flush_height: int = 0
+
+
+@dataclass
+class _PendingBlock:
+    height: int
+    overlay: BlockOverlay
+    app_hash: bytes
+    app_version: int
+
+
+class _CommittedView:
+    """Read-only view of committed state for CheckTx and Query."""
+
+    def __init__(self, store: CanonicalStore) -> None:
+        self._store = store
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._store.get(key)
+
+    def put(self, key: bytes, value: bytes) -> None:  # pragma: no cover - guarded
+        raise RuntimeError("committed view is read-only")
+
+    def delete(self, key: bytes) -> None:  # pragma: no cover - guarded
+        raise RuntimeError("committed view is read-only")
+
+
+class MemLedgerApp(BaseApplication):
+    """memledger's ABCI 2.0 application."""
+
+    def __init__(
+        self,
+        store: CanonicalStore,
+        projection: Projection,
+        *,
+        faults: FaultPlan | None = None,
+        on_halt: Callable[[str], None] = halt,
+    ) -> None:
+        self.store = store
+        self.projection = projection
+        self.faults = faults or FaultPlan()
+        self.on_halt = on_halt
+        self._genesis: list[tuple[bytes, bytes | None]] | None = None
+        self._genesis_height = 0
+        self._pending: _PendingBlock | None = None
+        self._chain_id = self._load_chain_id()
+
+    # ----------------------------------------------------------------- helpers
+    def _load_chain_id(self) -> str:
+        raw = self.store.get(records.CHAIN)
+        return "" if raw is None else str(json.loads(raw)["chain_id"])
+
+    @property
+    def app_version(self) -> int:
+        return self.store.app_version or INITIAL_APP_VERSION
+
+    # ----------------------------------------------------------------- info / init
+    def info(self, req: pb.RequestInfo) -> pb.ResponseInfo:
+        return pb.ResponseInfo(
+            data=APP_NAME,
+            version=SOFTWARE_VERSION,
+            app_version=self.app_version,
+            last_block_height=self.store.last_height,
+            last_block_app_hash=self.store.last_app_hash if self.store.last_height else b"",
+        )
+
+    def init_chain(self, req: pb.RequestInitChain) -> pb.ResponseInitChain:
+        members: list[tuple[str, int]] = []
+        for update in req.validators:
+            if update.pub_key.WhichOneof("sum") != "ed25519":
+                self.on_halt("genesis validators must use ed25519 keys")
+            members.append((update.pub_key.ed25519.hex(), int(update.power)))
+        overlay = self.store.begin_block()
+        buffer = TxBuffer(overlay)
+        try:
+            app_state = genesis.parse_app_state(req.app_state_bytes)
+            genesis.apply_genesis(buffer, req.chain_id, int(req.initial_height or 1), members,
+                                  app_state)
+        except genesis.GenesisError as exc:
+            self.on_halt(str(exc))
+            raise
+        buffer.apply()
+        self._genesis = overlay.changes()
+        self._genesis_height = int(req.initial_height or 1)
+        self._chain_id = req.chain_id
+        params = pb.ConsensusParams(version=pb.VersionParams(app=INITIAL_APP_VERSION))
+        return pb.ResponseInitChain(app_hash=overlay.app_hash(), consensus_params=params)
+
+    # ----------------------------------------------------------------- mempool
+    def check_tx(self, req: pb.RequestCheckTx) -> pb.ResponseCheckTx:
+        """Advisory: the full processTx against committed state, writes discarded."""
+        block = BlockInfo(
+            height=self.store.last_height + 1,
+            time_ns=time.time_ns(),
+            chain_id=self._chain_id,
+            app_version=self.app_version,
+        )
+        outcome = process_tx(_CommittedView(self.store), block, req.tx, apply=False)
+        return pb.ResponseCheckTx(
+            code=int(outcome.code),
+            log=outcome.log,
+            codespace=CODESPACE if outcome.code else "",
+            gas_wanted=1,
+        )
+
+    # ----------------------------------------------------------------- proposals
+    def prepare_proposal(self, req: pb.RequestPrepareProposal) -> pb.ResponsePrepareProposal:
+        chosen: list[bytes] = []
+        budget = int(req.max_tx_bytes)
+        for tx in req.txs:
+            if len(tx) > budget:
+                continue
+            budget -= len(tx)
+            chosen.append(tx)
+        return pb.ResponsePrepareProposal(txs=chosen)
+
+    def process_proposal(self, req: pb.RequestProcessProposal) -> pb.ResponseProcessProposal:
+        # Invalid txs get deterministic error codes in FinalizeBlock; rejecting a block
+        # for them would let one bad tx stall liveness.
+        return pb.ResponseProcessProposal(status=pb.ResponseProcessProposal.ACCEPT)
+
+    # ----------------------------------------------------------------- execution
+    def finalize_block(self, req: pb.RequestFinalizeBlock) -> pb.ResponseFinalizeBlock:
+        height = int(req.height)
+        if self.app_version not in SUPPORTED_APP_VERSIONS:
+            self.on_halt(f"upgrade required: app version {self.app_version} is not supported")
+        overlay = self.store.begin_block()
+        if self._genesis is not None and height == self._genesis_height:
+            for key, value in self._genesis:
+                if value is None:
+                    overlay.delete(key)
+                else:
+                    overlay.put(key, value)
+        block = BlockInfo(
+            height=height,
+            time_ns=int(req.time.seconds) * 1_000_000_000 + int(req.time.nanos),
+            chain_id=self._chain_id,
+            app_version=self.app_version,
+        )
+        results = [self._exec_result(process_tx(overlay, block, tx)) for tx in req.txs]
+        app_hash = overlay.app_hash()
+        self._pending = _PendingBlock(height, overlay, app_hash, self.app_version)
+        return pb.ResponseFinalizeBlock(tx_results=results, app_hash=app_hash)
+
+    @staticmethod
+    def _exec_result(outcome: TxOutcome) -> pb.ExecTxResult:
+        events = [
+            pb.Event(
+                type=kind,
+                attributes=[pb.EventAttribute(key=k, value=v, index=True) for k, v in attrs],
+            )
+            for kind, attrs in outcome.events
+        ]
+        return pb.ExecTxResult(
+            code=int(outcome.code),
+            log=outcome.log,
+            codespace=CODESPACE if outcome.code else "",
+            events=events,
+        )
+
+    def commit(self, req: pb.RequestCommit) -> pb.ResponseCommit:
+        pending = self._pending
+        if pending is None:
+            self.on_halt("Commit without a finalized block")
+            raise RuntimeError("unreachable")
+        if self.faults.exit_before_commit_height == pending.height:
+            halt(f"fault injection: exit before Commit at height {pending.height}")
+        changes = pending.overlay.changes()
+        try:
+            if self.faults.fail_flush_height == pending.height:
+                raise OSError(f"fault injection: projection flush fails at {pending.height}")
+            self.projection.flush(pending.height, pending.app_hash, changes)
+        except Exception as exc:  # noqa: BLE001 - any failure must halt
+            self.on_halt(f"projection flush failed at height {pending.height}: {exc!r}")
+            raise
+        try:
+            self.store.commit(pending.overlay, pending.height, pending.app_hash,
+                              pending.app_version)
+        except Exception as exc:  # noqa: BLE001
+            self.on_halt(f"canonical store commit failed at height {pending.height}: {exc!r}")
+            raise
+        self._pending = None
+        if pending.height == self._genesis_height:
+            self._genesis = None
+        return pb.ResponseCommit(retain_height=0)
+
+    # ----------------------------------------------------------------- queries
+    def query(self, req: pb.RequestQuery) -> pb.ResponseQuery:
+        """Committed-state reads: `/key` (raw key in data) and `/account` (hex key)."""
+        height = self.store.last_height
+        if req.path == "/key":
+            value = self.store.get(bytes(req.data))
+            if value is None:
+                return pb.ResponseQuery(code=1, log="not found", height=height,
+                                        codespace=CODESPACE)
+            return pb.ResponseQuery(key=req.data, value=value, height=height)
+        if req.path == "/account":
+            try:
+                key = bytes.fromhex(req.data.decode())
+            except ValueError:
+                return pb.ResponseQuery(code=2, log="account must be hex", height=height,
+                                        codespace=CODESPACE)
+            raw = self.store.get(records.account_key(key))
+            nonce = 0 if raw is None else int(json.loads(raw)["nonce"])
+            return pb.ResponseQuery(value=json.dumps({"nonce": nonce}).encode(), height=height)
+        return pb.ResponseQuery(code=3, log=f"unknown query path {req.path!r}", height=height,
+                                codespace=CODESPACE)
+
+
+def describe_tx(raw: bytes) -> dict[str, Any]:
+    """Small helper for logs: hash and size."""
+    return {"hash": tx_hash(raw).hex().upper(), "bytes": len(raw)}

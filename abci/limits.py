@@ -1,0 +1,11 @@
+"""Hard protocol limits (DESIGN §3). Changing one is a consensus change."""
+
+MAX_TX_BYTES = 1 << 20
+MAX_CONTENT_BYTES = 512 << 10
+MAX_ID_BYTES = 128
+MAX_TAGS = 32
+MAX_TAG_BYTES = 64
+MAX_REASON_BYTES = 4 << 10
+CONFIDENCE_SCALE = 1_000_000
+MIN_COAUTHORS = 2
+MAX_COAUTHORS = 64

@@ -1,0 +1,57 @@
+"""processTx: the deterministic path every tx in a block takes (DESIGN §3).
+
+Order: size, decode, canonical form, chain id, signature, nonce, then the handler, all
+against a per-tx buffer so that a rejected tx changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from abci import accounts
+from abci.codes import Code, TxError
+from abci.context import BlockInfo, KeyValueView, TxBuffer, TxContext
+from abci.handlers import registry
+from abci.tx import decode_tx
+
+
+@dataclass(slots=True)
+class TxOutcome:
+    """The result of one tx, ready to become an ExecTxResult or ResponseCheckTx."""
+
+    code: Code
+    log: str
+    events: list[tuple[str, list[tuple[str, str]]]] = field(default_factory=list)
+    kind: str = ""
+    signer: str = ""
+
+
+Handler = Callable[[TxContext, Any], None]
+
+
+def process_tx(view: KeyValueView, block: BlockInfo, raw: bytes, *, apply: bool = True) -> TxOutcome:
+    """Run one tx; on success its writes reach `view` (unless `apply` is False)."""
+    try:
+        signed = decode_tx(raw, block.chain_id)
+    except TxError as err:
+        return TxOutcome(err.code, err.log)
+    buffer = TxBuffer(view)
+    ctx = TxContext(
+        state=buffer, block=block, signer=signed.signer, nonce=signed.nonce,
+        tx_hash=signed.tx_hash,
+    )
+    try:
+        accounts.check_nonce(buffer, signed.signer, signed.nonce)
+        handler = registry.handler_for(signed.kind, block.app_version)
+        handler(ctx, getattr(signed.body, signed.kind))
+        accounts.advance(buffer, signed.signer, signed.nonce)
+    except TxError as err:
+        return TxOutcome(err.code, err.log, kind=signed.kind, signer=signed.signer_hex)
+    if apply:
+        buffer.apply()
+    events = [("tx", [("kind", signed.kind), ("signer", signed.signer_hex),
+                      ("nonce", str(signed.nonce))])]
+    events.extend(ctx.events)
+    return TxOutcome(Code.OK, "", events, signed.kind, signed.signer_hex)

@@ -1,0 +1,133 @@
+"""The `memledger` command."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from node.home import DEFAULT_HOME, NodeConfig, NodeHome
+
+home_option = click.option(
+    "--home", type=click.Path(path_type=Path), default=DEFAULT_HOME, show_default=True,
+    envvar="MEMLEDGER_HOME", help="Node home directory.",
+)
+
+
+def _fail(message: str) -> None:
+    click.echo(f"memledger: error: {message}", err=True)
+    sys.exit(1)
+
+
+def _emit(data: Any, as_json: bool, human: str) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True) if as_json else human)
+
+
+@click.group()
+def main() -> None:
+    """memledger: a consensus-replicated memory ledger for AI agents."""
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+@main.command()
+@home_option
+@click.option("--chain-id", default="memledger-local", show_default=True)
+@click.option("--moniker", default="node0", show_default=True)
+@click.option("--db-url", default="", help="Projection database URL (default: SQLite in home).")
+@click.option("--base-port", type=int, default=26656, show_default=True,
+              help="p2p port; RPC = base+1, ABCI = base+2, REST = base+24.")
+@click.option("--no-voter", is_flag=True, help="Do not run the auto-voter.")
+@click.option("--force", is_flag=True, help="Re-initialise an existing home's config.")
+def init(home: Path, chain_id: str, moniker: str, db_url: str, base_port: int, no_voter: bool,
+         force: bool) -> None:
+    """Create a single-validator node home on embedded defaults."""
+    from node import cometbft
+
+    node_home = NodeHome(home)
+    if node_home.exists() and not force:
+        _fail(f"{node_home.root} is already initialised (use --force to rewrite its config)")
+    config = NodeConfig(
+        chain_id=chain_id, moniker=moniker, db_url=db_url, voter=not no_voter,
+        p2p_laddr=f"tcp://127.0.0.1:{base_port}",
+        rpc_laddr=f"tcp://127.0.0.1:{base_port + 1}",
+        abci_address=f"tcp://127.0.0.1:{base_port + 2}",
+        api_port=base_port + 24,
+    )
+    try:
+        cometbft.init_home(node_home.cometbft, chain_id, moniker)
+        cometbft.configure(node_home.cometbft, proxy_app=config.abci_address,
+                           rpc_laddr=config.rpc_laddr, p2p_laddr=config.p2p_laddr)
+    except cometbft.CometBFTError as exc:
+        _fail(str(exc))
+    node_home.save(config)
+    node_home.state_dir.mkdir(parents=True, exist_ok=True)
+    click.echo(f"initialised {node_home.root} (chain {chain_id}); start it with "
+               f"`memledger start --home {node_home.root}`")
+
+
+@main.command()
+@home_option
+@click.option("--no-api", is_flag=True, help="Do not start the REST API.")
+@click.option("--no-voter", is_flag=True, help="Do not start the auto-voter.")
+def start(home: Path, no_api: bool, no_voter: bool) -> None:
+    """Run the node (app, cometbft, REST API, voter) until Ctrl-C."""
+    from node.supervisor import Supervisor
+
+    node_home = NodeHome(home)
+    if not node_home.exists():
+        _fail(f"no memledger node at {node_home.root} (run `memledger init` first)")
+    supervisor = Supervisor(node_home, api=not no_api, voter=False if no_voter else None)
+    sys.exit(supervisor.run())
+
+
+@main.command(hidden=True)
+@home_option
+@click.option("--exit-before-commit-height", type=int, default=0, help="Test fault hook.")
+@click.option("--fail-flush-height", type=int, default=0, help="Test fault hook.")
+def app(home: Path, exit_before_commit_height: int, fail_flush_height: int) -> None:
+    """Serve the ABCI application (started by `memledger start`)."""
+    from abci.app import FaultPlan
+    from abci.runner import serve
+
+    node_home = NodeHome(home)
+    config = node_home.load()
+    serve(node_home.state_dir, node_home.db_url(config), config.abci_address,
+          FaultPlan(exit_before_commit_height, fail_flush_height))
+
+
+@main.group()
+def projection() -> None:
+    """Manage the SQL serving projection."""
+
+
+@projection.command("rebuild")
+@home_option
+@click.option("--db-url", default="", help="Target database (default: the node's).")
+@click.option("--json", "as_json", is_flag=True)
+def projection_rebuild(home: Path, db_url: str, as_json: bool) -> None:
+    """Recreate the projection from canonical state (stop the node first)."""
+    from abci.projection import Projection
+    from abci.state import CanonicalStore
+
+    node_home = NodeHome(home)
+    config = node_home.load()
+    target = db_url or node_home.db_url(config)
+    store = CanonicalStore(str(node_home.state_dir), readonly=True)
+    proj = Projection(target)
+    try:
+        count = proj.rebuild(store.iter_prefix(b""), store.last_height, store.last_app_hash)
+        result = {"records": count, "height": store.last_height, "db_url": target}
+    finally:
+        proj.close()
+        store.close()
+    _emit(result, as_json, f"rebuilt projection from {count} records at height "
+          f"{result['height']}")
+
+
+if __name__ == "__main__":
+    main()

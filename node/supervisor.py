@@ -1,0 +1,149 @@
+"""Run one node: the ABCI app, cometbft, the REST API and the voter as child processes.
+
+They are separate processes so that read load never delays consensus (one Python
+process cannot serve both under the GIL). If any child dies the others are stopped and
+the supervisor exits non-zero with a message naming the culprit.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import IO
+
+from node import cometbft
+from node.home import NodeConfig, NodeHome
+
+log = logging.getLogger("memledger.node")
+
+
+class StartupError(RuntimeError):
+    pass
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    log_file: IO[bytes]
+
+
+def _python_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "node.cli", *args]
+
+
+def wait_for_tcp(address: str, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Wait until `tcp://host:port` accepts connections (or the process dies)."""
+    host, _, port = address.removeprefix("tcp://").rpartition(":")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise StartupError(f"process exited with code {proc.returncode} during startup")
+        try:
+            with socket.create_connection((host, int(port)), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise StartupError(f"{address} did not accept connections within {timeout:.0f}s")
+
+
+class Supervisor:
+    """Start, watch and stop the processes of one node."""
+
+    def __init__(
+        self,
+        home: NodeHome,
+        *,
+        api: bool = True,
+        voter: bool | None = None,
+        app_args: list[str] | None = None,
+    ) -> None:
+        self.home = home
+        self.config: NodeConfig = home.load()
+        self.api = api
+        self.voter = self.config.voter if voter is None else voter
+        self.app_args = app_args or []
+        self.children: list[Child] = []
+        self._stopping = False
+
+    def _spawn(self, name: str, cmd: list[str]) -> Child:
+        self.home.logs.mkdir(parents=True, exist_ok=True)
+        log_path = self.home.logs / f"{name}.log"
+        log_file = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
+        proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        child = Child(name, proc, log_path, log_file)
+        self.children.append(child)
+        return child
+
+    def start(self) -> None:
+        home = str(self.home.root)
+        app = self._spawn("app", _python_cmd("app", "--home", home, *self.app_args))
+        wait_for_tcp(self.config.abci_address, 60, app.proc)
+        binary = cometbft.find_cometbft()
+        self._spawn("cometbft", [str(binary), "start", "--home", str(self.home.cometbft)])
+        if self.api:
+            self._spawn("api", _python_cmd("api", "--home", home))
+        if self.voter:
+            self._spawn("voter", _python_cmd("voter", "--home", home))
+
+    def poll(self) -> Child | None:
+        """The first child that has exited, if any."""
+        for child in self.children:
+            if child.proc.poll() is not None:
+                return child
+        return None
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Stop in dependency order: clients first, then cometbft, then the app."""
+        self._stopping = True
+        order = {"voter": 0, "api": 1, "cometbft": 2, "app": 3}
+        for child in sorted(self.children, key=lambda c: order.get(c.name, 9)):
+            if child.proc.poll() is None:
+                child.proc.send_signal(signal.SIGTERM)
+                try:
+                    child.proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    log.warning("%s did not stop in %.0fs; killing", child.name, timeout)
+                    child.proc.kill()
+                    child.proc.wait()
+            child.log_file.close()
+
+    def run(self) -> int:
+        """Supervise until a signal (exit 0) or a child dies (exit 1)."""
+        received: list[int] = []
+
+        def on_signal(signum: int, _frame: FrameType | None) -> None:
+            received.append(signum)
+
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
+        try:
+            self.start()
+        except (StartupError, cometbft.CometBFTError) as exc:
+            print(f"memledger: startup failed: {exc}", file=sys.stderr)
+            self.stop()
+            return 1
+        print(f"memledger: node running (home {self.home.root}, REST "
+              f"http://{self.config.api_host}:{self.config.api_port}, RPC "
+              f"{self.config.rpc_laddr})", flush=True)
+        while not received:
+            dead = self.poll()
+            if dead is not None:
+                code = dead.proc.returncode
+                print(f"memledger: {dead.name} exited with code {code}; stopping the node "
+                      f"(see {dead.log_path})", file=sys.stderr, flush=True)
+                self.stop()
+                return 1
+            time.sleep(0.2)
+        print("memledger: shutting down", flush=True)
+        self.stop()
+        return 0
