@@ -74,14 +74,17 @@ def init(home: Path, chain_id: str, moniker: str, db_url: str, base_port: int, n
 @home_option
 @click.option("--no-api", is_flag=True, help="Do not start the REST API.")
 @click.option("--no-voter", is_flag=True, help="Do not start the auto-voter.")
-def start(home: Path, no_api: bool, no_voter: bool) -> None:
+@click.option("--app-arg", "app_args", multiple=True, hidden=True,
+              help="Extra argument for the app process (test fault hooks).")
+def start(home: Path, no_api: bool, no_voter: bool, app_args: tuple[str, ...]) -> None:
     """Run the node (app, cometbft, REST API, voter) until Ctrl-C."""
     from node.supervisor import Supervisor
 
     node_home = NodeHome(home)
     if not node_home.exists():
         _fail(f"no memledger node at {node_home.root} (run `memledger init` first)")
-    supervisor = Supervisor(node_home, api=not no_api, voter=False if no_voter else None)
+    supervisor = Supervisor(node_home, api=not no_api, voter=False if no_voter else None,
+                            app_args=list(app_args))
     sys.exit(supervisor.run())
 
 

@@ -1,0 +1,62 @@
+# memledger developer entry points. `make test` is what CI runs (.ci/run).
+
+PYTHON          ?= python3
+VENV            := .venv
+PY              := $(VENV)/bin/python
+STAMP           := $(VENV)/.installed
+COMETBFT_VERSION := 0.38.25
+COMETBFT_PKG    := github.com/cometbft/cometbft/cmd/cometbft@v$(COMETBFT_VERSION)
+BIN_DIR         := $(CURDIR)/.cache/bin
+COMETBFT_BIN    := $(BIN_DIR)/cometbft
+MEMLEDGER_HOME  ?= $(CURDIR)/.cache/home
+
+export COMETBFT_BIN
+
+.PHONY: venv install cometbft test test-unit lint proto run bench clean distclean
+
+venv install: $(STAMP)
+
+# Re-install only when pyproject.toml changes (or the venv is missing).
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -e '.[dev]'
+	touch $@
+
+# Built from source with the normal Go module cache; a no-op once the pinned version exists.
+cometbft:
+	@if "$(COMETBFT_BIN)" version 2>/dev/null | grep -q '^$(COMETBFT_VERSION)'; then \
+		echo "cometbft $(COMETBFT_VERSION) already at $(COMETBFT_BIN)"; \
+	else \
+		echo "installing cometbft $(COMETBFT_VERSION) into $(BIN_DIR)"; \
+		mkdir -p "$(BIN_DIR)" && GOBIN="$(BIN_DIR)" go install $(COMETBFT_PKG); \
+		"$(COMETBFT_BIN)" version; \
+	fi
+
+test: install cometbft
+	$(PY) -m pytest -q
+
+test-unit: install
+	$(PY) -m pytest -q tests/unit
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy abci node
+
+proto: install
+	$(PY) scripts/gen_proto.py
+
+run: install cometbft
+	test -f "$(MEMLEDGER_HOME)/config.json" || \
+		$(VENV)/bin/memledger init --home "$(MEMLEDGER_HOME)"
+	$(VENV)/bin/memledger start --home "$(MEMLEDGER_HOME)"
+
+bench: install cometbft
+	$(PY) bench/run.py
+
+clean:
+	rm -rf .pytest_cache .mypy_cache .ruff_cache bench/out build
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
+
+# Also drop the venv and the built cometbft binary.
+distclean: clean
+	rm -rf $(VENV) .cache

@@ -1,0 +1,268 @@
+"""Minimal synchronous client for the CometBFT v0.38 JSON-RPC API.
+
+Kept separate from process management so the gateway, tests and benchmarks can talk to
+any node (local child process or remote) with one small dependency (httpx).
+
+All calls use JSON-RPC 2.0 over POST. In that encoding CometBFT expects ``[]byte`` params
+as base64, ``HexBytes`` params (e.g. ``abci_query.data``) as hex, and integers as strings.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+DEFAULT_URL = "http://127.0.0.1:26657"
+
+_ids = itertools.count(1)
+
+
+class RpcError(RuntimeError):
+    """A JSON-RPC error object returned by CometBFT (as opposed to a transport failure)."""
+
+    def __init__(self, method: str, code: int, message: str, data: str) -> None:
+        super().__init__(f"{method}: rpc error {code}: {message}: {data}")
+        self.method = method
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+@dataclass(frozen=True)
+class TxResult:
+    """Outcome of a broadcast; ``code`` is the CheckTx code (and FinalizeBlock for commit)."""
+
+    code: int
+    log: str
+    hash: str
+    height: int = 0
+    check_tx: dict[str, Any] | None = None
+    tx_result: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.code == 0
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """Decoded ``abci_query`` response (bytes fields are base64-decoded)."""
+
+    code: int
+    log: str
+    info: str
+    key: bytes
+    value: bytes
+    height: int
+    codespace: str
+    raw: dict[str, Any]
+
+
+def laddr_to_url(laddr: str) -> str:
+    """Turn a CometBFT listen address (``tcp://host:port``) into an HTTP base URL."""
+    host_port = laddr.split("://", 1)[-1]
+    host, _, port = host_port.rpartition(":")
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    return f"http://{host}:{port}"
+
+
+def b64decode(value: str | None) -> bytes:
+    """Decode an optional base64 field (CometBFT omits empty ones)."""
+    return base64.b64decode(value) if value else b""
+
+
+class RpcClient:
+    """Thin JSON-RPC client; one pooled httpx connection per instance."""
+
+    def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> RpcClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        """Invoke ``method`` and return its ``result``; raise RpcError on a JSON-RPC error."""
+        body = {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params or {}}
+        resp = self._http.post(self.url, json=body)
+        try:
+            payload = resp.json()
+        except ValueError:
+            resp.raise_for_status()
+            raise
+        if payload.get("error"):
+            err = payload["error"]
+            raise RpcError(
+                method,
+                int(err.get("code", 0)),
+                str(err.get("message", "")),
+                str(err.get("data", "")),
+            )
+        return payload["result"]
+
+    # --- info -------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("status")
+        return result
+
+    def latest_height(self) -> int:
+        return int(self.status()["sync_info"]["latest_block_height"])
+
+    def block(self, height: int | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("block", _height_params(height))
+        return result
+
+    def block_results(self, height: int | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("block_results", _height_params(height))
+        return result
+
+    def validators(self, height: int | None = None) -> dict[str, Any]:
+        params = _height_params(height)
+        params["per_page"] = "100"
+        result: dict[str, Any] = self.call("validators", params)
+        return result
+
+    def abci_info(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("abci_info")
+        return result
+
+    # --- transactions -----------------------------------------------------------------
+
+    def broadcast_tx_sync(self, tx: bytes) -> TxResult:
+        """Submit ``tx`` and wait only for CheckTx."""
+        r = self.call("broadcast_tx_sync", {"tx": base64.b64encode(tx).decode()})
+        return TxResult(code=int(r.get("code", 0)), log=r.get("log", ""), hash=r["hash"])
+
+    def broadcast_tx_async(self, tx: bytes) -> TxResult:
+        """Submit ``tx`` without waiting for CheckTx (fire and forget)."""
+        r = self.call("broadcast_tx_async", {"tx": base64.b64encode(tx).decode()})
+        return TxResult(code=int(r.get("code", 0)), log=r.get("log", ""), hash=r["hash"])
+
+    def broadcast_tx_commit(self, tx: bytes) -> TxResult:
+        """Submit ``tx`` and wait until it is in a committed block (or CheckTx rejects it)."""
+        r = self.call("broadcast_tx_commit", {"tx": base64.b64encode(tx).decode()})
+        check = r.get("check_tx", {})
+        result = r.get("tx_result", {})
+        code = int(check.get("code", 0)) or int(result.get("code", 0))
+        log = check.get("log", "") if check.get("code") else result.get("log", "")
+        return TxResult(
+            code=code,
+            log=log,
+            hash=r.get("hash", ""),
+            height=int(r.get("height", 0)),
+            check_tx=check,
+            tx_result=result,
+        )
+
+    def tx(self, tx_hash: str | bytes, *, prove: bool = False) -> dict[str, Any]:
+        """Look a committed tx up by hash (hex string as returned by broadcast, or raw bytes)."""
+        raw = bytes.fromhex(tx_hash) if isinstance(tx_hash, str) else tx_hash
+        params = {"hash": base64.b64encode(raw).decode(), "prove": prove}
+        result: dict[str, Any] = self.call("tx", params)
+        return result
+
+    def tx_search(
+        self, query: str, *, page: int = 1, per_page: int = 30, order_by: str = "asc"
+    ) -> dict[str, Any]:
+        """Search the kv tx index, e.g. ``tx.height=5`` or ``app.key='x'``."""
+        params = {
+            "query": query,
+            "prove": False,
+            "page": str(page),
+            "per_page": str(per_page),
+            "order_by": order_by,
+        }
+        result: dict[str, Any] = self.call("tx_search", params)
+        return result
+
+    def abci_query(
+        self, path: str, data: bytes = b"", *, height: int = 0, prove: bool = False
+    ) -> QueryResult:
+        """Query the application; ``data`` is hex-encoded on the wire (HexBytes)."""
+        params = {"path": path, "data": data.hex(), "height": str(height), "prove": prove}
+        r = self.call("abci_query", params)["response"]
+        return QueryResult(
+            code=int(r.get("code", 0)),
+            log=r.get("log", ""),
+            info=r.get("info", ""),
+            key=b64decode(r.get("key")),
+            value=b64decode(r.get("value")),
+            height=int(r.get("height", 0)),
+            codespace=r.get("codespace", ""),
+            raw=r,
+        )
+
+    # --- waiting ----------------------------------------------------------------------
+
+    def wait_for_height(self, height: int, timeout: float = 30.0, poll: float = 0.1) -> int:
+        """Block until the node reports ``latest_block_height >= height``; return it."""
+        deadline = time.monotonic() + timeout
+        last: int | None = None
+        last_err: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                last = self.latest_height()
+                if last >= height:
+                    return last
+            except (httpx.HTTPError, RpcError) as exc:
+                last_err = exc
+            time.sleep(poll)
+        raise TimeoutError(
+            f"{self.url}: height {height} not reached in {timeout}s "
+            f"(last={last}, last_error={last_err!r})"
+        )
+
+
+def _height_params(height: int | None) -> dict[str, Any]:
+    return {} if height is None else {"height": str(height)}
+
+
+# --- one-shot module-level helpers (open a client per call; fine for tests and scripts) ----
+
+
+def status(url: str = DEFAULT_URL) -> dict[str, Any]:
+    with RpcClient(url) as c:
+        return c.status()
+
+
+def broadcast_tx_sync(tx: bytes, url: str = DEFAULT_URL) -> TxResult:
+    with RpcClient(url) as c:
+        return c.broadcast_tx_sync(tx)
+
+
+def broadcast_tx_commit(tx: bytes, url: str = DEFAULT_URL, timeout: float = 60.0) -> TxResult:
+    with RpcClient(url, timeout=timeout) as c:
+        return c.broadcast_tx_commit(tx)
+
+
+def block(height: int | None = None, url: str = DEFAULT_URL) -> dict[str, Any]:
+    with RpcClient(url) as c:
+        return c.block(height)
+
+
+def block_results(height: int | None = None, url: str = DEFAULT_URL) -> dict[str, Any]:
+    with RpcClient(url) as c:
+        return c.block_results(height)
+
+
+def abci_query(path: str, data: bytes = b"", url: str = DEFAULT_URL) -> QueryResult:
+    with RpcClient(url) as c:
+        return c.abci_query(path, data)
+
+
+def wait_for_height(height: int, timeout: float = 30.0, url: str = DEFAULT_URL) -> int:
+    with RpcClient(url) as c:
+        return c.wait_for_height(height, timeout)

@@ -1,0 +1,75 @@
+"""Deterministic random workloads: the same seed always yields the same blocks.
+
+Used by the determinism and property tests. `python -m tests.support.workload DIR SEED`
+applies a workload in a fresh process and prints the app hash of every height as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+from nacl.signing import SigningKey
+
+from tests.support.chain import LocalChain, seeded_key
+
+AGENTS = [seeded_key(f"agent-{i}") for i in range(4)]
+
+
+def blocks(chain: LocalChain, seed: int, count: int) -> list[list[bytes]]:
+    """Generate `count` blocks of submits, votes and invalid txs (replays, bad sigs)."""
+    rng = random.Random(seed)
+    out: list[list[bytes]] = []
+    memory_ids: list[str] = []
+    nonces: dict[bytes, int] = {}
+
+    def nonce(key: SigningKey) -> int:
+        pk = bytes(key.verify_key)
+        nonces[pk] = nonces.get(pk, 0) + rng.choice([1, 1, 1, 2, 7])
+        return nonces[pk]
+
+    for b in range(count):
+        txs: list[bytes] = []
+        for _ in range(rng.randint(0, 8)):
+            roll = rng.random()
+            if roll < 0.4 or not memory_ids:
+                agent = rng.choice(AGENTS)
+                mid = f"mem-{b}-{len(txs)}"
+                domain = rng.choice(["general", "general", f"team-{rng.randint(0, 2)}"])
+                txs.append(chain.builder(agent).submit(
+                    nonce(agent), mid, f"content {rng.getrandbits(64)}", domain=domain,
+                    tags=rng.sample(["a", "b", "c", "d"], rng.randint(0, 3))))
+                memory_ids.append(mid)
+            elif roll < 0.85:
+                voter = rng.choice(chain.validator_keys)
+                txs.append(chain.builder(voter).vote(
+                    nonce(voter), rng.choice(memory_ids),
+                    rng.choice(["accept", "accept", "reject", "abstain"])))
+            elif roll < 0.92:
+                agent = rng.choice(AGENTS)
+                txs.append(chain.builder(agent).submit(1, "replay", "stale nonce"))
+            else:
+                raw = bytearray(chain.builder(rng.choice(AGENTS)).vote(5, "x"))
+                raw[-1] ^= 0x01
+                txs.append(bytes(raw))
+        out.append(txs)
+    return out
+
+
+def run(home: Path, seed: int, count: int, restart_at: int) -> dict[int, str]:
+    chain = LocalChain(home)
+    plan = blocks(chain, seed, count)
+    for i, txs in enumerate(plan):
+        if i == restart_at:
+            chain.reopen()
+        chain.block(txs)
+    hashes = {h: v.hex() for h, v in chain.app_hashes.items()}
+    chain.close()
+    return hashes
+
+
+if __name__ == "__main__":
+    result = run(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    print(json.dumps(result, sort_keys=True))
