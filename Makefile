@@ -8,7 +8,7 @@ COMETBFT_VERSION := 0.38.25
 COMETBFT_PKG    := github.com/cometbft/cometbft/cmd/cometbft@v$(COMETBFT_VERSION)
 BIN_DIR         := $(CURDIR)/.cache/bin
 COMETBFT_BIN    := $(BIN_DIR)/cometbft
-MEMLEDGER_HOME  ?= $(CURDIR)/.cache/home
+MEMLEDGER_HOME  ?= $(HOME)/.memledger
 
 export COMETBFT_BIN
 
