@@ -18,11 +18,11 @@ from typing import Any
 
 from abci import genesis, records
 from abci._pb import abci_pb2 as pb
-from abci.codes import CODESPACE, Code
+from abci.application import BaseApplication
+from abci.codes import CODESPACE
 from abci.context import BlockInfo, TxBuffer
 from abci.processor import TxOutcome, process_tx
 from abci.projection import Projection
-from abci.application import BaseApplication
 from abci.state import BlockOverlay, CanonicalStore
 from abci.tx import tx_hash
 

@@ -244,6 +244,7 @@ class Projection:
         self.engine = make_engine(url)
         self.dialect = self.engine.dialect.name
         metadata.create_all(self.engine)
+        install_search(self.engine)
 
     def flush(self, height: int, app_hash: bytes, changes: Iterable[tuple[bytes, bytes | None]]) -> bool:
         """Apply one block in one transaction; False if this receipt already exists."""
@@ -319,8 +320,10 @@ class Projection:
     def rebuild(self, items: Iterator[tuple[bytes, bytes]], height: int, app_hash: bytes,
                 chunk: int = 5000) -> int:
         """Drop and recreate every table from canonical state; returns records read."""
+        drop_search(self.engine)
         metadata.drop_all(self.engine)
         metadata.create_all(self.engine)
+        install_search(self.engine)
         count = 0
         with self.engine.begin() as conn:
             batch = _Batch()
@@ -369,6 +372,63 @@ def _dedupe(table: sa.Table, rows: list[dict[str, Any]]) -> list[dict[str, Any]]
     for row in rows:
         last[tuple(row[k] for k in keys)] = row
     return list(last.values())
+
+
+# ----------------------------------------------------------------- full-text search
+# Off the flush path on purpose: triggers (SQLite) and a generated column (PostgreSQL)
+# keep the index in step with `memories`, so flush and rebuild code stay unchanged.
+FTS_TABLE = "memories_fts"
+TSV_COLUMN = "search_tsv"
+TS_CONFIG = "english"
+
+_SQLITE_FTS = [
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(content, tags, "
+    "content='memories', content_rowid='rowid', tokenize='porter unicode61')",
+    f"CREATE TRIGGER IF NOT EXISTS {FTS_TABLE}_ai AFTER INSERT ON memories BEGIN "
+    f"INSERT INTO {FTS_TABLE}(rowid, content, tags) VALUES (new.rowid, new.content, new.tags); "
+    "END",
+    f"CREATE TRIGGER IF NOT EXISTS {FTS_TABLE}_ad AFTER DELETE ON memories BEGIN "
+    f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, content, tags) "
+    "VALUES ('delete', old.rowid, old.content, old.tags); END",
+    f"CREATE TRIGGER IF NOT EXISTS {FTS_TABLE}_au AFTER UPDATE OF content, tags ON memories "
+    "WHEN old.content IS NOT new.content OR old.tags IS NOT new.tags BEGIN "
+    f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, content, tags) "
+    "VALUES ('delete', old.rowid, old.content, old.tags); "
+    f"INSERT INTO {FTS_TABLE}(rowid, content, tags) VALUES (new.rowid, new.content, new.tags); "
+    "END",
+]
+_POSTGRES_FTS = [
+    f"ALTER TABLE memories ADD COLUMN IF NOT EXISTS {TSV_COLUMN} tsvector GENERATED ALWAYS AS "
+    f"(to_tsvector('{TS_CONFIG}'::regconfig, coalesce(content, '') || ' ' || tags)) STORED",
+    f"CREATE INDEX IF NOT EXISTS ix_memories_{TSV_COLUMN} ON memories USING gin ({TSV_COLUMN})",
+]
+
+
+def install_search(engine: Engine) -> None:
+    """Create the full-text index over memories(content, tags) if it is missing.
+
+    SQLite: an FTS5 external-content table kept in sync by triggers (a pre-existing
+    projection gets its index built once). PostgreSQL: a STORED generated tsvector
+    column with a GIN index. Idempotent.
+    """
+    with engine.begin() as conn:
+        if engine.dialect.name == "sqlite":
+            existed = conn.exec_driver_sql(
+                "SELECT 1 FROM sqlite_master WHERE name = ?", (FTS_TABLE,)).first()
+            for ddl in _SQLITE_FTS:
+                conn.exec_driver_sql(ddl)
+            if existed is None:
+                conn.exec_driver_sql(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')")
+        elif engine.dialect.name == "postgresql":
+            for ddl in _POSTGRES_FTS:
+                conn.exec_driver_sql(ddl)
+
+
+def drop_search(engine: Engine) -> None:
+    """Remove the SQLite FTS table (PostgreSQL's column and index go with the table)."""
+    if engine.dialect.name == "sqlite":
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {FTS_TABLE}")
 
 
 def make_engine(url: str) -> Engine:

@@ -77,7 +77,10 @@ def apply_scope(state: TxBuffer, spec: ScopeSpec, height: int) -> dict[str, Any]
     bound to another scope, are refused."""
     key = records.scope_key(spec.scope_id)
     current = state.get_record(key)
+    shared = set((state.get_record(records.PARAMS) or records.DEFAULT_PARAMS)["shared_domains"])
     for domain in spec.domains:
+        if domain in shared:
+            raise ScopeError(f"shared domain {domain!r} cannot be scoped")
         bound = state.get_record(records.domain_key(domain))
         if bound is None:
             continue

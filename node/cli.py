@@ -103,6 +103,26 @@ def app(home: Path, exit_before_commit_height: int, fail_flush_height: int) -> N
           FaultPlan(exit_before_commit_height, fail_flush_height))
 
 
+@main.command(hidden=True)
+@home_option
+def voter(home: Path) -> None:
+    """Run the auto-voter (started by `memledger start`)."""
+    import signal
+
+    from node import cometbft
+    from node.rpc import laddr_to_url
+    from node.voter import Voter
+
+    node_home = NodeHome(home)
+    config = node_home.load()
+    stop: list[int] = []
+    signal.signal(signal.SIGTERM, lambda s, f: stop.append(s))
+    signal.signal(signal.SIGINT, lambda s, f: stop.append(s))
+    key = cometbft.validator_signing_key(node_home.cometbft)
+    Voter(key, config.chain_id, node_home.db_url(config), laddr_to_url(config.rpc_laddr),
+          node_home.root).run(config.voter_interval_s, stop)
+
+
 @main.group()
 def projection() -> None:
     """Manage the SQL serving projection."""

@@ -1,4 +1,4 @@
-"""Which handler serves which message kind, at which app version (the version gate)."""
+"""Which handler serves which message kind, from which app version (the version gate)."""
 
 from __future__ import annotations
 
@@ -7,24 +7,25 @@ from typing import Any
 
 from abci.codes import Code, TxError
 from abci.context import TxContext
-from abci.handlers import memory
+from abci.handlers import access, cocommit, disputes, memory
 
 Handler = Callable[[TxContext, Any], None]
 
 #: kind -> (first app version that accepts it, handler)
-_HANDLERS: dict[str, tuple[int, Handler]] = {
+HANDLERS: dict[str, tuple[int, Handler]] = {
     "memory_submit": (1, memory.submit),
     "memory_vote": (1, memory.vote),
+    "memory_challenge": (1, disputes.challenge),
+    "memory_corroborate": (1, disputes.corroborate),
+    "memory_reinstate": (1, disputes.reinstate),
+    "cocommit_submit": (1, cocommit.submit),
+    "access_grant": (1, access.grant),
+    "access_revoke": (1, access.revoke),
 }
 
 
-def register(kind: str, since_version: int, handler: Handler) -> None:
-    """Used by handler modules of other tx families."""
-    _HANDLERS[kind] = (since_version, handler)
-
-
 def handler_for(kind: str, app_version: int) -> Handler:
-    entry = _HANDLERS.get(kind)
+    entry = HANDLERS.get(kind)
     if entry is None or app_version < entry[0]:
         raise TxError(Code.UNKNOWN_MESSAGE, f"message kind {kind!r} not supported at v{app_version}")
     return entry[1]

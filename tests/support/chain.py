@@ -118,3 +118,31 @@ class LocalChain:
     def memory(self, memory_id: str) -> dict[str, Any] | None:
         raw = self.app.store.get(b"mem/" + memory_id.encode())
         return None if raw is None else json.loads(raw)
+
+
+def apply_direct(chain: LocalChain, mutate: Any) -> None:
+    """Commit one block whose only change is `mutate(TxBuffer)`.
+
+    Stands in for a passed governance proposal in unit tests of rules that react to
+    roster changes; the governance tests drive the real path.
+    """
+    from abci.context import TxBuffer
+
+    app = chain.app
+    original = app.finalize_block
+
+    def finalize(req: pb.RequestFinalizeBlock) -> pb.ResponseFinalizeBlock:
+        resp = original(req)
+        assert app._pending is not None
+        buffer = TxBuffer(app._pending.overlay)
+        mutate(buffer)
+        buffer.apply()
+        app._pending.app_hash = app._pending.overlay.app_hash()
+        resp.app_hash = app._pending.app_hash
+        return resp
+
+    app.finalize_block = finalize  # type: ignore[method-assign]
+    try:
+        chain.block([])
+    finally:
+        app.finalize_block = original  # type: ignore[method-assign]
