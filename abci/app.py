@@ -155,16 +155,6 @@ class MemLedgerApp(BaseApplication):
         )
 
     # ----------------------------------------------------------------- proposals
-    def prepare_proposal(self, req: pb.RequestPrepareProposal) -> pb.ResponsePrepareProposal:
-        chosen: list[bytes] = []
-        budget = int(req.max_tx_bytes)
-        for tx in req.txs:
-            if len(tx) > budget:
-                continue
-            budget -= len(tx)
-            chosen.append(tx)
-        return pb.ResponsePrepareProposal(txs=chosen)
-
     def process_proposal(self, req: pb.RequestProcessProposal) -> pb.ResponseProcessProposal:
         # Invalid txs get deterministic error codes in FinalizeBlock; rejecting a block
         # for them would let one bad tx stall liveness.

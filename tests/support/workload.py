@@ -11,7 +11,11 @@ import random
 import sys
 from pathlib import Path
 
+from typing import Any
+
 from nacl.signing import SigningKey
+
+from node.txbuilder import cocommit_core, sign_cocommit
 
 from tests.support.chain import LocalChain, seeded_key
 
@@ -23,6 +27,7 @@ def blocks(chain: LocalChain, seed: int, count: int) -> list[list[bytes]]:
     rng = random.Random(seed)
     out: list[list[bytes]] = []
     memory_ids: list[str] = []
+    authors: dict[str, SigningKey] = {}
     nonces: dict[bytes, int] = {}
 
     def nonce(key: SigningKey) -> int:
@@ -34,7 +39,7 @@ def blocks(chain: LocalChain, seed: int, count: int) -> list[list[bytes]]:
         txs: list[bytes] = []
         for _ in range(rng.randint(0, 8)):
             roll = rng.random()
-            if roll < 0.4 or not memory_ids:
+            if roll < 0.2 or not memory_ids:
                 agent = rng.choice(AGENTS)
                 mid = f"mem-{b}-{len(txs)}"
                 domain = rng.choice(["general", "general", f"team-{rng.randint(0, 2)}"])
@@ -42,12 +47,15 @@ def blocks(chain: LocalChain, seed: int, count: int) -> list[list[bytes]]:
                     nonce(agent), mid, f"content {rng.getrandbits(64)}", domain=domain,
                     tags=rng.sample(["a", "b", "c", "d"], rng.randint(0, 3))))
                 memory_ids.append(mid)
-            elif roll < 0.85:
+                authors[mid] = agent
+            elif roll < 0.7:
                 voter = rng.choice(chain.validator_keys)
                 txs.append(chain.builder(voter).vote(
-                    nonce(voter), rng.choice(memory_ids),
-                    rng.choice(["accept", "accept", "reject", "abstain"])))
-            elif roll < 0.92:
+                    nonce(voter), rng.choice(memory_ids[-3:]),
+                    rng.choice(["accept", "reject", "reject", "abstain"])))
+            elif roll < 0.9:
+                txs.append(_lifecycle_tx(chain, rng, nonce, memory_ids, authors))
+            elif roll < 0.95:
                 agent = rng.choice(AGENTS)
                 txs.append(chain.builder(agent).submit(1, "replay", "stale nonce"))
             else:
@@ -56,6 +64,35 @@ def blocks(chain: LocalChain, seed: int, count: int) -> list[list[bytes]]:
                 txs.append(bytes(raw))
         out.append(txs)
     return out
+
+
+def _lifecycle_tx(chain: LocalChain, rng: random.Random, nonce: Any,
+                  memory_ids: list[str], authors: dict[str, SigningKey]) -> bytes:
+    """Grants, corroborations, challenges, reinstatements and co-commits, valid or not."""
+    agent = rng.choice(AGENTS)
+    builder = chain.builder(agent)
+    kind = rng.choice(["grant", "revoke", "corroborate", "challenge", "challenge",
+                       "reinstate", "cocommit"])
+    if kind in ("grant", "revoke"):
+        other = bytes(rng.choice(AGENTS).verify_key)
+        domain = f"team-{rng.randint(0, 2)}"
+        if kind == "revoke":
+            return builder.revoke(nonce(agent), domain, other)
+        return builder.grant(nonce(agent), domain, other,
+                             rng.choice(["read", "write", "modify"]))
+    if kind == "cocommit":
+        keys = rng.sample(AGENTS, rng.randint(2, 3))
+        core = cocommit_core(chain.chain_id, f"joint {rng.getrandbits(16)}",
+                             [bytes(k.verify_key) for k in keys],
+                             agreement_nonce=rng.randint(1, 3))
+        sigs = sorted(sign_cocommit(k, core) for k in keys)
+        submitter = rng.choice(keys + [agent])
+        return chain.builder(submitter).cocommit(nonce(submitter), core, sigs)
+    target = rng.choice(memory_ids[-12:])
+    if kind == "challenge" and rng.random() < 0.7 and target in authors:
+        agent = authors[target]
+        builder = chain.builder(agent)
+    return getattr(builder, kind)(nonce(agent), target)
 
 
 def run(home: Path, seed: int, count: int, restart_at: int) -> dict[int, str]:
