@@ -16,13 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from abci import genesis, records
+from abci import genesis, governance, records
 from abci._pb import abci_pb2 as pb
 from abci.application import BaseApplication
 from abci.codes import CODESPACE
 from abci.context import BlockInfo, TxBuffer
 from abci.processor import TxOutcome, process_tx
 from abci.projection import Projection
+from abci.rules import INITIAL_APP_VERSION, SUPPORTED_APP_VERSIONS
 from abci.state import BlockOverlay, CanonicalStore
 from abci.tx import tx_hash
 
@@ -30,9 +31,6 @@ log = logging.getLogger("memledger.abci")
 
 APP_NAME = "memledger"
 SOFTWARE_VERSION = "0.1.0"
-INITIAL_APP_VERSION = 1
-#: App versions this binary can execute (DESIGN §5: halt on anything else).
-SUPPORTED_APP_VERSIONS = frozenset({1})
 
 
 def halt(message: str) -> None:
@@ -86,7 +84,9 @@ class MemLedgerApp(BaseApplication):
         *,
         faults: FaultPlan | None = None,
         on_halt: Callable[[str], None] = halt,
+        supported_versions: frozenset[int] = SUPPORTED_APP_VERSIONS,
     ) -> None:
+        self.supported_versions = supported_versions
         self.store = store
         self.projection = projection
         self.faults = faults or FaultPlan()
@@ -163,8 +163,9 @@ class MemLedgerApp(BaseApplication):
     # ----------------------------------------------------------------- execution
     def finalize_block(self, req: pb.RequestFinalizeBlock) -> pb.ResponseFinalizeBlock:
         height = int(req.height)
-        if self.app_version not in SUPPORTED_APP_VERSIONS:
-            self.on_halt(f"upgrade required: app version {self.app_version} is not supported")
+        version = self.app_version
+        if version not in self.supported_versions:
+            self._halt_upgrade_required(version)
         overlay = self.store.begin_block()
         if self._genesis is not None and height == self._genesis_height:
             for key, value in self._genesis:
@@ -176,22 +177,50 @@ class MemLedgerApp(BaseApplication):
             height=height,
             time_ns=int(req.time.seconds) * 1_000_000_000 + int(req.time.nanos),
             chain_id=self._chain_id,
-            app_version=self.app_version,
+            app_version=version,
         )
+        opening = TxBuffer(overlay)
+        governance.begin_block(opening, height)
+        opening.apply()
         results = [self._exec_result(process_tx(overlay, block, tx)) for tx in req.txs]
+        closing = TxBuffer(overlay)
+        effects = governance.end_block(closing, height, version)
+        closing.apply()
         app_hash = overlay.app_hash()
-        self._pending = _PendingBlock(height, overlay, app_hash, self.app_version)
-        return pb.ResponseFinalizeBlock(tx_results=results, app_hash=app_hash)
+        new_version = effects.new_app_version or version
+        self._pending = _PendingBlock(height, overlay, app_hash, new_version)
+        response = pb.ResponseFinalizeBlock(
+            tx_results=results,
+            app_hash=app_hash,
+            events=[self._event(kind, attrs) for kind, attrs in effects.events],
+            validator_updates=[
+                pb.ValidatorUpdate(pub_key=pb.PublicKey(ed25519=key), power=power)
+                for key, power in effects.validator_updates
+            ],
+        )
+        if effects.new_app_version is not None:
+            response.consensus_param_updates.CopyFrom(
+                pb.ConsensusParams(version=pb.VersionParams(app=effects.new_app_version)))
+        return response
+
+    def _halt_upgrade_required(self, version: int) -> None:
+        raw = self.store.get(records.APP_VERSION)
+        name = json.loads(raw)["name"] if raw is not None else f"v{version}"
+        self.on_halt(
+            f"upgrade required: {name} (chain runs app version {version}; this binary "
+            f"supports {sorted(self.supported_versions)})"
+        )
+
+    @staticmethod
+    def _event(kind: str, attrs: list[tuple[str, str]]) -> pb.Event:
+        return pb.Event(
+            type=kind,
+            attributes=[pb.EventAttribute(key=k, value=v, index=True) for k, v in attrs],
+        )
 
     @staticmethod
     def _exec_result(outcome: TxOutcome) -> pb.ExecTxResult:
-        events = [
-            pb.Event(
-                type=kind,
-                attributes=[pb.EventAttribute(key=k, value=v, index=True) for k, v in attrs],
-            )
-            for kind, attrs in outcome.events
-        ]
+        events = [MemLedgerApp._event(kind, attrs) for kind, attrs in outcome.events]
         return pb.ExecTxResult(
             code=int(outcome.code),
             log=outcome.log,

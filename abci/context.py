@@ -86,6 +86,6 @@ class TxContext:
     def signer_hex(self) -> str:
         return self.signer.hex()
 
-    def emit(self, kind: str, **attributes: str | int) -> None:
+    def emit(self, event_type: str, /, **attributes: str | int) -> None:
         """Record an ABCI event; attributes keep call order (deterministic)."""
-        self.events.append((kind, [(k, str(v)) for k, v in attributes.items()]))
+        self.events.append((event_type, [(k, str(v)) for k, v in attributes.items()]))

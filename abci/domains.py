@@ -18,7 +18,9 @@ def check_name(value: str, code: Code, what: str) -> None:
     """Ids and domains: 1..128 bytes of a conservative, URL-safe alphabet."""
     size = len(value.encode())
     if size == 0 or size > MAX_ID_BYTES or _NAME.fullmatch(value) is None:
-        raise TxError(code, f"invalid {what} {value[:40]!r}: 1..{MAX_ID_BYTES} of [A-Za-z0-9._:/@-]")
+        raise TxError(
+            code, f"invalid {what} {value[:40]!r}: 1..{MAX_ID_BYTES} of [A-Za-z0-9._:/@-]"
+        )
 
 
 def params(state: TxBuffer) -> dict[str, Any]:

@@ -31,7 +31,9 @@ class TxOutcome:
 Handler = Callable[[TxContext, Any], None]
 
 
-def process_tx(view: KeyValueView, block: BlockInfo, raw: bytes, *, apply: bool = True) -> TxOutcome:
+def process_tx(
+    view: KeyValueView, block: BlockInfo, raw: bytes, *, apply: bool = True
+) -> TxOutcome:
     """Run one tx; on success its writes reach `view` (unless `apply` is False)."""
     try:
         signed = decode_tx(raw, block.chain_id)

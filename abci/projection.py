@@ -107,6 +107,7 @@ DOCUMENT_KINDS = {
     records.COCOMMIT: "cocommit",
     records.CHALLENGE: "challenge",
     records.PROPOSAL: "proposal",
+    records.BALLOT: "ballot",
 }
 SYSTEM_DOCUMENTS = {records.PARAMS: "params", records.CHAIN: "chain"}
 
@@ -197,6 +198,9 @@ def _add_change(batch: _Batch, key: bytes, value: bytes | None) -> None:
     if kind_name is not None:
         _document(batch, kind_name, "", value)
         return
+    if key.startswith(records.SYS):
+        _document(batch, "sys", key[len(records.SYS):].decode(), value)
+        return
     raise ValueError(f"no projection mapping for canonical key {key[:40]!r}")
 
 
@@ -246,7 +250,9 @@ class Projection:
         metadata.create_all(self.engine)
         install_search(self.engine)
 
-    def flush(self, height: int, app_hash: bytes, changes: Iterable[tuple[bytes, bytes | None]]) -> bool:
+    def flush(
+        self, height: int, app_hash: bytes, changes: Iterable[tuple[bytes, bytes | None]]
+    ) -> bool:
         """Apply one block in one transaction; False if this receipt already exists."""
         batch = _Batch()
         for key, value in changes:
@@ -328,9 +334,6 @@ class Projection:
         with self.engine.begin() as conn:
             batch = _Batch()
             for key, value in items:
-                if key.startswith(b"sys/") and key not in (records.VALIDATORS, records.PARAMS,
-                                                           records.CHAIN):
-                    continue
                 _add_change(batch, key, value)
                 count += 1
                 if count % chunk == 0:

@@ -94,6 +94,17 @@ class TxBuilder:
             tx_pb2.CoauthorSignature(public_key=pk, signature=sig) for pk, sig in signatures])
         return self._sign(nonce, cocommit_submit=msg)
 
+    # ------------------------------------------------------------ governance
+    def propose(self, nonce: int, proposal: tx_pb2.GovPropose) -> bytes:
+        return self._sign(nonce, gov_propose=proposal)
+
+    def gov_vote(self, nonce: int, proposal_id: str, decision: str = "accept") -> bytes:
+        return self._sign(nonce, gov_vote=tx_pb2.GovVote(proposal_id=proposal_id,
+                                                         decision=DECISIONS[decision]))
+
+    def gov_cancel(self, nonce: int, proposal_id: str) -> bytes:
+        return self._sign(nonce, gov_cancel=tx_pb2.GovCancel(proposal_id=proposal_id))
+
     def raw_body(self, body: tx_pb2.TxBody) -> bytes:
         return encode_tx(body, self.key)
 
@@ -124,3 +135,30 @@ def cocommit_core(
 def sign_cocommit(key: SigningKey, core: bytes) -> tuple[bytes, bytes]:
     """One coauthor's (public key, signature) over the core."""
     return bytes(key.verify_key), key.sign(COCOMMIT_SIGN_PREFIX + core).signature
+
+
+# ---------------------------------------------------------------- proposal builders
+def validator_proposal(public_key: bytes, power: int, title: str = "") -> tx_pb2.GovPropose:
+    return tx_pb2.GovPropose(title=title, validator=tx_pb2.ValidatorChange(
+        public_key=public_key, power=power))
+
+
+def scope_proposal(action: str, scope_id: str, domains: Sequence[str] = (),
+                   members: Sequence[tuple[bytes, int]] = (), title: str = "") -> tx_pb2.GovPropose:
+    """action: create | revise | pause | resume | retire."""
+    if action in ("create", "revise"):
+        spec = tx_pb2.ScopeSpec(scope_id=scope_id, domains=list(domains), members=[
+            tx_pb2.ScopeMember(public_key=k, weight=w) for k, w in members])
+        return tx_pb2.GovPropose(title=title, **{f"scope_{action}": spec})  # type: ignore[arg-type]
+    return tx_pb2.GovPropose(title=title, **{f"scope_{action}": scope_id})  # type: ignore[arg-type]
+
+
+def param_proposal(key: str, value: int, title: str = "") -> tx_pb2.GovPropose:
+    return tx_pb2.GovPropose(title=title, param=tx_pb2.ParamChange(key=key, value=value))
+
+
+def upgrade_proposal(name: str, app_version: int, activation_height: int,
+                     binary_sha256: str = "", title: str = "") -> tx_pb2.GovPropose:
+    return tx_pb2.GovPropose(title=title, upgrade=tx_pb2.SoftwareUpgrade(
+        name=name, app_version=app_version, activation_height=activation_height,
+        binary_sha256=binary_sha256))

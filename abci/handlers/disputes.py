@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from abci import records
+from abci import records, rules
 from abci._pb import tx_pb2
 from abci.codes import Code, TxError
 from abci.context import TxBuffer, TxContext
@@ -114,7 +114,10 @@ def corroborate(ctx: TxContext, msg: tx_pb2.MemoryCorroborate) -> None:
     record = _memory(ctx, msg.memory_id)
     if record["author"] == ctx.signer_hex or ctx.signer_hex in (record.get("coauthors") or []):
         raise TxError(Code.CORROBORATE_BY_AUTHOR)
-    if record["status"] not in (records.STATUS_COMMITTED, records.STATUS_PROPOSED):
+    allowed = (records.STATUS_COMMITTED,) if rules.active(
+        "corroborate_requires_committed", ctx.block.app_version
+    ) else (records.STATUS_COMMITTED, records.STATUS_PROPOSED)
+    if record["status"] not in allowed:
         raise TxError(Code.MEMORY_NOT_COMMITTED, f"memory is {record['status']}")
     key = records.corroboration_key(msg.memory_id, ctx.signer)
     if ctx.state.get(key) is not None:

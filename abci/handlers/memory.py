@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from abci import quorum, records, validators
+from abci import ballots, quorum, records, validators
 from abci._pb import tx_pb2
 from abci.codes import Code, TxError
 from abci.context import TxContext
@@ -135,6 +135,7 @@ def submit(ctx: TxContext, msg: tx_pb2.MemorySubmit) -> None:
             "members": members,
             "total": sum(w for _, w in members),
         }
+        ballots.open_ballot(ctx.state, record["ballot"])
     ctx.state.put_record(key, record)
     ctx.state.put(records.content_key(msg.memory_id), data)
     ctx.emit("memory", id=msg.memory_id, status=records.STATUS_PROPOSED, domain=msg.domain)
@@ -170,6 +171,8 @@ def vote(ctx: TxContext, msg: tx_pb2.MemoryVote) -> None:
     outcome = quorum.decide(result)
     if outcome is not None:
         set_status(record, outcome, ctx.block.height)
+        if record["ballot"] is not None:
+            ballots.close_ballot(ctx.state, record["ballot"])
     ctx.state.put_record(key, record)
     ctx.emit("vote", id=msg.memory_id, voter=ctx.signer_hex, decision=decision)
     ctx.emit("memory", id=msg.memory_id, status=record["status"])

@@ -7,7 +7,7 @@ from typing import Any
 
 from abci.codes import Code, TxError
 from abci.context import TxContext
-from abci.handlers import access, cocommit, disputes, memory
+from abci.handlers import access, cocommit, disputes, gov, memory
 
 Handler = Callable[[TxContext, Any], None]
 
@@ -21,11 +21,16 @@ HANDLERS: dict[str, tuple[int, Handler]] = {
     "cocommit_submit": (1, cocommit.submit),
     "access_grant": (1, access.grant),
     "access_revoke": (1, access.revoke),
+    "gov_propose": (1, gov.propose),
+    "gov_vote": (1, gov.vote),
+    "gov_cancel": (1, gov.cancel),
 }
 
 
 def handler_for(kind: str, app_version: int) -> Handler:
     entry = HANDLERS.get(kind)
     if entry is None or app_version < entry[0]:
-        raise TxError(Code.UNKNOWN_MESSAGE, f"message kind {kind!r} not supported at v{app_version}")
+        raise TxError(
+            Code.UNKNOWN_MESSAGE, f"message kind {kind!r} not supported at v{app_version}"
+        )
     return entry[1]

@@ -1,0 +1,24 @@
+"""The one place that says which consensus rules are active at an app version.
+
+An upgrade proposal moves the chain's app version at its activation height; every
+version-dependent branch in the state machine asks `active(rule, version)` instead of
+comparing numbers inline, so the full rule history is readable here.
+"""
+
+from __future__ import annotations
+
+#: App versions this binary can execute. A node whose chain moves past these halts with
+#: "upgrade required" before executing a block under rules it does not know.
+SUPPORTED_APP_VERSIONS: frozenset[int] = frozenset({1, 2})
+INITIAL_APP_VERSION = 1
+
+#: rule name -> first app version where it applies
+RULES: dict[str, int] = {
+    # v2: corroboration is only meaningful for committed memories; v1 also accepted
+    # markers on proposed ones, which then silently shaped later dispute electorates.
+    "corroborate_requires_committed": 2,
+}
+
+
+def active(rule: str, app_version: int) -> bool:
+    return app_version >= RULES[rule]

@@ -1,0 +1,183 @@
+"""Governance rules on an in-process chain with validator powers 10, 20, 30, 40."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from nacl.signing import SigningKey
+
+from abci._pb import abci_pb2 as pb
+from abci.codes import Code
+from node.txbuilder import (
+    param_proposal,
+    scope_proposal,
+    upgrade_proposal,
+    validator_proposal,
+)
+from tests.support.chain import HaltCalled, LocalChain, seeded_key
+
+OUTSIDER = seeded_key("outsider")
+NEWBIE = seeded_key("new-validator")
+
+
+@pytest.fixture()
+def chain(tmp_path: Path) -> LocalChain:
+    return LocalChain(tmp_path / "chain",
+                      app_state={"params": {"gov_voting_period": 5, "gov_min_upgrade_delay": 3}})
+
+
+def tx(chain: LocalChain, key: SigningKey, method: str, *args: object) -> bytes:
+    return getattr(chain.builder(key), method)(chain.next_nonce(key), *args)  # type: ignore[no-any-return]
+
+
+def run(chain: LocalChain, key: SigningKey, method: str, *args: object) -> pb.ExecTxResult:
+    return chain.block([tx(chain, key, method, *args)])[0]
+
+
+def proposal(chain: LocalChain, pid: str) -> dict:  # type: ignore[type-arg]
+    import json
+
+    return json.loads(chain.app.store.get(b"gov/" + pid.encode()))  # type: ignore[arg-type]
+
+
+def vote_all(chain: LocalChain, pid: str, voters: list[int], decision: str = "accept") -> None:
+    txs = [tx(chain, chain.validator_keys[i], "gov_vote", pid, decision) for i in voters]
+    assert [r.code for r in chain.block(txs)] == [0] * len(txs)
+
+
+def test_param_change_passes_with_two_thirds_and_executes(chain: LocalChain) -> None:
+    v = chain.validator_keys
+    assert run(chain, v[0], "propose", param_proposal("gov_voting_period", 9)).code == 0
+    vote_all(chain, "p1", [3, 2])  # 70 of 100
+    p = proposal(chain, "p1")
+    assert p["status"] == "executed" and p["executed_height"] == chain.height
+    assert run(chain, v[1], "propose", param_proposal("gov_voting_period", 7)).code == 0
+    assert proposal(chain, "p2")["voting_end"] == chain.height + 9
+
+
+def test_rejected_when_quorum_impossible_and_expired_after_period(chain: LocalChain) -> None:
+    v = chain.validator_keys
+    run(chain, v[0], "propose", param_proposal("gov_voting_period", 9))
+    vote_all(chain, "p1", [3], "reject")  # 40 against: at most 60 yes left
+    assert proposal(chain, "p1")["status"] == "rejected"
+    run(chain, v[0], "propose", param_proposal("gov_voting_period", 9))
+    vote_all(chain, "p2", [0])
+    for _ in range(5):
+        chain.block([])
+    assert proposal(chain, "p2")["status"] == "expired"
+    assert run(chain, v[3], "gov_vote", "p2").code == Code.GOV_PROPOSAL_CLOSED
+
+
+def test_governance_rejections(tmp_path: Path) -> None:
+    chain = LocalChain(tmp_path / "c", app_state={"params": {"gov_min_upgrade_delay": 3}})
+    v = chain.validator_keys
+    assert run(chain, OUTSIDER, "propose", param_proposal("gov_voting_period", 9)).code == \
+        Code.GOV_NOT_VALIDATOR
+    run(chain, v[0], "propose", param_proposal("gov_voting_period", 9))
+    assert run(chain, OUTSIDER, "gov_vote", "p1").code == Code.GOV_NOT_VALIDATOR
+    assert run(chain, v[0], "gov_vote", "p1").code == 0
+    assert run(chain, v[0], "gov_vote", "p1", "reject").code == Code.GOV_ALREADY_VOTED
+    assert run(chain, v[0], "gov_vote", "p9").code == Code.GOV_PROPOSAL_NOT_FOUND
+    assert run(chain, v[1], "gov_cancel", "p1").code == Code.GOV_CANCEL_DENIED
+    assert run(chain, v[0], "gov_cancel", "p1").code == 0
+    assert run(chain, v[1], "gov_vote", "p1").code == Code.GOV_PROPOSAL_CLOSED
+    assert run(chain, v[0], "propose", param_proposal("nope", 1)).code == Code.GOV_UNKNOWN_PARAM
+    assert run(chain, v[0], "propose", param_proposal("gov_voting_period", 0)).code == \
+        Code.GOV_INVALID_PARAM_VALUE
+    h = chain.height
+    assert run(chain, v[0], "propose", upgrade_proposal("v2", 2, h + 2)).code == \
+        Code.GOV_ACTIVATION_TOO_SOON
+    assert run(chain, v[0], "propose", upgrade_proposal("v1", 1, h + 50)).code == \
+        Code.GOV_UNSUPPORTED_VERSION
+    # Removing the 40-power validator is >= 1/3 of 100: unsafe.
+    assert run(chain, v[0], "propose", validator_proposal(bytes(v[3].verify_key), 0)).code == \
+        Code.GOV_UNSAFE_VALIDATOR_CHANGE
+    assert run(chain, v[0], "propose", validator_proposal(bytes(OUTSIDER.verify_key), 0)).code \
+        == Code.GOV_INVALID_PROPOSAL
+    assert run(chain, v[0], "propose", scope_proposal("pause", "missing")).code == \
+        Code.GOV_UNKNOWN_SCOPE
+
+
+def test_validator_add_and_remove_take_effect_at_h_plus_2(chain: LocalChain) -> None:
+    v = chain.validator_keys
+    run(chain, v[0], "propose", validator_proposal(bytes(NEWBIE.verify_key), 25))
+    txs = [tx(chain, v[i], "gov_vote", "p1") for i in (3, 2)]
+    resp = chain.finalize(txs)
+    chain.app.commit(pb.RequestCommit())
+    chain.height += 1
+    passed_at = chain.height
+    assert [(u.pub_key.ed25519, u.power) for u in resp.validator_updates] == [
+        (bytes(NEWBIE.verify_key), 25)]
+    # At H+1 the newcomer is not a validator yet; from H+2 its votes count.
+    submit = chain.builder(OUTSIDER).submit(chain.next_nonce(OUTSIDER), "m1", "validator test")
+    assert chain.block([submit])[0].code == 0
+    assert chain.height == passed_at + 1
+    assert run(chain, NEWBIE, "vote", "m1").code == 0  # height passed_at + 2
+    assert chain.memory("m1")["votes"]  # type: ignore[index]
+    # Removal: 10-power validator, safe; its later votes are rejected from H+2.
+    run(chain, v[1], "propose", validator_proposal(bytes(v[0].verify_key), 0))
+    vote_all(chain, "p2", [3, 2, 1])
+    removed_at = chain.height
+    assert proposal(chain, "p2")["status"] == "executed"
+    submit = chain.builder(OUTSIDER).submit(chain.next_nonce(OUTSIDER), "m2", "removal test")
+    assert chain.block([submit])[0].code == 0
+    assert run(chain, v[0], "vote", "m2").code == Code.NOT_A_VALIDATOR
+    assert chain.height == removed_at + 2
+
+
+def test_pinned_ballot_member_cannot_be_removed(tmp_path: Path) -> None:
+    c = LocalChain(tmp_path / "c", powers=[10, 20, 30, 40])
+    v = c.validator_keys
+    members = [(bytes(v[0].verify_key), 1), (bytes(v[1].verify_key), 1)]
+    run(c, v[3], "propose", scope_proposal("create", "ops", ["ops"], members))
+    vote_all(c, "p1", [3, 2])
+    assert proposal(c, "p1")["status"] == "executed"
+    assert run(c, v[0], "submit", "s1", "scoped memory body", ).code == 0
+    submit = c.builder(v[0]).submit(c.next_nonce(v[0]), "s2", "scoped memory", domain="ops")
+    assert c.block([submit])[0].code == 0
+    assert run(c, v[3], "propose", validator_proposal(bytes(v[0].verify_key), 0)).code == \
+        Code.GOV_VALIDATOR_PINNED
+    vote_all(c, "p1", []) if False else None
+    assert run(c, v[0], "vote", "s2").code == 0
+    assert run(c, v[1], "vote", "s2").code == 0
+    assert c.memory("s2")["status"] == "committed"  # type: ignore[index]
+    assert run(c, v[3], "propose", validator_proposal(bytes(v[0].verify_key), 0)).code == 0
+
+
+def test_upgrade_activates_gated_rule_and_old_binary_halts(tmp_path: Path) -> None:
+    c = LocalChain(tmp_path / "c",
+                   app_state={"params": {"gov_voting_period": 5, "gov_min_upgrade_delay": 3}})
+    v = c.validator_keys
+    agent, other = seeded_key("a"), seeded_key("b")
+    assert run(c, agent, "submit", "pre", "proposed memory v1").code == 0
+    assert run(c, other, "corroborate", "pre").code == 0  # v1: allowed while proposed
+    activation = c.height + 4
+    assert run(c, v[0], "propose", upgrade_proposal("memledger-v2", 2, activation)).code == 0
+    vote_all(c, "p1", [3, 2])
+    while c.height < activation - 1:
+        c.block([])
+    resp = c.finalize([])
+    assert resp.consensus_param_updates.version.app == 2
+    c.app.commit(pb.RequestCommit())
+    c.height += 1
+    assert c.app.info(pb.RequestInfo()).app_version == 2
+    assert run(c, agent, "submit", "post", "proposed memory v2").code == 0
+    assert run(c, other, "corroborate", "post").code == Code.MEMORY_NOT_COMMITTED  # v2 rule
+    # A binary that only knows v1 halts before executing the next block.
+    c.close()
+    from abci.app import MemLedgerApp
+    from abci.projection import Projection
+    from abci.state import CanonicalStore
+
+    halts: list[str] = []
+
+    def on_halt(msg: str) -> None:
+        halts.append(msg)
+        raise HaltCalled(msg)
+
+    old = MemLedgerApp(CanonicalStore(str(c.home / "state")), Projection(c.db_url),
+                       on_halt=on_halt, supported_versions=frozenset({1}))
+    with pytest.raises(HaltCalled):
+        old.finalize_block(pb.RequestFinalizeBlock(height=c.height + 1))
+    assert halts[0].startswith("upgrade required: memledger-v2")
