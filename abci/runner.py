@@ -7,13 +7,20 @@ from pathlib import Path
 
 from abci.app import FaultPlan, MemLedgerApp
 from abci.projection import Projection
+from abci.rules import SUPPORTED_APP_VERSIONS
 from abci.server import run
 from abci.state import CanonicalStore
 
 log = logging.getLogger("memledger.abci")
 
 
-def serve(state_dir: Path, db_url: str, address: str, faults: FaultPlan | None = None) -> None:
+def serve(
+    state_dir: Path,
+    db_url: str,
+    address: str,
+    faults: FaultPlan | None = None,
+    supported_versions: frozenset[int] = SUPPORTED_APP_VERSIONS,
+) -> None:
     """Block serving ABCI on `address` until SIGINT/SIGTERM."""
     state_dir.mkdir(parents=True, exist_ok=True)
     store = CanonicalStore(str(state_dir))
@@ -23,7 +30,7 @@ def serve(state_dir: Path, db_url: str, address: str, faults: FaultPlan | None =
         "canonical state at height %d (app hash %s); projection receipt %s",
         store.last_height, store.last_app_hash.hex(), receipt,
     )
-    app = MemLedgerApp(store, projection, faults=faults)
+    app = MemLedgerApp(store, projection, faults=faults, supported_versions=supported_versions)
     try:
         run(app, address)
     finally:

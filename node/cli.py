@@ -92,15 +92,22 @@ def start(home: Path, no_api: bool, no_voter: bool, app_args: tuple[str, ...]) -
 @home_option
 @click.option("--exit-before-commit-height", type=int, default=0, help="Test fault hook.")
 @click.option("--fail-flush-height", type=int, default=0, help="Test fault hook.")
-def app(home: Path, exit_before_commit_height: int, fail_flush_height: int) -> None:
+@click.option("--max-app-version", type=int, default=0,
+              help="Test hook: behave like an older binary supporting versions up to N.")
+def app(home: Path, exit_before_commit_height: int, fail_flush_height: int,
+        max_app_version: int) -> None:
     """Serve the ABCI application (started by `memledger start`)."""
     from abci.app import FaultPlan
+    from abci.rules import SUPPORTED_APP_VERSIONS
     from abci.runner import serve
 
     node_home = NodeHome(home)
     config = node_home.load()
+    supported = SUPPORTED_APP_VERSIONS
+    if max_app_version:
+        supported = frozenset(v for v in supported if v <= max_app_version)
     serve(node_home.state_dir, node_home.db_url(config), config.abci_address,
-          FaultPlan(exit_before_commit_height, fail_flush_height))
+          FaultPlan(exit_before_commit_height, fail_flush_height), supported)
 
 
 @main.command(hidden=True)
@@ -152,5 +159,11 @@ def projection_rebuild(home: Path, db_url: str, as_json: bool) -> None:
           f"{result['height']}")
 
 
+from node import cli_client  # noqa: E402,F401  (attaches the client commands to main)
+from node import cli_gov  # noqa: E402,F401  (attaches `memledger gov`)
+
 if __name__ == "__main__":
-    main()
+    # Run the instance the plugin modules attached their commands to, not __main__'s copy.
+    from node.cli import main as registered_main
+
+    registered_main()
