@@ -24,6 +24,7 @@ from abci.context import BlockInfo, TxBuffer
 from abci.processor import TxOutcome, process_tx
 from abci.projection import Projection
 from abci.rules import INITIAL_APP_VERSION, SUPPORTED_APP_VERSIONS
+from abci.sigverify import SignatureVerifier
 from abci.state import BlockOverlay, CanonicalStore
 from abci.tx import tx_hash
 
@@ -87,6 +88,7 @@ class MemLedgerApp(BaseApplication):
         supported_versions: frozenset[int] = SUPPORTED_APP_VERSIONS,
     ) -> None:
         self.supported_versions = supported_versions
+        self.verifier = SignatureVerifier()
         self.store = store
         self.projection = projection
         self.faults = faults or FaultPlan()
@@ -146,7 +148,8 @@ class MemLedgerApp(BaseApplication):
             chain_id=self._chain_id,
             app_version=self.app_version,
         )
-        outcome = process_tx(_CommittedView(self.store), block, req.tx, apply=False)
+        outcome = process_tx(_CommittedView(self.store), block, req.tx, apply=False,
+                             check=self.verifier)
         return pb.ResponseCheckTx(
             code=int(outcome.code),
             log=outcome.log,
@@ -182,7 +185,8 @@ class MemLedgerApp(BaseApplication):
         opening = TxBuffer(overlay)
         governance.begin_block(opening, height)
         opening.apply()
-        results = [self._exec_result(process_tx(overlay, block, tx)) for tx in req.txs]
+        results = [self._exec_result(process_tx(overlay, block, tx, check=self.verifier))
+                   for tx in req.txs]
         closing = TxBuffer(overlay)
         effects = governance.end_block(closing, height, version)
         closing.apply()

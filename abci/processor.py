@@ -14,7 +14,7 @@ from abci import accounts
 from abci.codes import Code, TxError
 from abci.context import BlockInfo, KeyValueView, TxBuffer, TxContext
 from abci.handlers import registry
-from abci.tx import decode_tx
+from abci.tx import SignatureCheck, decode_tx
 
 
 @dataclass(slots=True)
@@ -32,11 +32,16 @@ Handler = Callable[[TxContext, Any], None]
 
 
 def process_tx(
-    view: KeyValueView, block: BlockInfo, raw: bytes, *, apply: bool = True
+    view: KeyValueView,
+    block: BlockInfo,
+    raw: bytes,
+    *,
+    apply: bool = True,
+    check: SignatureCheck | None = None,
 ) -> TxOutcome:
     """Run one tx; on success its writes reach `view` (unless `apply` is False)."""
     try:
-        signed = decode_tx(raw, block.chain_id)
+        signed = decode_tx(raw, block.chain_id, check)
     except TxError as err:
         return TxOutcome(err.code, err.log)
     buffer = TxBuffer(view)

@@ -8,6 +8,7 @@ FinalizeBlock apply exactly the same gate. The nonce check needs state and lives
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError, Message
@@ -83,8 +84,15 @@ def verify_signature(public_key: bytes, message: bytes, signature: bytes) -> boo
     return True
 
 
-def decode_tx(raw: bytes, chain_id: str) -> SignedTx:
-    """Apply the stateless gate in spec order: size, decode, canonical, chain, signature."""
+SignatureCheck = Callable[[bytes, bytes, bytes], bool]
+
+
+def decode_tx(raw: bytes, chain_id: str, check: SignatureCheck | None = None) -> SignedTx:
+    """Apply the stateless gate in spec order: size, decode, canonical, chain, signature.
+
+    `check` may be a cached/parallel verifier (abci.sigverify); it must answer exactly
+    what `verify_signature` would.
+    """
     if len(raw) > MAX_TX_BYTES:
         raise TxError(Code.TX_TOO_LARGE, f"tx is {len(raw)} bytes, limit {MAX_TX_BYTES}")
     envelope = parse_canonical(tx_pb2.Tx, raw, Code.TX_DECODE, Code.TX_NOT_CANONICAL)
@@ -95,7 +103,8 @@ def decode_tx(raw: bytes, chain_id: str) -> SignedTx:
         raise TxError(Code.WRONG_CHAIN_ID, f"tx is for chain {body.chain_id!r}, not {chain_id!r}")
     if len(envelope.public_key) != PUBLIC_KEY_LEN:
         raise TxError(Code.BAD_PUBLIC_KEY)
-    if not verify_signature(envelope.public_key, sign_bytes(envelope.body), envelope.signature):
+    verify = check or verify_signature
+    if not verify(envelope.public_key, sign_bytes(envelope.body), envelope.signature):
         raise TxError(Code.BAD_SIGNATURE)
     if body.nonce == 0:
         raise TxError(Code.NONCE_ZERO)
@@ -128,3 +137,4 @@ def encode_tx(body: tx_pb2.TxBody, signing_key: object) -> bytes:
         signature=signature,
     )
     return envelope.SerializeToString(deterministic=True)
+
