@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -43,12 +44,28 @@ def halt(message: str) -> None:
     os._exit(3)
 
 
+KILL_POINTS = ("after_finalize", "before_flush", "in_flush", "after_flush", "in_lmdb",
+               "after_lmdb")
+
+
 @dataclass
 class FaultPlan:
-    """Test-only fault injection, set from the command line of `memledger app`."""
+    """Test-only fault injection, set from the command line of `memledger app`.
+
+    `kill_point`/`kill_height` SIGKILL the process at one point of the block lifecycle
+    (see KILL_POINTS), the way a power cut or OOM kill would.
+    """
 
     exit_before_commit_height: int = 0
     fail_flush_height: int = 0
+    kill_point: str = ""
+    kill_height: int = 0
+
+    def maybe_kill(self, point: str, height: int) -> None:
+        if self.kill_point == point and self.kill_height == height:
+            log.critical("fault injection: SIGKILL at %s of height %d", point, height)
+            logging.shutdown()
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass
@@ -193,6 +210,7 @@ class MemLedgerApp(BaseApplication):
         app_hash = overlay.app_hash()
         new_version = effects.new_app_version or version
         self._pending = _PendingBlock(height, overlay, app_hash, new_version)
+        self.faults.maybe_kill("after_finalize", height)
         response = pb.ResponseFinalizeBlock(
             tx_results=results,
             app_hash=app_hash,
@@ -240,19 +258,25 @@ class MemLedgerApp(BaseApplication):
         if self.faults.exit_before_commit_height == pending.height:
             halt(f"fault injection: exit before Commit at height {pending.height}")
         changes = pending.overlay.changes()
+        faults, height = self.faults, pending.height
+        faults.maybe_kill("before_flush", height)
         try:
             if self.faults.fail_flush_height == pending.height:
                 raise OSError(f"fault injection: projection flush fails at {pending.height}")
-            self.projection.flush(pending.height, pending.app_hash, changes)
+            self.projection.flush(pending.height, pending.app_hash, changes,
+                                  before_commit=lambda: faults.maybe_kill("in_flush", height))
         except Exception as exc:  # noqa: BLE001 - any failure must halt
             self.on_halt(f"projection flush failed at height {pending.height}: {exc!r}")
             raise
+        faults.maybe_kill("after_flush", height)
         try:
+            self.store.set_before_commit(lambda: faults.maybe_kill("in_lmdb", height))
             self.store.commit(pending.overlay, pending.height, pending.app_hash,
                               pending.app_version)
         except Exception as exc:  # noqa: BLE001
             self.on_halt(f"canonical store commit failed at height {pending.height}: {exc!r}")
             raise
+        faults.maybe_kill("after_lmdb", height)
         self._pending = None
         if pending.height == self._genesis_height:
             self._genesis = None

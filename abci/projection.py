@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import sqlalchemy as sa
@@ -251,7 +251,11 @@ class Projection:
         install_search(self.engine)
 
     def flush(
-        self, height: int, app_hash: bytes, changes: Iterable[tuple[bytes, bytes | None]]
+        self,
+        height: int,
+        app_hash: bytes,
+        changes: Iterable[tuple[bytes, bytes | None]],
+        before_commit: Callable[[], None] | None = None,
     ) -> bool:
         """Apply one block in one transaction; False if this receipt already exists."""
         batch = _Batch()
@@ -263,6 +267,8 @@ class Projection:
                     if not self._claim_receipt(conn, height, app_hash):
                         return False
                     self._apply(conn, batch)
+                    if before_commit is not None:
+                        before_commit()  # test hook: inside the open SQL transaction
                 return True
             except OperationalError as exc:
                 if not _is_transient(exc) or attempt == self.MAX_ATTEMPTS:

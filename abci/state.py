@@ -343,6 +343,10 @@ class CanonicalStore:
             if txn.get(_M_LOADING, db=self._meta) is not None:
                 raise CorruptStoreError("bulk load did not complete; discard this store")
 
+    def set_before_commit(self, hook: Callable[[], None] | None) -> None:
+        """Replace the test hook run inside the next commits' write transaction."""
+        self._before_commit = hook
+
     def close(self) -> None:
         env = getattr(self, "_env", None)
         if env is not None:

@@ -94,8 +94,9 @@ def start(home: Path, no_api: bool, no_voter: bool, app_args: tuple[str, ...]) -
 @click.option("--fail-flush-height", type=int, default=0, help="Test fault hook.")
 @click.option("--max-app-version", type=int, default=0,
               help="Test hook: behave like an older binary supporting versions up to N.")
+@click.option("--kill-at", default="", help="Test hook: POINT:HEIGHT to SIGKILL the app.")
 def app(home: Path, exit_before_commit_height: int, fail_flush_height: int,
-        max_app_version: int) -> None:
+        max_app_version: int, kill_at: str) -> None:
     """Serve the ABCI application (started by `memledger start`)."""
     from abci.app import FaultPlan
     from abci.rules import SUPPORTED_APP_VERSIONS
@@ -106,8 +107,10 @@ def app(home: Path, exit_before_commit_height: int, fail_flush_height: int,
     supported = SUPPORTED_APP_VERSIONS
     if max_app_version:
         supported = frozenset(v for v in supported if v <= max_app_version)
-    serve(node_home.state_dir, node_home.db_url(config), config.abci_address,
-          FaultPlan(exit_before_commit_height, fail_flush_height), supported)
+    point, _, height = kill_at.partition(":")
+    faults = FaultPlan(exit_before_commit_height, fail_flush_height, point,
+                       int(height) if height else 0)
+    serve(node_home.state_dir, node_home.db_url(config), config.abci_address, faults, supported)
 
 
 @main.command(hidden=True)
@@ -159,7 +162,7 @@ def projection_rebuild(home: Path, db_url: str, as_json: bool) -> None:
           f"{result['height']}")
 
 
-from node import cli_client  # noqa: E402,F401  (attaches the client commands to main)
+from node import cli_client  # noqa: E402,F401,I001  (attaches the client commands to main)
 from node import cli_gov  # noqa: E402,F401  (attaches `memledger gov`)
 
 if __name__ == "__main__":
