@@ -13,7 +13,6 @@ import sqlalchemy as sa
 
 from abci._pb import tx_pb2
 from abci.codes import Code
-from abci.tx import encode_tx
 from node import cometbft
 from node.txbuilder import TxBuilder
 from tests.support.chain import seeded_key
@@ -63,7 +62,8 @@ def test_submit_vote_commit_and_app_hash_in_next_header(node: NodeRunner) -> Non
         assert row["content"] == "CometBFT runs our app"
         engine = _projection(node)
         with engine.connect() as conn:
-            votes = conn.execute(sa.text("select voter, decision from votes where memory_id='it-1'"))
+            votes = conn.execute(
+                sa.text("select voter, decision from votes where memory_id='it-1'"))
             assert [tuple(v) for v in votes] == [
                 (cometbft.validator_pubkey(node.home / "cometbft").hex(), "accept")]
         engine.dispose()

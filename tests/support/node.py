@@ -38,7 +38,9 @@ def free_base_port() -> int:
     raise RuntimeError("no free port range")
 
 
-def memledger(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def memledger(
+    *args: str, check: bool = True, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """Run the CLI as a user would."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
     return subprocess.run([sys.executable, "-m", "node.cli", *args], capture_output=True,

@@ -47,8 +47,9 @@ def signature_by_other_key(c: LocalChain) -> bytes:
 
 
 def wrong_chain(c: LocalChain) -> bytes:
-    return encode_tx(tx_pb2.TxBody(chain_id="other-chain", nonce=5, memory_submit=tx_pb2.MemorySubmit(
-        memory_id="m2")), AGENT)
+    body = tx_pb2.TxBody(chain_id="other-chain", nonce=5,
+                         memory_submit=tx_pb2.MemorySubmit(memory_id="m2"))
+    return encode_tx(body, AGENT)
 
 
 def replayed_nonce(c: LocalChain) -> bytes:
