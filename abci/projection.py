@@ -308,25 +308,52 @@ class Projection:
         conn.execute(stmt, rows)
 
     def _apply(self, conn: Connection, batch: _Batch) -> None:
+        """Few statements per block: deletes, grouped upserts, bulk child replacement."""
         for table, match in batch.deletes:
             conn.execute(table.delete().where(
                 sa.and_(*[table.c[k] == v for k, v in match.items()])))
+        content = dict(batch.content)
         for name in sorted(batch.upserts):
-            rows = _dedupe(metadata.tables[name], batch.upserts[name])
-            self._upsert(conn, metadata.tables[name], rows)
-        for table, parent, rows in batch.replace_children:
-            if table is validators:
-                conn.execute(validators.delete())
-            else:
-                conn.execute(table.delete().where(table.c.memory_id == parent))
+            table = metadata.tables[name]
+            rows = _dedupe(table, batch.upserts[name])
+            if table is memories and content:
+                # A memory and its content usually arrive in the same block: write them in
+                # one INSERT instead of an INSERT plus an UPDATE (which also re-indexes).
+                with_body = [{**r, "content": content.pop(r["id"])} for r in rows
+                             if r["id"] in content]
+                rows = [r for r in rows if "content" not in r and r["id"] not in
+                        {w["id"] for w in with_body}]
+                if with_body:
+                    self._upsert(conn, table, with_body)
             if rows:
-                conn.execute(table.insert(), rows)
-        if batch.content:
+                self._upsert(conn, table, rows)
+        self._replace_children(conn, batch.replace_children)
+        if content:
             conn.execute(
                 memories.update().where(memories.c.id == sa.bindparam("mid")).values(
                     content=sa.bindparam("body")),
-                [{"mid": mid, "body": body} for mid, body in sorted(batch.content.items())],
+                [{"mid": mid, "body": body} for mid, body in sorted(content.items())],
             )
+
+    @staticmethod
+    def _replace_children(
+        conn: Connection, replacements: list[tuple[sa.Table, str, list[dict[str, Any]]]]
+    ) -> None:
+        """Delete the old child rows of every touched parent in chunks, insert in bulk."""
+        by_table: dict[str, tuple[sa.Table, list[str], list[dict[str, Any]]]] = {}
+        for table, parent, rows in replacements:
+            entry = by_table.setdefault(table.name, (table, [], []))
+            entry[1].append(parent)
+            entry[2].extend(rows)
+        for name in sorted(by_table):
+            table, parents, rows = by_table[name]
+            if table is validators:
+                conn.execute(validators.delete())
+            else:
+                for i in range(0, len(parents), 500):
+                    conn.execute(table.delete().where(table.c.memory_id.in_(parents[i:i + 500])))
+            if rows:
+                conn.execute(table.insert(), rows)
 
     # ----------------------------------------------------------------- rebuild
     def rebuild(self, items: Iterator[tuple[bytes, bytes]], height: int, app_hash: bytes,

@@ -18,7 +18,7 @@ import secrets
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -28,6 +28,9 @@ from nacl.signing import SigningKey
 from node.rpc import RpcClient, RpcError
 from node.txbuilder import TxBuilder
 
+#: (builder, nonce, memory id, content) -> tx bytes; lets benches send other payloads
+#: (e.g. `key=value` txs for CometBFT's built-in kvstore) through the same machinery.
+MakeTx = Callable[[TxBuilder, int, str, str], bytes]
 TRANSPORT_ERRORS = (httpx.HTTPError, RpcError, OSError, KeyError, ValueError)
 
 
@@ -86,7 +89,8 @@ class LoadGenerator:
 
     def __init__(self, rpc_urls: Sequence[str], chain_id: str, *, rate: float = 10.0,
                  agents: int = 4, content_bytes: int = 64, domain: str = "general",
-                 rpc_timeout: float = 5.0, poll_s: float = 0.1) -> None:
+                 rpc_timeout: float = 5.0, poll_s: float = 0.1,
+                 make_tx: MakeTx | None = None) -> None:
         if not rpc_urls:
             raise ValueError("at least one RPC URL is needed")
         if rate <= 0 or agents < 1:
@@ -99,6 +103,7 @@ class LoadGenerator:
         self.domain = domain
         self.rpc_timeout = rpc_timeout
         self.poll_s = poll_s
+        self.make_tx = make_tx or self._memory_submit
         self.run_id = secrets.token_hex(4)
         self._keys = [SigningKey.generate() for _ in range(agents)]
         self._subs: dict[str, Submission] = {}
@@ -202,6 +207,10 @@ class LoadGenerator:
 
     # --- agents -----------------------------------------------------------------------
 
+    def _memory_submit(self, builder: TxBuilder, nonce: int, memory_id: str,
+                       content: str) -> bytes:
+        return builder.submit(nonce, memory_id, content, domain=self.domain)
+
     def _content(self, memory_id: str) -> str:
         text = f"load test memory {memory_id} "
         return text + "x" * max(0, self.content_bytes - len(text))
@@ -221,8 +230,7 @@ class LoadGenerator:
                 next_at = max(next_at + interval, time.monotonic() - 1.0)  # bounded catch-up
                 nonce += 1
                 memory_id = f"load-{self.run_id}-a{a}-{nonce}"
-                tx = builder.submit(nonce, memory_id, self._content(memory_id),
-                                    domain=self.domain)
+                tx = self.make_tx(builder, nonce, memory_id, self._content(memory_id))
                 sub = Submission(memory_id, tx_hash(tx), a, nonce, time.monotonic())
                 with self._lock:
                     self._subs[sub.tx_hash] = sub
