@@ -12,7 +12,7 @@ MEMLEDGER_HOME  ?= $(HOME)/.memledger
 
 export COMETBFT_BIN
 
-.PHONY: venv install cometbft test test-unit lint proto run bench clean distclean
+.PHONY: venv install cometbft test test-unit lint proto run bench bench-quick clean distclean
 
 venv install: $(STAMP)
 
@@ -52,6 +52,9 @@ run: install cometbft
 
 bench: install cometbft
 	$(PY) bench/run.py
+
+bench-quick: install cometbft
+	$(PY) bench/run.py --quick
 
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache bench/out build

@@ -1,0 +1,23 @@
+"""The benchmark suite runs end to end in quick mode (it measures; it never gates)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).parents[2]
+pytestmark = pytest.mark.cometbft
+
+
+def test_quick_bench_suite_runs_and_records_json(cometbft_bin: Path) -> None:
+    proc = subprocess.run([sys.executable, "bench/run.py", "--quick"], cwd=REPO,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    summary = json.loads((REPO / "bench" / "results" / "quick" / "summary.json").read_text())
+    assert set(summary["benches"]) == {"engine", "apphash", "flush", "read", "e2e"}
+    engine = summary["benches"]["engine"]["result"]
+    assert engine["raw_ed25519_verify_per_s"] > 0 and engine["submit_ratio_to_verify"] > 0
