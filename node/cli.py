@@ -164,6 +164,7 @@ def projection_rebuild(home: Path, db_url: str, as_json: bool) -> None:
 
 from node import cli_client  # noqa: E402,F401,I001  (attaches the client commands to main)
 from node import cli_gov  # noqa: E402,F401  (attaches `memledger gov`)
+from node import cli_testnet  # noqa: E402,F401  (attaches `memledger testnet`, `bench`)
 
 if __name__ == "__main__":
     # Run the instance the plugin modules attached their commands to, not __main__'s copy.

@@ -1,0 +1,318 @@
+"""Benchmark: read-side latency of the REST API's projection queries.
+
+Why: reads must stay fast as the ledger grows, on both projection backends. This fills a
+projection through `Projection.flush` with synthetic blocks (1,000 memories each, Zipf
+vocabulary, realistic record shape), then measures
+
+  * full-text search latency (p50/p99, the exact query GET /v1/memories?q= runs, limit
+    20), split into common-word and rare-word queries, on SQLite (FTS5) and PostgreSQL
+    (tsvector + GIN);
+  * REST GET /v1/memories/{id} requests/s and latency with a concurrent asyncio client
+    against uvicorn running the real app in a subprocess.
+
+Prints JSON. Sizes: 100k by default, `--quick` 10k (CI), `--million` adds 1M.
+PostgreSQL: `--pg-url URL`, else $MEMLEDGER_PG_URL, else a private throwaway server
+(tests/support/postgres.py); `--no-postgres` skips it.
+
+    .venv/bin/python bench/bench_read.py --quick
+    .venv/bin/python bench/bench_read.py --dir /tmp/br --reuse --no-postgres   # re-measure
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import platform
+import random
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from abci import records  # noqa: E402
+from abci.projection import Projection  # noqa: E402
+
+BLOCK = 1_000
+SYLLABLES = ["ka", "lo", "mi", "ru", "te", "sa", "no", "vi", "de", "po", "zu", "fe", "ga", "hi"]
+VOCAB = [a + b for a in SYLLABLES for b in SYLLABLES] + \
+    [a + b + c for a in SYLLABLES for b in SYLLABLES for c in SYLLABLES[:6]]
+WEIGHTS = [1 / (rank + 1) for rank in range(len(VOCAB))]
+AUTHORS = [hashlib.sha256(f"author-{i}".encode()).hexdigest() for i in range(64)]
+DOMAINS = ["general", "ops", "research", "team-a", "team-b"]
+STATUSES = ["committed"] * 8 + ["proposed", "challenged"]
+
+
+def _text(rng: random.Random) -> str:
+    return " ".join(rng.choices(VOCAB, WEIGHTS, k=rng.randint(12, 40)))
+
+
+def _record(i: int, height: int, rng: random.Random, content: str) -> dict[str, Any]:
+    status = rng.choice(STATUSES)
+    return {
+        "id": f"mem-{i:08d}", "domain": rng.choice(DOMAINS), "author": rng.choice(AUTHORS),
+        "type": "fact", "content_hash": hashlib.sha256(content.encode()).hexdigest(),
+        "confidence_ppm": 900_000, "tags": sorted(set(rng.choices(VOCAB[:40], k=2))),
+        "status": status, "submitted_height": height,
+        "submitted_time_ns": 1_780_000_000_000_000_000 + height * 10**9,
+        "decided_height": None if status == "proposed" else height + 1, "votes": {},
+        "ballot": None, "history": [[height, "proposed"]], "cocommit": None,
+        "tx": hashlib.sha256(f"tx-{i}".encode()).hexdigest(),
+    }
+
+
+def _blocks(start: int, total: int, seed: int) -> Iterator[tuple[int, list[tuple[bytes, bytes]]]]:
+    rng = random.Random(seed + start)
+    for first in range(start, total, BLOCK):
+        height = first // BLOCK + 1
+        changes: list[tuple[bytes, bytes]] = []
+        for i in range(first, min(first + BLOCK, total)):
+            content = _text(rng)
+            rec = _record(i, height, rng, content)
+            changes.append((records.memory_key(rec["id"]), json.dumps(rec).encode()))
+            changes.append((records.content_key(rec["id"]), content.encode()))
+        changes.sort()
+        yield height, changes
+
+
+def populate(proj: Projection, have: int, total: int, seed: int) -> float:
+    """Flush blocks until the projection holds `total` memories; returns seconds."""
+    start = time.perf_counter()
+    for height, changes in _blocks(have, total, seed):
+        proj.flush(height, hashlib.sha256(b"%d" % height).digest(), changes)
+    return time.perf_counter() - start
+
+
+def _pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _summary(seconds: list[float]) -> dict[str, float]:
+    ms = [s * 1000 for s in seconds]
+    return {"p50_ms": round(_pct(ms, 0.5), 3), "p99_ms": round(_pct(ms, 0.99), 3),
+            "mean_ms": round(statistics.fmean(ms), 3), "queries": len(ms)}
+
+
+def search_latency(db_url: str, queries: int, seed: int) -> dict[str, Any]:
+    """Time the API's own search query (node.api.queries) through a read-only engine."""
+    from node.api.db import readonly_engine
+    from node.api.queries import MemoryFilter, list_memories
+
+    engine = readonly_engine(db_url)
+    rng = random.Random(seed)
+    common, rare = VOCAB[:30], VOCAB[-400:]
+    out: dict[str, Any] = {}
+    with engine.connect() as conn:
+        list_memories(conn, MemoryFilter(q=VOCAB[0]), 20, None)  # warm caches
+        for label, words, n_words in (("common_1_word", common, 1),
+                                      ("rare_1_word", rare, 1),
+                                      ("mixed_2_words", common + rare, 2)):
+            samples, hits = [], 0
+            for _ in range(queries):
+                q = " ".join(rng.sample(words, n_words))
+                t0 = time.perf_counter()
+                page, _ = list_memories(conn, MemoryFilter(q=q), 20, None)
+                samples.append(time.perf_counter() - t0)
+                hits += len(page)
+            out[label] = {**_summary(samples), "mean_hits": round(hits / queries, 2)}
+    engine.dispose()
+    return out
+
+
+# ----------------------------------------------------------------------------- REST
+def serve(db_url: str, port: int) -> None:
+    """Subprocess entry: uvicorn with the real app factory (RPC points nowhere)."""
+    import uvicorn
+
+    from node.api import ApiSettings, create_app
+
+    app = create_app(ApiSettings(db_url=db_url, rpc_url="http://127.0.0.1:9"))
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+async def _get_loop(host: str, port: int, paths: list[str], deadline: float, rng: random.Random,
+                    latencies: list[float], statuses: list[int]) -> None:
+    """One keep-alive HTTP/1.1 connection issuing GETs back to back.
+
+    Hand-rolled on asyncio streams so the load generator, which shares the CPUs with the
+    server, costs far less per request than a full HTTP client library would.
+    """
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        while time.perf_counter() < deadline:
+            path = rng.choice(paths)
+            t0 = time.perf_counter()
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            await reader.readexactly(length)
+            latencies.append(time.perf_counter() - t0)
+            statuses.append(int(head.split(b" ", 2)[1]))
+    finally:
+        writer.close()
+
+
+async def _hammer(url: str, paths: list[str], seconds: float, concurrency: int,
+                  seed: int) -> dict[str, Any]:
+    host, _, port = url.removeprefix("http://").partition(":")
+    latencies: list[float] = []
+    statuses: list[int] = []
+    start = time.perf_counter()
+    await asyncio.gather(*(
+        _get_loop(host, int(port), paths, start + seconds, random.Random(seed + i), latencies,
+                  statuses) for i in range(concurrency)))
+    elapsed = time.perf_counter() - start
+    return {"requests": len(latencies), "errors": sum(1 for s in statuses if s != 200),
+            "requests_per_s": round(len(latencies) / elapsed, 1),
+            "concurrency": concurrency, **_summary(latencies)}
+
+
+def rest_get_by_id(db_url: str, total: int, seconds: float, concurrency: int,
+                   seed: int) -> dict[str, Any]:
+    import httpx
+
+    from tests.support.ports import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, __file__, "--serve", db_url, "--port", str(port)],
+                            cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("bench API server did not start")
+            time.sleep(0.1)
+        paths = [f"/v1/memories/mem-{i:08d}"
+                 for i in random.Random(seed).sample(range(total), 2000)]
+        asyncio.run(_hammer(url, paths, 1.0, concurrency, seed))  # warm-up
+        result = asyncio.run(_hammer(url, paths, seconds, concurrency, seed + 1))
+        baseline = asyncio.run(_hammer(url, ["/health"], min(seconds, 3.0), concurrency, seed))
+        result["health_requests_per_s"] = baseline["requests_per_s"]  # server+client ceiling
+        return result
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+# ----------------------------------------------------------------------------- driver
+def bench_backend(name: str, db_url: str, sizes: list[int], args: argparse.Namespace
+                  ) -> dict[str, Any]:
+    proj = Projection(db_url)
+    results: dict[str, Any] = {}
+    with proj.engine.connect() as conn:  # --reuse: continue from what is already there
+        have = int(conn.exec_driver_sql("SELECT count(*) FROM memories").scalar_one())
+    try:
+        for size in sizes:
+            load_s = populate(proj, have, size, args.seed) if have < size else 0.0
+            have = max(have, size)
+            entry: dict[str, Any] = {
+                "populate_s": round(load_s, 1),
+                "populate_memories_per_s": round((size - (sizes[sizes.index(size) - 1]
+                                                          if sizes.index(size) else 0))
+                                                 / max(load_s, 1e-9)),
+                "search": search_latency(db_url, args.queries, args.seed),
+            }
+            if not args.no_rest:
+                entry["rest_get_by_id"] = rest_get_by_id(db_url, size, args.seconds,
+                                                         args.concurrency, args.seed)
+            results[str(size)] = entry
+            print(f"# {name} {size}: done", file=sys.stderr, flush=True)
+    finally:
+        proj.close()
+    return results
+
+
+def _pg_url(args: argparse.Namespace) -> tuple[str | None, Any]:
+    if args.no_postgres:
+        return None, None
+    url = args.pg_url or os.environ.get("MEMLEDGER_PG_URL")
+    if url:
+        return url, None
+    from tests.support.postgres import start_postgres
+
+    server = start_postgres("bench_read")
+    return server.url, server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="10k memories (CI)")
+    parser.add_argument("--million", action="store_true", help="also 1M memories")
+    parser.add_argument("--queries", type=int, default=300, help="queries per kind")
+    parser.add_argument("--seconds", type=float, default=5.0, help="REST load duration")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--dir", type=Path, default=None, help="where SQLite files go")
+    parser.add_argument("--pg-url", default=None)
+    parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--no-rest", action="store_true")
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep the projection in --dir (and --pg-url) from a previous run")
+    parser.add_argument("--serve", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve, args.port)
+        return
+    sizes = [10_000] if args.quick else [100_000] + ([1_000_000] if args.million else [])
+    root = args.dir or Path(tempfile.mkdtemp(prefix="bench-read-"))
+    root.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {
+        "benchmark": "bench_read",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "sqlite": sqlite3.sqlite_version, "platform": platform.platform(),
+                    "loadavg_at_start": [round(x, 2) for x in os.getloadavg()]},
+        "params": {"sizes": sizes, "block": BLOCK, "queries_per_kind": args.queries,
+                   "page_limit": 20, "rest_seconds": args.seconds,
+                   "rest_concurrency": args.concurrency},
+        "backends": {},
+    }
+    sqlite_path = root / "projection.db"
+    if not args.reuse:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{sqlite_path}{suffix}").unlink(missing_ok=True)
+    report["backends"]["sqlite"] = bench_backend("sqlite", f"sqlite:///{sqlite_path}", sizes,
+                                                 args)
+    pg_url, server = _pg_url(args)
+    try:
+        if pg_url:
+            from sqlalchemy import create_engine, text
+
+            engine = create_engine(pg_url)
+            with engine.begin() as conn:
+                report["machine"]["postgres"] = conn.execute(text("show server_version")
+                                                             ).scalar_one()
+                if not args.reuse:
+                    conn.execute(text("drop schema public cascade; create schema public"))
+            engine.dispose()
+            report["backends"]["postgresql"] = bench_backend("postgresql", pg_url, sizes, args)
+    finally:
+        if server is not None:
+            server.stop()
+    report["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""Agent key files: generate, save and load Ed25519 identities for the SDK and the CLI.
+
+A key file is JSON holding the 32-byte seed in hex (plus the public key, so a corrupt
+file fails loudly on load). Files are created 0600 inside a 0700 directory: the seed is
+the agent's whole identity and never leaves the client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nacl.signing import SigningKey
+
+KEY_FILE_TYPE = "memledger-ed25519"
+SEED_BYTES = 32
+
+
+class KeyFileError(RuntimeError):
+    """A key file is missing, malformed, or inconsistent."""
+
+
+def default_key_dir() -> Path:
+    """`$MEMLEDGER_KEYS_DIR`, else ~/.memledger/keys."""
+    env = os.environ.get("MEMLEDGER_KEYS_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".memledger" / "keys"
+
+
+def key_path(name_or_path: str | os.PathLike[str], key_dir: Path | None = None) -> Path:
+    """A bare name means `<key dir>/<name>.json`; anything path-like is used as given."""
+    text = os.fspath(name_or_path)
+    if os.sep in text or text.endswith(".json") or text.startswith("."):
+        return Path(text).expanduser()
+    return (key_dir or default_key_dir()) / f"{text}.json"
+
+
+@dataclass(frozen=True)
+class Agent:
+    """One signing identity. The identity on the ledger is `public_key_hex`."""
+
+    signing_key: SigningKey
+    name: str = ""
+
+    @classmethod
+    def generate(cls, name: str = "") -> Agent:
+        return cls(SigningKey.generate(), name)
+
+    @classmethod
+    def from_seed(cls, seed: bytes, name: str = "") -> Agent:
+        if len(seed) != SEED_BYTES:
+            raise KeyFileError(f"seed must be {SEED_BYTES} bytes, got {len(seed)}")
+        return cls(SigningKey(seed), name)
+
+    @property
+    def public_key(self) -> bytes:
+        return bytes(self.signing_key.verify_key)
+
+    @property
+    def public_key_hex(self) -> str:
+        return self.public_key.hex()
+
+    @property
+    def seed(self) -> bytes:
+        return bytes(self.signing_key)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": KEY_FILE_TYPE,
+            "name": self.name,
+            "seed": self.seed.hex(),
+            "public_key": self.public_key_hex,
+        }
+
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+        """Write the key file with 0600 permissions (never world-readable, even briefly)."""
+        target = Path(path).expanduser()
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
+        try:
+            fd = os.open(target, flags, 0o600)
+        except FileExistsError:
+            raise KeyFileError(f"{target} already exists (refusing to overwrite a key)") from None
+        with os.fdopen(fd, "w") as fh:
+            json.dump(self.to_json(), fh, indent=2)
+            fh.write("\n")
+        os.chmod(target, 0o600)
+        return target
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Agent:
+        target = Path(path).expanduser()
+        try:
+            data = json.loads(target.read_text())
+        except FileNotFoundError:
+            raise KeyFileError(f"no key file at {target} (create one with "
+                               f"`memledger keys new {target.stem}`)") from None
+        except (OSError, ValueError) as exc:
+            raise KeyFileError(f"cannot read key file {target}: {exc}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("seed"), str):
+            raise KeyFileError(f"{target} is not a memledger key file (no seed)")
+        try:
+            seed = bytes.fromhex(data["seed"])
+        except ValueError:
+            raise KeyFileError(f"{target}: seed is not hex") from None
+        agent = cls.from_seed(seed, str(data.get("name") or target.stem))
+        expected = data.get("public_key")
+        if expected is not None and expected != agent.public_key_hex:
+            raise KeyFileError(f"{target}: public key does not match the seed")
+        return agent
+
+
+def load_agent(name_or_path: str | os.PathLike[str], key_dir: Path | None = None) -> Agent:
+    """Load by bare name (from the key dir) or by path."""
+    return Agent.load(key_path(name_or_path, key_dir))

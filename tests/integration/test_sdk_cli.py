@@ -1,0 +1,215 @@
+"""SDK and CLI end to end on a real node with the auto-voter, on SQLite and PostgreSQL.
+
+Each backend gets one node for the module: the SDK and the CLI each submit a memory, the
+auto-voter commits it, full-text search finds it, it reads back. The last test kills
+cometbft under the supervisor and restarts the node: nothing committed is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from node.client import MemLedgerClient, MemLedgerError
+from node.keys import Agent
+from tests.support.node import REPO, NodeRunner
+from tests.support.postgres import create_database, drop_database, unique_db_name
+
+pytestmark = pytest.mark.cometbft
+CHAIN = "memledger-sdk"
+
+
+class Env:
+    """One node plus a keys dir for the CLI, shared by the module's tests."""
+
+    def __init__(self, node: NodeRunner, keys: Path) -> None:
+        self.node = node
+        self.keys = keys
+        self.committed: list[str] = []
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        env = dict(os.environ, PYTHONPATH=str(REPO), MEMLEDGER_KEYS_DIR=str(self.keys),
+                   MEMLEDGER_HOME=str(self.node.home))
+        out = subprocess.run([sys.executable, "-m", "node.cli", *args], capture_output=True,
+                             text=True, timeout=120, env=env, cwd=REPO)
+        if check:
+            assert out.returncode == 0, f"{args}: {out.stdout}\n{out.stderr}"
+        return out
+
+    def cli_json(self, *args: str) -> Any:
+        return json.loads(self.cli(*args, "--json").stdout)
+
+
+def wait_ready(url: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            resp = httpx.get(f"{url}/ready", timeout=5)
+            if resp.status_code == 200:
+                return
+            last = resp.text
+        except httpx.HTTPError as exc:
+            last = repr(exc)
+        time.sleep(0.25)
+    raise TimeoutError(f"{url}/ready never became 200: {last}")
+
+
+def eventually(check: Callable[[], Any], timeout: float = 30, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what or check}"
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres",
+                                                               marks=pytest.mark.postgres)])
+def env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+        cometbft_bin: Path) -> Iterator[Env]:
+    db_url, pg, dbname = "", "", ""
+    if request.param == "postgres":
+        pg = request.getfixturevalue("postgres_url")
+        dbname = unique_db_name("sdk")
+        db_url = create_database(pg, dbname)
+    root = tmp_path_factory.mktemp(f"sdk-{request.param}")
+    runner = NodeRunner(root / "home", chain_id=CHAIN, db_url=db_url, voter=True)
+    runner.start()
+    try:
+        wait_ready(runner.api_url)
+        yield Env(runner, root / "keys")
+    finally:
+        runner.stop()
+        if pg:
+            drop_database(pg, dbname)
+
+
+def _status(ml: MemLedgerClient, memory_id: str) -> str:
+    return ml.get_memory(memory_id).status
+
+
+def test_sdk_submit_voter_commits_search_finds(env: Env) -> None:
+    agent = Agent.generate("sdk")
+    with MemLedgerClient(env.node.api_url, key=agent) as ml:
+        receipt = ml.submit("sdk-1", "Otters hold hands while sleeping so they do not drift",
+                            type="fact", confidence=0.95, tags=["animals", "sleep"])
+        assert receipt.committed and receipt.height and receipt.memory_id == "sdk-1"
+        eventually(lambda: _status(ml, "sdk-1") == "committed", what="voter commit")
+        found = [m.id for m in ml.search("otters drifting")]
+        assert found == ["sdk-1"]
+        memory = ml.get_memory("sdk-1")
+        assert memory.author == agent.public_key_hex and memory.tags == ["animals", "sleep"]
+        assert memory.confidence_ppm == 950_000
+        assert [v.decision for v in ml.votes("sdk-1")] == ["accept"]
+        assert ml.account().last_nonce > 0
+        assert ml.status().chain_id == CHAIN
+    env.committed.append("sdk-1")
+
+
+def test_cli_keys_submit_search_get(env: Env) -> None:
+    created = env.cli_json("keys", "new", "alice")
+    assert len(created["public_key"]) == 64
+    path = Path(created["path"])
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert env.cli("keys", "show", "alice").stdout.strip() == created["public_key"]
+    receipt = env.cli_json("submit", "Badgers dig setts with many tunnel entrances",
+                           "--id", "cli-1", "--tag", "animals", "--type", "observation",
+                           "--key", "alice")
+    assert receipt["status"] == "committed" and receipt["memory_id"] == "cli-1"
+    eventually(lambda: env.cli_json("get", "cli-1")["status"] == "committed",
+               what="voter commit via CLI")
+    hits = env.cli_json("search", "badger tunnels")
+    assert [m["id"] for m in hits] == ["cli-1"]
+    human = env.cli("search", "badger tunnels").stdout
+    assert "cli-1" in human and "[committed]" in human
+    shown = env.cli("get", "cli-1").stdout
+    assert "status:     committed" in shown and "Badgers dig setts" in shown
+    status = env.cli_json("status")
+    assert status["chain_id"] == CHAIN and status["height"] > 0
+    env.committed.append("cli-1")
+
+
+def test_cli_disputes_and_cocommit(env: Env) -> None:
+    env.cli("keys", "new", "bob")
+    # bob corroborates alice's memory; alice (the author, shared domain) challenges it:
+    # one eligible corroborator, so the memory is challenged rather than deprecated.
+    assert env.cli_json("corroborate", "cli-1", "--key", "bob")["status"] == "committed"
+    assert env.cli_json("challenge", "cli-1", "--reason", "seen only once",
+                        "--key", "alice")["status"] == "committed"
+    assert env.cli_json("get", "cli-1")["status"] == "challenged"
+    assert env.cli_json("search", "badger tunnels") == []  # disputed: hidden by default
+    assert [m["id"] for m in env.cli_json("search", "badger tunnels", "--include-disputed")] \
+        == ["cli-1"]
+    assert env.cli_json("reinstate", "cli-1", "--key", "bob")["status"] == "committed"
+    assert env.cli_json("get", "cli-1")["status"] == "committed"
+    receipt = env.cli_json("co-commit", "Alice and Bob agree the river floods in spring",
+                           "--key", "alice", "--coauthor", "bob", "--tag", "joint")
+    memory = env.cli_json("get", receipt["memory_id"])
+    assert memory["status"] == "committed" and len(memory["coauthors"]) == 2
+    env.committed.append(receipt["memory_id"])
+
+
+def test_cli_errors_are_one_line(env: Env) -> None:
+    out = env.cli("get", "no-such-memory", check=False)
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.strip().splitlines() == [
+        "memledger: error: not_found: no memory with id 'no-such-memory'"]
+    out = env.cli("vote", "no-such-memory", "accept", "--validator", check=False)
+    assert out.returncode == 1 and "memory_not_found (code 50)" in out.stderr
+    out = env.cli("vote", "cli-1", "accept", "--key", "bob", check=False)
+    assert out.returncode == 1 and "not_a_validator (code 51)" in out.stderr
+    out = env.cli("submit", "x", "--key", "nobody", check=False)
+    assert out.returncode == 1 and "no key file" in out.stderr
+    out = env.cli("status", "--api", "http://127.0.0.1:9", check=False)
+    assert out.returncode == 1 and "cannot reach" in out.stderr
+    for result in (out,):
+        assert "Traceback" not in result.stderr
+
+
+def test_openapi_served_and_valid(env: Env) -> None:
+    from openapi_spec_validator import validate
+
+    spec = httpx.get(f"{env.node.api_url}/openapi.json").json()
+    validate(spec)
+    assert spec["info"]["title"] == "memledger" and "/v1/memories" in spec["paths"]
+    assert httpx.get(f"{env.node.api_url}/docs").status_code == 200
+
+
+def _cometbft_pid(home: Path) -> int:
+    out = subprocess.run(["pgrep", "-f", f"cometbft start --home {home.resolve() / 'cometbft'}"],
+                         capture_output=True, text=True)
+    pids = [int(p) for p in out.stdout.split()]
+    assert len(pids) == 1, out
+    return pids[0]
+
+
+def test_cometbft_death_stops_node_and_restart_resumes(env: Env) -> None:
+    node = env.node
+    with MemLedgerClient(node.api_url) as ml:
+        before = ml.status().height
+    os.kill(_cometbft_pid(node.home), signal.SIGKILL)
+    code = node.wait_exit(timeout=60)
+    assert code != 0
+    assert "cometbft exited" in node.output, node.output
+    node.start()
+    wait_ready(node.api_url)
+    with MemLedgerClient(node.api_url) as ml:
+        assert ml.status().height >= before
+        for memory_id in env.committed:
+            assert ml.get_memory(memory_id).status == "committed", memory_id
+        assert [m.id for m in ml.search("otters")] == ["sdk-1"]
+        with pytest.raises(MemLedgerError) as info:
+            ml.get_memory("never-written")
+        assert info.value.status == 404

@@ -1,0 +1,57 @@
+"""Result code -> HTTP status table, problem documents, and FTS5 query quoting."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from abci.codes import DESCRIPTIONS, Code
+from node.api.problems import Problem, code_name, http_status_for_code, tx_rejected
+from node.api.search import fts5_query
+
+
+@pytest.mark.parametrize("code", [c for c in Code if c != Code.OK])
+def test_every_rejection_code_is_a_4xx(code: Code) -> None:
+    assert 400 <= http_status_for_code(int(code)) < 500
+
+
+def test_specific_statuses() -> None:
+    assert http_status_for_code(Code.BAD_SIGNATURE) == 400
+    assert http_status_for_code(Code.NONCE_REPLAYED) == 409
+    assert http_status_for_code(Code.DOMAIN_WRITE_DENIED) == 403
+    assert http_status_for_code(Code.MEMORY_NOT_FOUND) == 404
+    assert http_status_for_code(Code.TX_TOO_LARGE) == 413
+    assert http_status_for_code(Code.INVALID_TAG) == 422
+    assert http_status_for_code(9999) == 422 and code_name(9999) == "unknown_9999"
+
+
+def test_tx_rejection_problem_carries_code_and_name() -> None:
+    body = tx_rejected(8, "", "ab" * 32).body("/v1/txs")
+    assert body["status"] == 400 and body["code"] == 8 and body["name"] == "bad_signature"
+    assert body["title"] == DESCRIPTIONS[Code.BAD_SIGNATURE]
+    assert body["detail"] == DESCRIPTIONS[Code.BAD_SIGNATURE]
+    assert body["type"] == "urn:memledger:code:bad_signature"
+    assert body["hash"] == "ab" * 32 and body["instance"] == "/v1/txs"
+
+
+def test_problem_defaults() -> None:
+    body = Problem(404, "not_found", "no memory with id 'x'").body()
+    assert body == {"type": "urn:memledger:problem:not_found", "title": "Not Found",
+                    "status": 404, "detail": "no memory with id 'x'", "name": "not_found"}
+
+
+@pytest.mark.parametrize("text", ['a"b', "x OR y", "NEAR(a b)", "col:val", "pre*", "^start",
+                                  "-neg +pos", "(paren", "a AND NOT b", 'he said ""hi""'])
+def test_fts5_query_never_breaks_the_parser(text: str) -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("create virtual table t using fts5(body)")
+    conn.execute("insert into t(body) values (?)", (text,))
+    rows = conn.execute("select body from t where t match ?", (fts5_query(text),)).fetchall()
+    assert rows == [(text,)]
+
+
+def test_fts5_query_needs_a_word() -> None:
+    with pytest.raises(Problem) as info:
+        fts5_query(" - * ")
+    assert info.value.status == 422

@@ -1,0 +1,315 @@
+"""REST read routes against a projection written by the real engine (in-process chain).
+
+No cometbft here: the app points its RPC at a closed port, which also shows that reads
+never depend on it. Write routes are covered by tests/integration/test_rest_api.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from fastapi.testclient import TestClient
+
+from node.api import ApiSettings, create_app
+from node.api.db import readonly_engine
+from tests.support.chain import LocalChain, seeded_key
+
+ALICE = seeded_key("api-alice")
+BOB = seeded_key("api-bob")
+A_HEX = bytes(ALICE.verify_key).hex()
+PAGED = 23
+
+
+def _build(chain: LocalChain) -> None:
+    a, b = chain.builder(ALICE), chain.builder(BOB)
+    v3, v4 = (chain.builder(k) for k in chain.validator_keys[2:])
+    n = chain.next_nonce
+    chain.block([
+        a.submit(n(ALICE), "m-cache", "The build cache lives in the .cache directory",
+                 tags=["infra", "build"]),
+        a.submit(n(ALICE), "m-deploy", "Deploys happen on Tuesdays after the standup",
+                 memory_type="observation", tags=["ops"]),
+        b.submit(n(BOB), "team/m-rust", "Rust compile times dropped after caching crates",
+                 domain="team-b", tags=["build"]),
+    ])
+    chain.block([v3.vote(n(chain.validator_keys[2]), "m-cache"),
+                 v4.vote(n(chain.validator_keys[3]), "m-cache"),
+                 v3.vote(n(chain.validator_keys[2]), "team/m-rust"),
+                 v4.vote(n(chain.validator_keys[3]), "team/m-rust")])
+    chain.block([b.corroborate(n(BOB), "m-cache"), a.corroborate(n(ALICE), "team/m-rust")])
+    chain.block([b.challenge(n(BOB), "team/m-rust", "numbers are from one machine")])
+    for i in range(PAGED):
+        chain.block([a.submit(n(ALICE), f"p-{i:02d}", f"paged memory number {i} about zebras",
+                              domain="paging", tags=["paged"])])
+    results = chain.last_results
+    assert all(r.code == 0 for r in results), results
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalChain]:
+    chain = LocalChain(tmp_path_factory.mktemp("api-reads"))
+    _build(chain)
+    yield chain
+    chain.close()
+
+
+@pytest.fixture(scope="module")
+def api(chain: LocalChain) -> Iterator[TestClient]:
+    settings = ApiSettings(db_url=chain.db_url, rpc_url="http://127.0.0.1:9", chain_id="x")
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        yield client
+
+
+def _problem(resp: Any, status: int, name: str) -> dict[str, Any]:
+    assert resp.status_code == status, resp.text
+    assert resp.headers["content-type"].startswith("application/problem+json")
+    doc: dict[str, Any] = resp.json()
+    assert doc["status"] == status and doc["name"] == name, doc
+    assert doc["detail"] and doc["title"] and doc["type"]
+    assert "Traceback" not in resp.text
+    return doc
+
+
+def test_get_memory_and_unknown_id(api: TestClient) -> None:
+    doc = api.get("/v1/memories/m-cache").json()
+    assert doc["status"] == "committed" and doc["content"].startswith("The build cache")
+    assert doc["tags"] == ["build", "infra"] and doc["author"] == A_HEX
+    assert doc["confidence"] == 0.9 and doc["confidence_ppm"] == 900_000
+    assert doc["corroborators"] == [bytes(BOB.verify_key).hex()]
+    assert [h[1] for h in doc["history"]] == ["proposed", "committed"]
+    slash = api.get("/v1/memories/team/m-rust").json()
+    assert slash["id"] == "team/m-rust" and slash["status"] == "challenged"
+    problem = _problem(api.get("/v1/memories/nope"), 404, "not_found")
+    assert "nope" in problem["detail"] and problem["instance"] == "/v1/memories/nope"
+
+
+def test_filters(api: TestClient) -> None:
+    def ids(**params: Any) -> list[str]:
+        resp = api.get("/v1/memories", params={"limit": 500, **params})
+        assert resp.status_code == 200, resp.text
+        return [m["id"] for m in resp.json()["items"]]
+
+    assert ids(domain="general") == ["m-cache", "m-deploy"]
+    assert ids(type="observation") == ["m-deploy"]
+    assert ids(status="committed") == ["m-cache"]
+    assert ids(tag="build") == ["m-cache"]  # the challenged one is hidden by default
+    assert ids(tag="build", include_disputed="true") == ["m-cache", "team/m-rust"]
+    assert ids(tag=["build", "infra"]) == ["m-cache"]
+    assert ids(status="challenged") == ["team/m-rust"]
+    assert ids(author=A_HEX.upper(), domain="general") == ["m-cache", "m-deploy"]
+    assert ids(domain="nowhere") == []
+
+
+def test_cursor_pages_cover_everything_once(api: TestClient) -> None:
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        params: dict[str, Any] = {"domain": "paging", "limit": 5}
+        if cursor:
+            params["cursor"] = cursor
+        doc = api.get("/v1/memories", params=params).json()
+        seen += [m["id"] for m in doc["items"]]
+        pages += 1
+        cursor = doc["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == [f"p-{i:02d}" for i in range(PAGED)]
+    assert pages == (PAGED + 4) // 5
+
+
+@pytest.mark.parametrize(("q", "expected"), [
+    ("build cache", ["m-cache"]),
+    ("caching", ["m-cache"]),  # porter stemming: caching ~ cache
+    ("infra", ["m-cache"]),  # tags are indexed too
+    ("zebras number 7", ["p-07"]),
+    ('"unbalanced', []),
+    ("AND OR NOT", []),
+    ("cache* NEAR(x y)", []),
+    ("tuesdays: deploys", ["m-deploy"]),
+])
+def test_full_text_search(api: TestClient, q: str, expected: list[str]) -> None:
+    resp = api.get("/v1/memories", params={"q": q, "limit": 100})
+    assert resp.status_code == 200, resp.text
+    assert [m["id"] for m in resp.json()["items"]] == expected
+
+
+def test_invalid_filters_are_problems(api: TestClient) -> None:
+    doc = _problem(api.get("/v1/memories?status=bogus"), 422, "invalid_request")
+    assert "status" in doc["detail"] and doc["errors"][0]["loc"] == ["query", "status"]
+    assert "limit" in _problem(api.get("/v1/memories?limit=0"), 422, "invalid_request")["detail"]
+    _problem(api.get("/v1/memories?limit=501"), 422, "invalid_request")
+    _problem(api.get("/v1/memories?type=rumour"), 422, "invalid_request")
+    _problem(api.get("/v1/memories?author=xyz"), 422, "invalid_request")
+    _problem(api.get("/v1/memories?cursor=not-a-cursor"), 400, "invalid_cursor")
+    _problem(api.get("/v1/memories?cursor=WzEsMiwzXQ"), 400, "invalid_cursor")  # [1,2,3]
+    _problem(api.get("/v1/memories?q=%20-%20"), 422, "invalid_query")
+    _problem(api.get("/v1/memories?include_disputed=perhaps"), 422, "invalid_request")
+
+
+def test_satellites(api: TestClient, chain: LocalChain) -> None:
+    votes = api.get("/v1/memories/m-cache/votes").json()["votes"]
+    voters = {bytes(k.verify_key).hex() for k in chain.validator_keys[2:]}
+    assert {v["voter"] for v in votes} == voters and {v["decision"] for v in votes} == {"accept"}
+    corr = api.get("/v1/memories/m-cache/corroborations").json()["corroborations"]
+    assert [c["agent"] for c in corr] == [bytes(BOB.verify_key).hex()]
+    rounds = api.get("/v1/memories/team/m-rust/challenges").json()["challenges"]
+    assert len(rounds) == 1 and rounds[0]["opener"] == bytes(BOB.verify_key).hex()
+    assert api.get("/v1/memories/m-deploy/challenges").json()["challenges"] == []
+    for suffix in ("votes", "challenges", "corroborations"):
+        _problem(api.get(f"/v1/memories/nope/{suffix}"), 404, "not_found")
+    _problem(api.get("/v1/cocommits/nope"), 404, "not_found")
+    _problem(api.get("/v1/proposals/nope"), 404, "not_found")
+    assert api.get("/v1/proposals").json() == {"items": [], "next_cursor": None}
+
+
+def test_accounts_and_validators(api: TestClient, chain: LocalChain) -> None:
+    acct = api.get(f"/v1/accounts/{A_HEX}").json()
+    assert acct["last_nonce"] == chain.nonces[bytes(ALICE.verify_key)]
+    assert acct["next_nonce"] == acct["last_nonce"] + 1 and acct["height"] == chain.height
+    fresh = api.get("/v1/accounts/" + "ab" * 32).json()
+    assert (fresh["last_nonce"], fresh["next_nonce"]) == (0, 1)
+    _problem(api.get("/v1/accounts/zz"), 422, "invalid_request")
+    vals = api.get("/v1/validators").json()
+    assert vals["total_power"] == 100 and [v["power"] for v in vals["validators"]] == [40, 30,
+                                                                                      20, 10]
+
+
+def test_error_shapes(api: TestClient) -> None:
+    _problem(api.get("/v2/nothing"), 404, "not_found")
+    _problem(api.delete("/v1/memories/m-cache"), 405, "method_not_allowed")
+    _problem(api.post("/v1/memories", content=b"{not json",
+                      headers={"content-type": "application/json"}), 400, "malformed_json")
+    _problem(api.post("/v1/txs", content=b"[1,",
+                      headers={"content-type": "application/json"}), 400, "malformed_json")
+    _problem(api.post("/v1/txs", json={"tx": "***"}), 400, "invalid_base64")
+    _problem(api.post("/v1/txs", content=b"hi", headers={"content-type": "text/plain"}),
+             415, "unsupported_media_type")
+    _problem(api.post("/v1/memories", json={"memory_id": "x"}), 422, "invalid_request")
+    big = b"x" * (3 << 20)
+    doc = _problem(api.post("/v1/txs", content=big,
+                            headers={"content-type": "application/octet-stream"}),
+                   413, "body_too_large")
+    assert doc["limit"] == 2 << 20
+
+    def chunked() -> Iterator[bytes]:
+        for _ in range(40):
+            yield b"y" * (64 << 10)
+
+    _problem(api.post("/v1/txs", content=chunked(),
+                      headers={"content-type": "application/octet-stream"}),
+             413, "body_too_large")
+    # cometbft is down in this test: writes and status report it, never crash
+    _problem(api.get("/v1/status"), 503, "cometbft_unavailable")
+    assert api.get("/health").json() == {"status": "ok"}
+    ready = _problem(api.get("/ready"), 503, "not_ready")
+    assert ready["failing"] == ["cometbft"] and ready["checks"]["projection"]["ok"]
+
+
+def test_metrics(api: TestClient, chain: LocalChain) -> None:
+    text = api.get("/metrics").text
+    assert f"memledger_block_height {float(chain.height)}" in text
+    assert "memledger_proposed_backlog 24.0" in text  # m-deploy + the paged ones
+    assert 'memledger_api_requests_total{method="GET",route="/v1/memories",status="200"}' in text
+
+
+def test_openapi_is_valid(api: TestClient) -> None:
+    from openapi_spec_validator import validate
+
+    spec = api.get("/openapi.json").json()
+    validate(spec)
+    paths = set(spec["paths"])
+    for path in ("/v1/txs", "/v1/txs/{tx_hash}", "/v1/memories", "/v1/memories/{memory_id}",
+                 "/v1/memories/{memory_id}/votes", "/v1/accounts/{public_key}",
+                 "/v1/validators", "/v1/proposals", "/v1/status", "/health", "/ready",
+                 "/metrics", "/v1/cocommits/{cocommit_id}"):
+        assert path in paths, path
+    assert api.get("/docs").status_code == 200
+
+
+def test_engine_is_read_only(chain: LocalChain) -> None:
+    engine = readonly_engine(chain.db_url)
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("select count(*) from memories")).scalar_one() > 0
+        with pytest.raises(sa.exc.OperationalError):
+            conn.execute(sa.text("delete from memories"))
+    engine.dispose()
+
+
+def test_json_form_rebuilds_the_sdk_tx(chain: LocalChain) -> None:
+    """The JSON form of POST /v1/memories yields byte-identical txs to TxBuilder's."""
+    from abci._pb import tx_pb2
+    from node.api.routes_txs import _tx_from_form
+    from node.api.schemas import MemorySubmitRequest
+
+    tx = chain.builder(ALICE).submit(77, "j-1", "same bytes either way", tags=["b", "a"],
+                                     confidence_ppm=500_000, memory_type="task")
+    env = tx_pb2.Tx.FromString(tx)
+    req = MemorySubmitRequest.model_validate({
+        "memory_id": "j-1", "content": "same bytes either way", "type": "task",
+        "confidence_ppm": 500_000, "tags": ["a", "b"], "nonce": 77,
+        "public_key": env.public_key.hex(), "signature": env.signature.hex()})
+    assert _tx_from_form(req, chain.chain_id) == tx
+    assert json.loads(req.model_dump_json())["domain"] == "general"
+
+
+def test_search_ddl_survives_rebuild(chain: LocalChain, tmp_path: Path) -> None:
+    from abci.projection import Projection
+
+    target = Projection(f"sqlite:///{tmp_path / 'rebuilt.db'}")
+    store = chain.app.store
+    target.rebuild(store.iter_prefix(b""), store.last_height, store.last_app_hash)
+    with target.engine.connect() as conn:
+        hits = conn.exec_driver_sql(
+            "select m.id from memories m where m.rowid in "
+            "(select rowid from memories_fts where memories_fts match '\"zebras\"')").all()
+        conn.exec_driver_sql(
+            "insert into memories_fts(memories_fts, rank) values ('integrity-check', 1)")
+    assert len(hits) == PAGED
+    target.close()
+
+
+def test_unexpected_errors_are_problems_without_traces(chain: LocalChain) -> None:
+    app = create_app(ApiSettings(db_url=chain.db_url, rpc_url="http://127.0.0.1:9"))
+
+    def boom() -> None:
+        raise RuntimeError("secret internals")
+
+    app.add_api_route("/boom", boom)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        resp = client.get("/boom")
+        doc = _problem(resp, 500, "internal_error")
+        assert "secret internals" not in resp.text and "RuntimeError" not in resp.text
+        assert "access-control-allow-origin" not in client.get(
+            "/health", headers={"origin": "http://evil.example"}).headers
+        assert doc["instance"] == "/boom"
+
+
+@pytest.mark.parametrize("q", ["zebras", "paged memory", "cache", "build"])
+def test_ordered_scan_plan_returns_the_same_pages(chain: LocalChain, q: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Common words take a different SQLite plan; pages must not change with it."""
+    from node.api import queries, search
+
+    engine = readonly_engine(chain.db_url)
+
+    def pages() -> list[list[str]]:
+        out, cursor = [], None
+        with engine.connect() as conn:
+            while True:
+                items, cursor = queries.list_memories(conn, queries.MemoryFilter(q=q), 4, cursor)
+                out.append([m["id"] for m in items])
+                if cursor is None:
+                    return out
+
+    default = pages()
+    monkeypatch.setattr(search, "COMMON_MIN_MATCHES", 1)
+    with engine.connect() as conn:
+        assert search.common_on_sqlite(conn, q)
+    assert pages() == default and default[0]
+    engine.dispose()

@@ -1,0 +1,88 @@
+"""The SDK (sync and async) over real HTTP against uvicorn serving a real projection."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import uvicorn
+
+from node.api import ApiSettings, create_app
+from node.client import (
+    AsyncMemLedgerClient,
+    MemLedgerClient,
+    MemLedgerConnectionError,
+    MemLedgerError,
+)
+from tests.support.chain import LocalChain, seeded_key
+from tests.support.ports import free_port
+
+AGENT = seeded_key("sdk-agent")
+COUNT = 12
+
+
+@pytest.fixture(scope="module")
+def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    chain = LocalChain(tmp_path_factory.mktemp("sdk-reads"))
+    b = chain.builder(AGENT)
+    for i in range(COUNT):
+        chain.block([b.submit(chain.next_nonce(AGENT), f"s-{i:02d}",
+                              f"note {i} on {'otters' if i % 2 else 'badgers'}",
+                              tags=["even" if i % 2 == 0 else "odd"])])
+    settings = ApiSettings(db_url=chain.db_url, rpc_url="http://127.0.0.1:9")
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(10)
+    chain.close()
+
+
+def test_iterates_all_pages(base_url: str) -> None:
+    with MemLedgerClient(base_url) as ml:
+        ids = [m.id for m in ml.list_memories(page_size=5)]
+        assert ids == [f"s-{i:02d}" for i in range(COUNT)]
+        assert [m.id for m in ml.list_memories(page_size=5, max_items=7)] == ids[:7]
+        otters = [m.id for m in ml.search("otter", tags=["odd"])]
+        assert otters == ids[1::2]
+        memory = ml.get_memory("s-03")
+        assert memory.status == "proposed" and memory.confidence == 0.9
+        assert ml.account(bytes(AGENT.verify_key).hex()).last_nonce == COUNT
+        assert len(ml.validators()) == 4
+
+
+def test_errors_carry_the_problem(base_url: str) -> None:
+    with MemLedgerClient(base_url) as ml:
+        with pytest.raises(MemLedgerError) as info:
+            ml.get_memory("missing")
+        assert info.value.status == 404 and info.value.name == "not_found"
+        with pytest.raises(MemLedgerError) as info:
+            ml.memory_page(status="bogus")
+        assert info.value.status == 422 and "status" in info.value.detail
+        with pytest.raises(MemLedgerError, match="no signing key"):
+            ml.vote("s-01")
+    with MemLedgerClient("http://127.0.0.1:9") as dead, \
+            pytest.raises(MemLedgerConnectionError, match="cannot reach"):
+        dead.get_memory("s-01")
+
+
+def test_async_client(base_url: str) -> None:
+    async def run() -> list[str]:
+        async with AsyncMemLedgerClient(base_url) as ml:
+            got = [m.id async for m in ml.search("badgers", page_size=2)]
+            assert (await ml.get_memory("s-00")).content == "note 0 on badgers"
+            votes = await ml.votes("s-00")
+            assert votes == []
+            return got
+
+    assert asyncio.run(run()) == [f"s-{i:02d}" for i in range(0, COUNT, 2)]
