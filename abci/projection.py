@@ -60,7 +60,8 @@ votes = sa.Table(
 accounts = sa.Table(
     "accounts", metadata,
     sa.Column("public_key", sa.String(64), primary_key=True),
-    sa.Column("nonce", sa.Numeric(20, 0), nullable=False),
+    # Nonces go up to 2^64-1: stored as decimal text, exact on every backend.
+    sa.Column("nonce", sa.String(20), nullable=False),
 )
 domains = sa.Table(
     "domains", metadata,
@@ -156,7 +157,7 @@ def _add_change(batch: _Batch, key: bytes, value: bytes | None) -> None:
         if value is None:
             batch.deletes.append((accounts, {"public_key": pk}))
         else:
-            batch.upsert(accounts, {"public_key": pk, "nonce": json.loads(value)["nonce"]})
+            batch.upsert(accounts, {"public_key": pk, "nonce": str(json.loads(value)["nonce"])})
         return
     if key.startswith(records.DOMAIN):
         name = key[len(records.DOMAIN):].decode()

@@ -395,17 +395,25 @@ def cocommit_cmd(content: str, coauthors: tuple[str, ...], domain: str, type_: s
               envvar="MEMLEDGER_HOME", show_default=True)
 @click.option("--host", default=None, help="Bind address [default: config api_host].")
 @click.option("--port", type=int, default=None, help="Port [default: config api_port].")
-def api_cmd(home: Path, host: str | None, port: int | None) -> None:
+@click.option("--voter/--no-voter", "voter", default=None,
+              help="Whether /ready requires the auto-voter [default: config voter].")
+def api_cmd(home: Path, host: str | None, port: int | None, voter: bool | None) -> None:
     """Serve the REST API (started by `memledger start`)."""
+    import dataclasses
+
     import uvicorn
 
     from node.api import create_app
+    from node.api.settings import ApiSettings
 
     node_home = NodeHome(home)
     if not node_home.exists():
         fail(f"no memledger node at {node_home.root} (run `memledger init` first)")
     config = node_home.load()
-    uvicorn.run(create_app(node_home), host=host or config.api_host,
+    settings = ApiSettings.from_home(node_home)
+    if voter is not None:
+        settings = dataclasses.replace(settings, voter_required=voter)
+    uvicorn.run(create_app(settings), host=host or config.api_host,
                 port=port or config.api_port, log_level="info", access_log=False,
                 server_header=False)
 

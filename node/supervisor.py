@@ -91,7 +91,8 @@ class Supervisor:
         binary = cometbft.find_cometbft()
         self._spawn("cometbft", [str(binary), "start", "--home", str(self.home.cometbft)])
         if self.api:
-            self._spawn("api", _python_cmd("api", "--home", home))
+            voter_flag = "--voter" if self.voter else "--no-voter"
+            self._spawn("api", _python_cmd("api", "--home", home, voter_flag))
         if self.voter:
             self._spawn("voter", _python_cmd("voter", "--home", home))
 
