@@ -30,6 +30,7 @@ from abci.state import BlockOverlay, CanonicalStore
 from abci.tx import tx_hash
 
 log = logging.getLogger("memledger.abci")
+MAX_QUERY_KEY = 509
 
 APP_NAME = "memledger"
 SOFTWARE_VERSION = "0.1.0"
@@ -284,9 +285,21 @@ class MemLedgerApp(BaseApplication):
 
     # ----------------------------------------------------------------- queries
     def query(self, req: pb.RequestQuery) -> pb.ResponseQuery:
-        """Committed-state reads: `/key` (raw key in data) and `/account` (hex key)."""
+        """Committed-state reads; never lets a malformed query take the node down."""
+        try:
+            return self._query(req)
+        except Exception as exc:  # noqa: BLE001 - public RPC input must not kill the node
+            log.warning("query %r failed: %r", req.path[:64], exc)
+            return pb.ResponseQuery(code=4, log="query failed", codespace=CODESPACE,
+                                    height=self.store.last_height)
+
+    def _query(self, req: pb.RequestQuery) -> pb.ResponseQuery:
+        """`/key` (raw key in data) and `/account` (hex key)."""
         height = self.store.last_height
         if req.path == "/key":
+            if not 1 <= len(req.data) <= MAX_QUERY_KEY:
+                return pb.ResponseQuery(code=2, log="key must be 1..509 bytes", height=height,
+                                        codespace=CODESPACE)
             value = self.store.get(bytes(req.data))
             if value is None:
                 return pb.ResponseQuery(code=1, log="not found", height=height,

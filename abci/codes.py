@@ -43,6 +43,7 @@ class Code(IntEnum):
     DOMAIN_WRITE_DENIED = 40
     SCOPE_NOT_ACTIVE = 41
     EMPTY_CONTENT = 42
+    INVALID_CONTENT = 43
     # --- votes (50..59) ---
     MEMORY_NOT_FOUND = 50
     NOT_A_VALIDATOR = 51
@@ -127,6 +128,7 @@ DESCRIPTIONS: dict[Code, str] = {
     Code.DOMAIN_WRITE_DENIED: "signer may not write into this domain",
     Code.SCOPE_NOT_ACTIVE: "domain belongs to a paused or retired scope",
     Code.EMPTY_CONTENT: "content is empty",
+    Code.INVALID_CONTENT: "content contains a NUL character",
     Code.MEMORY_NOT_FOUND: "no memory with this id",
     Code.NOT_A_VALIDATOR: "signer is not in the current validator set",
     Code.ALREADY_VOTED: "signer already voted on this memory",

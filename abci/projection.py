@@ -75,7 +75,8 @@ grants = sa.Table(
     sa.Column("domain", sa.String(128), primary_key=True),
     sa.Column("grantee", sa.String(64), primary_key=True),
     sa.Column("level", sa.String(8), nullable=False),
-    sa.Column("expires", sa.BigInteger, nullable=False),
+    # Grant expiry is a user-chosen uint64: text keeps every value exact on every backend.
+    sa.Column("expires", sa.String(20), nullable=False),
     sa.Column("record", sa.Text, nullable=False),
 )
 corroborations = sa.Table(
@@ -175,7 +176,7 @@ def _add_change(batch: _Batch, key: bytes, value: bytes | None) -> None:
         else:
             rec = json.loads(value)
             batch.upsert(grants, {"domain": domain, "grantee": grantee, "level": rec["level"],
-                                  "expires": rec["expires"], "record": value.decode()})
+                                  "expires": str(rec["expires"]), "record": value.decode()})
         return
     if key.startswith(records.CORROBORATION):
         memory_id, agent = records.split_compound(key, records.CORROBORATION)

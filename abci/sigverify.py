@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 
-from abci.tx import verify_signature
+from abci.tx import PUBLIC_KEY_LEN, SIGNATURE_LEN, verify_signature
 
 
 class SignatureVerifier:
@@ -29,6 +29,10 @@ class SignatureVerifier:
         self.hits = 0
 
     def __call__(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
+        # Fixed lengths make key ‖ signature ‖ message unambiguous; without this check a
+        # longer "signature" could absorb a prefix of the message and hit a cached entry.
+        if len(public_key) != PUBLIC_KEY_LEN or len(signature) != SIGNATURE_LEN:
+            return False
         key = hashlib.sha256(public_key + signature + message).digest()
         if key in self._verified:
             self.hits += 1

@@ -40,6 +40,9 @@ def validate_fields(
     data = content.encode()
     if not data:
         raise TxError(Code.EMPTY_CONTENT)
+    if b"\x00" in data:
+        # Text, not bytes: PostgreSQL TEXT cannot hold NUL, and no agent means one.
+        raise TxError(Code.INVALID_CONTENT)
     if len(data) > MAX_CONTENT_BYTES:
         raise TxError(Code.CONTENT_TOO_LARGE, f"content is {len(data)} bytes")
     if hashlib.sha256(data).digest() != content_hash:
