@@ -26,6 +26,9 @@ $(STAMP): pyproject.toml
 cometbft:
 	@if "$(COMETBFT_BIN)" version 2>/dev/null | grep -q '^$(COMETBFT_VERSION)'; then \
 		echo "cometbft $(COMETBFT_VERSION) already at $(COMETBFT_BIN)"; \
+	elif "$$(go env GOPATH 2>/dev/null)/bin/cometbft" version 2>/dev/null | grep -q '^$(COMETBFT_VERSION)$$'; then \
+		mkdir -p "$(BIN_DIR)" && cp "$$(go env GOPATH)/bin/cometbft" "$(COMETBFT_BIN)"; \
+		echo "cometbft $(COMETBFT_VERSION) copied from $$(go env GOPATH)/bin"; \
 	else \
 		echo "installing cometbft $(COMETBFT_VERSION) into $(BIN_DIR)"; \
 		mkdir -p "$(BIN_DIR)" && GOBIN="$(BIN_DIR)" go install $(COMETBFT_PKG); \
