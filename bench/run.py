@@ -29,6 +29,7 @@ FULL: dict[str, list[str]] = {
     "flush": ["bench.bench_flush", "--sizes", "100", "1000", "10000"],
     "read": ["bench.bench_read"],
     "e2e": ["bench.bench_e2e", "--nodes", "1", "4", "--duration", "20", "--rate", "300"],
+    "resources": ["bench.bench_resources", "--memories", "100000"],
 }
 QUICK: dict[str, list[str]] = {
     "engine": ["bench.bench_engine", "--txs", "500"],
@@ -37,6 +38,7 @@ QUICK: dict[str, list[str]] = {
     "read": ["bench.bench_read", "--quick", "--no-postgres", "--queries", "50",
              "--seconds", "2"],
     "e2e": ["bench.bench_e2e", "--nodes", "1", "--duration", "5", "--rate", "50"],
+    "resources": ["bench.bench_resources", "--memories", "2000"],
 }
 
 

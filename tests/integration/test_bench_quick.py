@@ -18,6 +18,6 @@ def test_quick_bench_suite_runs_and_records_json(cometbft_bin: Path) -> None:
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     summary = json.loads((REPO / "bench" / "results" / "quick" / "summary.json").read_text())
-    assert set(summary["benches"]) == {"engine", "apphash", "flush", "read", "e2e"}
+    assert set(summary["benches"]) == {"engine", "apphash", "flush", "read", "e2e", "resources"}
     engine = summary["benches"]["engine"]["result"]
     assert engine["raw_ed25519_verify_per_s"] > 0 and engine["submit_ratio_to_verify"] > 0
