@@ -323,8 +323,8 @@ class Projection:
                 # one INSERT instead of an INSERT plus an UPDATE (which also re-indexes).
                 with_body = [{**r, "content": content.pop(r["id"])} for r in rows
                              if r["id"] in content]
-                rows = [r for r in rows if "content" not in r and r["id"] not in
-                        {w["id"] for w in with_body}]
+                merged = {w["id"] for w in with_body}
+                rows = [r for r in rows if r["id"] not in merged]
                 if with_body:
                     self._upsert(conn, table, with_body)
             if rows:
