@@ -94,6 +94,12 @@ async def get_tx(tx_hash: HashPath, state: State) -> TxOutcome:
 def _tx_from_form(req: MemorySubmitRequest, chain_id: str) -> bytes:
     """Rebuild the canonical memory_submit Tx from the JSON form and its signature."""
     assert req.content is not None and req.public_key and req.signature and req.nonce
+    for text in (req.content, req.memory_id, req.domain, *req.tags):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise Problem(422, "invalid_text",
+                          "text fields must be valid Unicode (no lone surrogates)") from None
     content = req.content
     msg = tx_pb2.MemorySubmit(
         memory_id=req.memory_id, domain=req.domain, memory_type=req.type.value,

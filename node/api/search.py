@@ -19,6 +19,9 @@ COMMON_MIN_MATCHES = 500
 
 def fts5_query(text: str) -> str:
     """AND of quoted terms; inner double quotes doubled, as FTS5 string syntax requires."""
+    if any(ord(ch) < 0x20 and ch not in "\t\n\r" for ch in text):
+        # FTS5 strings cannot carry NUL (SQLite reports an unterminated string).
+        raise Problem(422, "invalid_query", "q must not contain control characters")
     terms = [t for t in text.split() if any(ch.isalnum() for ch in t)]
     if not terms:
         raise Problem(422, "invalid_query", "q must contain at least one word")
@@ -36,6 +39,9 @@ def search_clause(dialect: str, text: str, *, ordered_scan: bool = False) -> sa.
     """
     if len(text) > MAX_QUERY_CHARS:
         raise Problem(422, "invalid_query", f"q is longer than {MAX_QUERY_CHARS} characters")
+    if "\x00" in text:  # neither FTS5 strings nor PostgreSQL text can carry NUL
+        raise Problem(422, "invalid_query", "q must not contain control characters")
+
     if dialect == "sqlite":
         plus = "+" if ordered_scan else ""
         return sa.text(
