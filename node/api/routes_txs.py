@@ -94,7 +94,7 @@ async def get_tx(tx_hash: HashPath, state: State) -> TxOutcome:
 def _tx_from_form(req: MemorySubmitRequest, chain_id: str) -> bytes:
     """Rebuild the canonical memory_submit Tx from the JSON form and its signature."""
     assert req.content is not None and req.public_key and req.signature and req.nonce
-    for text in (req.content, req.memory_id, req.domain, *req.tags):
+    for text in (req.content, req.memory_id or "", req.domain, *req.tags):
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
