@@ -137,7 +137,9 @@ def serve(db_url: str, port: int) -> None:
 
     from node.api import ApiSettings, create_app
 
-    app = create_app(ApiSettings(db_url=db_url, rpc_url="http://127.0.0.1:9"))
+    # Capacity is measured, so the per-client rate limit is off for this server.
+    app = create_app(ApiSettings(db_url=db_url, rpc_url="http://127.0.0.1:9",
+                                 rate_limit_per_s=0))
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 

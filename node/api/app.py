@@ -15,6 +15,7 @@ from fastapi.openapi.utils import get_openapi
 from node.api import problems, routes_memories, routes_state, routes_status, routes_txs
 from node.api.db import readonly_engine
 from node.api.deps import ApiState
+from node.api.limits import RateLimitMiddleware, TimeoutMiddleware
 from node.api.metrics import ApiMetrics
 from node.api.middleware import BodyLimitMiddleware, RequestMetricsMiddleware
 from node.api.schemas import ProblemModel, TxRequest
@@ -85,6 +86,10 @@ def create_app(source: ApiSettings | NodeHome | str | os.PathLike[str]) -> FastA
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["GET", "POST"], allow_headers=["content-type"])
+    app.add_middleware(TimeoutMiddleware, seconds=max(settings.request_timeout_s,
+                                                      settings.commit_timeout_s + 10))
+    app.add_middleware(RateLimitMiddleware, rate=settings.rate_limit_per_s,
+                       burst=settings.rate_limit_burst)
     app.add_middleware(RequestMetricsMiddleware, observe=state.metrics.observe_request)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

@@ -34,6 +34,9 @@ class ApiSettings:
     rpc_timeout_s: float = 10.0
     voter_max_age_s: float = 10.0
     cors_origins: tuple[str, ...] = field(default_factory=tuple)
+    rate_limit_per_s: float = 200.0  # per client address; 0 disables
+    rate_limit_burst: int = 400
+    request_timeout_s: float = 60.0
 
     @classmethod
     def from_home(cls, home: NodeHome | str | os.PathLike[str]) -> ApiSettings:
@@ -47,4 +50,6 @@ class ApiSettings:
             voter_required=config.voter,
             cors_origins=tuple(o.strip() for o in config.extra.get("api_cors_origins", "")
                                .split(",") if o.strip()),
+            rate_limit_per_s=float(config.extra.get("api_rate_limit_per_s", "200")),
+            rate_limit_burst=int(config.extra.get("api_rate_limit_burst", "400")),
         )

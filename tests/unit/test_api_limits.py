@@ -1,0 +1,64 @@
+"""Per-client rate limiting and the request timeout answer with problem+json."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from node.api import problems
+from node.api.limits import RateLimitMiddleware, TimeoutMiddleware
+
+
+def _app(**limits: Any) -> FastAPI:
+    app = FastAPI()
+    problems.install(app)
+
+    @app.get("/v1/ping")
+    async def ping() -> dict[str, str]:
+        return {"ok": "yes"}
+
+    @app.get("/v1/slow")
+    async def slow() -> dict[str, str]:
+        await asyncio.sleep(5)
+        return {"ok": "late"}
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"ok": "yes"}
+
+    if "seconds" in limits:
+        app.add_middleware(TimeoutMiddleware, seconds=limits["seconds"])
+    if "rate" in limits:
+        app.add_middleware(RateLimitMiddleware, rate=limits["rate"], burst=limits["burst"])
+    return app
+
+
+def test_rate_limit_per_client_with_retry_after() -> None:
+    client = TestClient(_app(rate=0.5, burst=3))
+    codes = [client.get("/v1/ping").status_code for _ in range(5)]
+    assert codes == [200, 200, 200, 429, 429]
+    limited = client.get("/v1/ping")
+    assert limited.headers["content-type"].startswith("application/problem+json")
+    assert limited.json()["name"] == "rate_limited"
+    assert int(limited.headers["retry-after"]) >= 1
+    assert client.get("/health").status_code == 200  # probes are never limited
+
+
+def test_buckets_are_per_client() -> None:
+    app = _app(rate=0.5, burst=1)
+    first = TestClient(app, client=("10.0.0.1", 1000))
+    second = TestClient(app, client=("10.0.0.2", 1000))
+    assert first.get("/v1/ping").status_code == 200
+    assert first.get("/v1/ping").status_code == 429
+    assert second.get("/v1/ping").status_code == 200
+
+
+def test_request_timeout_is_a_504_problem() -> None:
+    client = TestClient(_app(seconds=0.2))
+    resp = client.get("/v1/slow")
+    assert resp.status_code == 504
+    assert resp.json()["name"] == "request_timeout"
+    assert client.get("/v1/ping").status_code == 200
