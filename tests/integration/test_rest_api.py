@@ -21,7 +21,7 @@ from node import cometbft
 from node.client import MemLedgerClient
 from node.txbuilder import TxBuilder
 from tests.support.chain import seeded_key
-from tests.support.node import NodeRunner
+from tests.support.node import NodeRunner, wait_api_ready
 from tests.support.postgres import create_database, drop_database, unique_db_name
 
 pytestmark = pytest.mark.cometbft
@@ -29,20 +29,6 @@ CHAIN = "memledger-rest"
 AGENT = seeded_key("rest-agent")
 OTHER = seeded_key("rest-other")
 
-
-def wait_ready(url: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
-        try:
-            resp = httpx.get(f"{url}/ready", timeout=5)
-            if resp.status_code == 200:
-                return
-            last = resp.text
-        except httpx.HTTPError as exc:
-            last = repr(exc)
-        time.sleep(0.25)
-    raise TimeoutError(f"{url}/ready never became 200: {last}")
 
 
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres",
@@ -58,7 +44,7 @@ def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
                         chain_id=CHAIN, db_url=db_url)
     runner.start()
     try:
-        wait_ready(runner.api_url)
+        wait_api_ready(runner.api_url)
         yield runner
     finally:
         runner.stop()

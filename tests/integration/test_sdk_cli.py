@@ -22,7 +22,7 @@ import pytest
 
 from node.client import MemLedgerClient, MemLedgerError
 from node.keys import Agent
-from tests.support.node import REPO, NodeRunner
+from tests.support.node import REPO, NodeRunner, wait_api_ready
 from tests.support.postgres import create_database, drop_database, unique_db_name
 
 pytestmark = pytest.mark.cometbft
@@ -50,20 +50,6 @@ class Env:
         return json.loads(self.cli(*args, "--json").stdout)
 
 
-def wait_ready(url: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
-        try:
-            resp = httpx.get(f"{url}/ready", timeout=5)
-            if resp.status_code == 200:
-                return
-            last = resp.text
-        except httpx.HTTPError as exc:
-            last = repr(exc)
-        time.sleep(0.25)
-    raise TimeoutError(f"{url}/ready never became 200: {last}")
-
 
 def eventually(check: Callable[[], Any], timeout: float = 30, what: str = "") -> Any:
     deadline = time.monotonic() + timeout
@@ -88,7 +74,7 @@ def env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     runner = NodeRunner(root / "home", chain_id=CHAIN, db_url=db_url, voter=True)
     runner.start()
     try:
-        wait_ready(runner.api_url)
+        wait_api_ready(runner.api_url)
         yield Env(runner, root / "keys")
     finally:
         runner.stop()
@@ -204,7 +190,7 @@ def test_cometbft_death_stops_node_and_restart_resumes(env: Env) -> None:
     assert code != 0
     assert "cometbft exited" in node.output, node.output
     node.start()
-    wait_ready(node.api_url)
+    wait_api_ready(node.api_url)
     with MemLedgerClient(node.api_url) as ml:
         assert ml.status().height >= before
         for memory_id in env.committed:

@@ -126,3 +126,21 @@ class NodeRunner:
             text = path.read_text(errors="replace").splitlines()[-lines:]
             out.append(f"--- {path.name}\n" + "\n".join(text))
         return "\n".join(out)
+
+
+def wait_api_ready(url: str, timeout: float = 60) -> None:
+    """Poll `/ready` until the REST API reports the node ready (200)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            resp = httpx.get(f"{url}/ready", timeout=5)
+            if resp.status_code == 200:
+                return
+            last = resp.text
+        except httpx.HTTPError as exc:
+            last = repr(exc)
+        time.sleep(0.25)
+    raise TimeoutError(f"{url}/ready never became 200: {last}")
