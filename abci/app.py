@@ -203,8 +203,10 @@ class MemLedgerApp(BaseApplication):
         opening = TxBuffer(overlay)
         governance.begin_block(opening, height)
         opening.apply()
-        results = [self._exec_result(process_tx(overlay, block, tx, check=self.verifier))
-                   for tx in req.txs]
+        response = pb.ResponseFinalizeBlock()
+        add_result, verifier = response.tx_results.add, self.verifier
+        for tx in req.txs:
+            self._fill_result(add_result(), process_tx(overlay, block, tx, check=verifier))
         closing = TxBuffer(overlay)
         effects = governance.end_block(closing, height, version)
         closing.apply()
@@ -212,14 +214,11 @@ class MemLedgerApp(BaseApplication):
         new_version = effects.new_app_version or version
         self._pending = _PendingBlock(height, overlay, app_hash, new_version)
         self.faults.maybe_kill("after_finalize", height)
-        response = pb.ResponseFinalizeBlock(
-            tx_results=results,
-            app_hash=app_hash,
-            events=[self._event(kind, attrs) for kind, attrs in effects.events],
-            validator_updates=[
-                pb.ValidatorUpdate(pub_key=pb.PublicKey(ed25519=key), power=power)
-                for key, power in effects.validator_updates
-            ],
+        response.app_hash = app_hash
+        response.events.extend(self._event(kind, attrs) for kind, attrs in effects.events)
+        response.validator_updates.extend(
+            pb.ValidatorUpdate(pub_key=pb.PublicKey(ed25519=key), power=power)
+            for key, power in effects.validator_updates
         )
         if effects.new_app_version is not None:
             response.consensus_param_updates.CopyFrom(
@@ -236,20 +235,24 @@ class MemLedgerApp(BaseApplication):
 
     @staticmethod
     def _event(kind: str, attrs: list[tuple[str, str]]) -> pb.Event:
-        return pb.Event(
-            type=kind,
-            attributes=[pb.EventAttribute(key=k, value=v, index=True) for k, v in attrs],
-        )
+        event = pb.Event(type=kind)
+        add = event.attributes.add
+        for key, value in attrs:
+            add(key=key, value=value, index=True)
+        return event
 
     @staticmethod
-    def _exec_result(outcome: TxOutcome) -> pb.ExecTxResult:
-        events = [MemLedgerApp._event(kind, attrs) for kind, attrs in outcome.events]
-        return pb.ExecTxResult(
-            code=int(outcome.code),
-            log=outcome.log,
-            codespace=CODESPACE if outcome.code else "",
-            events=events,
-        )
+    def _fill_result(result: pb.ExecTxResult, outcome: TxOutcome) -> None:
+        """Write an outcome into the response in place (nested constructors copy: 2x)."""
+        if outcome.code:
+            result.code = int(outcome.code)
+            result.log = outcome.log
+            result.codespace = CODESPACE
+        add_event = result.events.add
+        for kind, attrs in outcome.events:
+            add = add_event(type=kind).attributes.add
+            for key, value in attrs:
+                add(key=key, value=value, index=True)
 
     def commit(self, req: pb.RequestCommit) -> pb.ResponseCommit:
         pending = self._pending

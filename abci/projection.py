@@ -20,7 +20,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError
 
-from abci import records
+from abci import codec, records
 
 log = logging.getLogger("memledger.projection")
 
@@ -143,7 +143,7 @@ def _add_change(batch: _Batch, key: bytes, value: bytes | None) -> None:
         if value is None:
             batch.deletes.append((memories, {"id": memory_id}))
             return
-        rec = json.loads(value)
+        rec = codec.decode(value)
         batch.upsert(memories, _memory_row(rec, value))
         batch.replace_children.append(
             (memory_tags, memory_id, [{"memory_id": memory_id, "tag": t} for t in rec["tags"]])
@@ -158,14 +158,14 @@ def _add_change(batch: _Batch, key: bytes, value: bytes | None) -> None:
         if value is None:
             batch.deletes.append((accounts, {"public_key": pk}))
         else:
-            batch.upsert(accounts, {"public_key": pk, "nonce": str(json.loads(value)["nonce"])})
+            batch.upsert(accounts, {"public_key": pk, "nonce": str(codec.decode(value)["nonce"])})
         return
     if key.startswith(records.DOMAIN):
         name = key[len(records.DOMAIN):].decode()
         if value is None:
             batch.deletes.append((domains, {"name": name}))
         else:
-            rec = json.loads(value)
+            rec = codec.decode(value)
             batch.upsert(domains, {"name": name, "owner": rec["owner"], "scope": rec["scope"],
                                    "created": rec["created"]})
         return
@@ -174,7 +174,7 @@ def _add_change(batch: _Batch, key: bytes, value: bytes | None) -> None:
         if value is None:
             batch.deletes.append((grants, {"domain": domain, "grantee": grantee}))
         else:
-            rec = json.loads(value)
+            rec = codec.decode(value)
             batch.upsert(grants, {"domain": domain, "grantee": grantee, "level": rec["level"],
                                   "expires": str(rec["expires"]), "record": value.decode()})
         return
@@ -184,10 +184,10 @@ def _add_change(batch: _Batch, key: bytes, value: bytes | None) -> None:
             batch.deletes.append((corroborations, {"memory_id": memory_id, "agent": agent}))
         else:
             batch.upsert(corroborations, {"memory_id": memory_id, "agent": agent,
-                                          "height": json.loads(value)["height"]})
+                                          "height": codec.decode(value)["height"]})
         return
     if key == records.VALIDATORS:
-        members = [] if value is None else json.loads(value)["validators"]
+        members = [] if value is None else codec.decode(value)["validators"]
         batch.replace_children.append((validators, "", [
             {"public_key": m, "power": p} for m, p in members
         ]))

@@ -24,9 +24,12 @@ PUBLIC_KEY_LEN = 32
 SIGNATURE_LEN = 64
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SignedTx:
-    """A tx that passed the stateless gate: decoded, canonical, signed, on this chain."""
+    """A tx that passed the stateless gate: decoded, canonical, signed, on this chain.
+
+    Not frozen: a frozen dataclass pays object.__setattr__ per field on every tx.
+    """
 
     raw: bytes
     tx_hash: bytes

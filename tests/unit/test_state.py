@@ -530,7 +530,7 @@ def test_codec_rejects_cycles_and_float_input() -> None:
         codec.encode(loop)
     for raw in (b'{"a":1.0}', b"[NaN]", b"Infinity"):
         with pytest.raises(ValueError):
-            codec.decode(raw)
+            codec.decode_strict(raw)
 
 
 if __name__ == "__main__":
