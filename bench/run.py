@@ -4,8 +4,9 @@
     .venv/bin/python bench/run.py --quick    # small sizes, for CI (measures, never gates)
 
 Each benchmark is its own module printing JSON; results go to bench/results/<name>.json
-together with the commit and machine they were measured on. BENCHMARKS.md summarises the
-latest full run.
+together with the commit and machine they were measured on, and bench/plots.py then draws
+PNGs of them into bench/results/<full|quick>/plots/. BENCHMARKS.md summarises the latest
+full run.
 """
 
 from __future__ import annotations
@@ -64,6 +65,16 @@ def run_one(name: str, argv: list[str], out_dir: Path) -> dict[str, Any]:
     return result
 
 
+def render_plots(out_dir: Path) -> None:
+    """Draw out_dir/plots/*.png; a failure is reported, not fatal (the JSON is recorded)."""
+    print("== plots: python -m bench.plots", flush=True)
+    proc = subprocess.run([sys.executable, "-m", "bench.plots", "--dir", str(out_dir)],
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), cwd=REPO)
+    if proc.returncode != 0:
+        print(f"   plots failed ({proc.returncode}); rerun: python -m bench.plots --dir "
+              f"{out_dir}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
@@ -80,6 +91,7 @@ def main() -> None:
         summary["benches"][name] = run_one(name, argv, out_dir)
         print(f"   done in {summary['benches'][name]['wall_s']} s", flush=True)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    render_plots(out_dir)
     print(json.dumps(summary["machine"]))
 
 

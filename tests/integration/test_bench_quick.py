@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,8 @@ pytestmark = pytest.mark.cometbft
 
 
 def test_quick_bench_suite_runs_and_records_json(cometbft_bin: Path) -> None:
+    plots = REPO / "bench" / "results" / "quick" / "plots"
+    shutil.rmtree(plots, ignore_errors=True)  # only PNGs from this run count
     proc = subprocess.run([sys.executable, "bench/run.py", "--quick"], cwd=REPO,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
@@ -21,3 +24,7 @@ def test_quick_bench_suite_runs_and_records_json(cometbft_bin: Path) -> None:
     assert set(summary["benches"]) == {"engine", "apphash", "flush", "read", "e2e", "resources"}
     engine = summary["benches"]["engine"]["result"]
     assert engine["raw_ed25519_verify_per_s"] > 0 and engine["submit_ratio_to_verify"] > 0
+    pngs = sorted(plots.glob("*.png"))
+    assert pngs, proc.stdout[-2000:]
+    for png in pngs:
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
