@@ -28,6 +28,7 @@ from abci.rules import INITIAL_APP_VERSION, SUPPORTED_APP_VERSIONS
 from abci.sigverify import SignatureVerifier
 from abci.state import BlockOverlay, CanonicalStore
 from abci.tx import tx_hash
+from abci.verifypool import VerifyPool
 
 log = logging.getLogger("memledger.abci")
 MAX_QUERY_KEY = 509
@@ -104,9 +105,14 @@ class MemLedgerApp(BaseApplication):
         faults: FaultPlan | None = None,
         on_halt: Callable[[str], None] = halt,
         supported_versions: frozenset[int] = SUPPORTED_APP_VERSIONS,
+        verify_helper: bool = False,
     ) -> None:
         self.supported_versions = supported_versions
-        self.verifier = SignatureVerifier()
+        pool = None
+        if verify_helper:
+            pool = VerifyPool()
+            pool.start()
+        self.verifier = SignatureVerifier(pool=pool)
         self.store = store
         self.projection = projection
         self.faults = faults or FaultPlan()
@@ -205,8 +211,10 @@ class MemLedgerApp(BaseApplication):
         opening.apply()
         response = pb.ResponseFinalizeBlock()
         add_result, verifier = response.tx_results.add, self.verifier
+        verifier.prefetch(req.txs)
         for tx in req.txs:
             self._fill_result(add_result(), process_tx(overlay, block, tx, check=verifier))
+        verifier.end_block()
         closing = TxBuffer(overlay)
         effects = governance.end_block(closing, height, version)
         closing.apply()

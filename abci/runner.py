@@ -20,6 +20,7 @@ def serve(
     address: str,
     faults: FaultPlan | None = None,
     supported_versions: frozenset[int] = SUPPORTED_APP_VERSIONS,
+    verify_helper: bool = False,
 ) -> None:
     """Block serving ABCI on `address` until SIGINT/SIGTERM."""
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -30,9 +31,11 @@ def serve(
         "canonical state at height %d (app hash %s); projection receipt %s",
         store.last_height, store.last_app_hash.hex(), receipt,
     )
-    app = MemLedgerApp(store, projection, faults=faults, supported_versions=supported_versions)
+    app = MemLedgerApp(store, projection, faults=faults, supported_versions=supported_versions,
+                       verify_helper=verify_helper)
     try:
         run(app, address)
     finally:
+        app.verifier.close()
         projection.close()
         store.close()

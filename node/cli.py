@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -95,8 +96,11 @@ def start(home: Path, no_api: bool, no_voter: bool, app_args: tuple[str, ...]) -
 @click.option("--max-app-version", type=int, default=0,
               help="Test hook: behave like an older binary supporting versions up to N.")
 @click.option("--kill-at", default="", help="Test hook: POINT:HEIGHT to SIGKILL the app.")
+@click.option("--verify-helper", type=click.Choice(["auto", "on", "off"]), default="auto",
+              show_default=True,
+              help="Check uncached block signatures on a helper process (auto: if >1 CPU).")
 def app(home: Path, exit_before_commit_height: int, fail_flush_height: int,
-        max_app_version: int, kill_at: str) -> None:
+        max_app_version: int, kill_at: str, verify_helper: str) -> None:
     """Serve the ABCI application (started by `memledger start`)."""
     from abci.app import FaultPlan
     from abci.rules import SUPPORTED_APP_VERSIONS
@@ -110,7 +114,9 @@ def app(home: Path, exit_before_commit_height: int, fail_flush_height: int,
     point, _, height = kill_at.partition(":")
     faults = FaultPlan(exit_before_commit_height, fail_flush_height, point,
                        int(height) if height else 0)
-    serve(node_home.state_dir, node_home.db_url(config), config.abci_address, faults, supported)
+    helper = verify_helper == "on" or (verify_helper == "auto" and (os.cpu_count() or 1) > 1)
+    serve(node_home.state_dir, node_home.db_url(config), config.abci_address, faults, supported,
+          verify_helper=helper)
 
 
 @main.command(hidden=True)

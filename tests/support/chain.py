@@ -43,7 +43,9 @@ class LocalChain:
         app_state: dict[str, Any] | None = None,
         db_url: str | None = None,
         chain_id: str = CHAIN_ID,
+        verify_helper: bool = False,
     ) -> None:
+        self.verify_helper = verify_helper
         home.mkdir(parents=True, exist_ok=True)
         self.home = home
         self.chain_id = chain_id
@@ -66,7 +68,8 @@ class LocalChain:
 
     def _open(self) -> MemLedgerApp:
         store = CanonicalStore(str(self.home / "state"))
-        return MemLedgerApp(store, Projection(self.db_url), on_halt=self._halt)
+        return MemLedgerApp(store, Projection(self.db_url), on_halt=self._halt,
+                            verify_helper=self.verify_helper)
 
     def reopen(self) -> None:
         """Simulate a process restart: drop in-memory state, reopen stores."""
@@ -75,6 +78,7 @@ class LocalChain:
         self.height = self.app.store.last_height
 
     def close(self) -> None:
+        self.app.verifier.close()
         self.app.projection.close()
         self.app.store.close()
 
