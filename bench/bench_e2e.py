@@ -3,7 +3,10 @@
 The same load generator, the same consensus settings and the same machine, in one run:
 N agents submit at a target rate for D seconds; we count txs included with code 0 and
 the submit → inclusion latency. memledger txs are signed memory submits; kvstore txs are
-`key=value` pairs of the same size. The ratio memledger/kvstore is the figure of merit
+`key=value` pairs with the same 200-byte content. Both sides' txs are built (memledger's
+signed) and the RPC clients opened before the clock starts, so the generator's own setup
+and signing do not compete with the nodes for CPU inside the measured window (see
+node.loadgen). The ratio memledger/kvstore is the figure of merit
 (target ≥ 0.8); absolute numbers on a shared 2-vCPU machine are noise.
 
     .venv/bin/python -m bench.bench_e2e [--nodes 1 4] [--rate 300] [--duration 20]

@@ -6,6 +6,11 @@ answering it fails over to the next one. A tracker thread follows the chain bloc
 block (/block + /block_results: two calls per height whatever the load) and matches tx
 hashes, so tracking cost does not grow with the number of txs in flight.
 
+Setup happens before the clock starts, so the measured window holds only submissions:
+each agent's RPC client to its home node is opened in ``start()`` (an httpx client
+costs ~50 ms of CPU to create; other nodes' clients are opened only on failover), and
+``run()`` pre-builds (and so pre-signs) every tx an agent can send in its window.
+
 "acknowledged" = CheckTx accepted it; "committed" = in a block with FinalizeBlock code 0
 (the memory is then ``proposed`` on every node; validator votes decide its status).
 """
@@ -112,6 +117,8 @@ class LoadGenerator:
         self._stop = threading.Event()
         self._stop_tracker = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._clients: list[_Clients] = []
+        self._prebuilt: list[list[tuple[str, bytes, str]]] = []
         self._tracker: threading.Thread | None = None
         self._next_height = 0
         self._started = 0.0
@@ -120,8 +127,18 @@ class LoadGenerator:
 
     # --- lifecycle --------------------------------------------------------------------
 
-    def start(self) -> LoadGenerator:
-        self._next_height = self._latest_height() + 1
+    def start(self, prebuild: int = 0) -> LoadGenerator:
+        """Open clients and pre-build ``prebuild`` txs per agent, then start the clock."""
+        self._clients = [_Clients(self.urls, self.rpc_timeout) for _ in range(self.agents)]
+        try:
+            for a, clients in enumerate(self._clients):
+                clients.get(a % len(self.urls))
+            self._prebuilt = [self._build(a, prebuild) for a in range(self.agents)]
+            self._next_height = self._latest_height() + 1
+        except BaseException:
+            for clients in self._clients:
+                clients.close()
+            raise
         self._started = time.monotonic()
         self._tracker = threading.Thread(target=self._track, name="loadgen-tracker",
                                          daemon=True)
@@ -147,7 +164,8 @@ class LoadGenerator:
         return self.report()
 
     def run(self, duration: float, settle: float = 30.0) -> LoadReport:
-        self.start()
+        # An agent sends at most one tx per interval plus the first: no on-the-fly signing.
+        self.start(prebuild=int(duration * self.rate / self.agents) + 2)
         time.sleep(duration)
         return self.stop(settle)
 
@@ -215,11 +233,25 @@ class LoadGenerator:
         text = f"load test memory {memory_id} "
         return text + "x" * max(0, self.content_bytes - len(text))
 
+    def _memory_id(self, a: int, nonce: int) -> str:
+        return f"load-{self.run_id}-a{a}-{nonce}"
+
+    def _make(self, a: int, builder: TxBuilder, nonce: int) -> tuple[str, bytes, str]:
+        """(memory id, tx bytes, tx hash) of agent ``a``'s tx with this nonce."""
+        memory_id = self._memory_id(a, nonce)
+        tx = self.make_tx(builder, nonce, memory_id, self._content(memory_id))
+        return memory_id, tx, tx_hash(tx)
+
+    def _build(self, a: int, count: int) -> list[tuple[str, bytes, str]]:
+        builder = TxBuilder(self._keys[a], self.chain_id)
+        return [self._make(a, builder, nonce) for nonce in range(1, count + 1)]
+
     def _agent(self, a: int) -> None:
         builder = TxBuilder(self._keys[a], self.chain_id)
+        prebuilt = self._prebuilt[a]
         interval = self.agents / self.rate
         target = a % len(self.urls)
-        clients = [RpcClient(u, timeout=self.rpc_timeout) for u in self.urls]
+        clients = self._clients[a]
         next_at = time.monotonic() + a / self.rate
         nonce = 0
         try:
@@ -229,22 +261,21 @@ class LoadGenerator:
                     break
                 next_at = max(next_at + interval, time.monotonic() - 1.0)  # bounded catch-up
                 nonce += 1
-                memory_id = f"load-{self.run_id}-a{a}-{nonce}"
-                tx = self.make_tx(builder, nonce, memory_id, self._content(memory_id))
-                sub = Submission(memory_id, tx_hash(tx), a, nonce, time.monotonic())
+                memory_id, tx, digest = (prebuilt[nonce - 1] if nonce <= len(prebuilt)
+                                         else self._make(a, builder, nonce))
+                sub = Submission(memory_id, digest, a, nonce, time.monotonic())
                 with self._lock:
                     self._subs[sub.tx_hash] = sub
                     self._order.append(sub)
                 target = self._broadcast(sub, tx, clients, target)
         finally:
-            for c in clients:
-                c.close()
+            clients.close()
 
-    def _broadcast(self, sub: Submission, tx: bytes, clients: list[RpcClient],
+    def _broadcast(self, sub: Submission, tx: bytes, clients: _Clients,
                    target: int) -> int:
         """Send to the agent's node; on a transport error move to the next node once."""
         for attempt in range(2):
-            client = clients[target]
+            client = clients.get(target)
             sub.node = client.url
             try:
                 result = client.broadcast_tx_sync(tx)
@@ -253,8 +284,8 @@ class LoadGenerator:
                 return target
             except TRANSPORT_ERRORS as exc:
                 sub.error = f"{type(exc).__name__}: {exc}"
-                target = (target + 1) % len(clients)
-                if attempt == 0 and len(clients) > 1:
+                target = (target + 1) % len(self.urls)
+                if attempt == 0 and len(self.urls) > 1:
                     continue
                 return target
             sub.error = ""
@@ -278,11 +309,11 @@ class LoadGenerator:
         raise RuntimeError(f"no node answered /status: {last!r}")
 
     def _track(self) -> None:
-        clients = [RpcClient(u, timeout=self.rpc_timeout) for u in self.urls]
+        clients = _Clients(self.urls, self.rpc_timeout)
         current = 0
         try:
             while not self._stop_tracker.is_set():
-                client = clients[current]
+                client = clients.get(current)
                 try:
                     latest = client.latest_height()
                     while self._next_height <= latest and not self._stop_tracker.is_set():
@@ -290,11 +321,10 @@ class LoadGenerator:
                         self._next_height += 1
                 except TRANSPORT_ERRORS as exc:
                     self.tracker_error = f"{client.url}: {exc!r}"
-                    current = (current + 1) % len(clients)
+                    current = (current + 1) % len(self.urls)
                 self._stop_tracker.wait(self.poll_s)
         finally:
-            for c in clients:
-                c.close()
+            clients.close()
 
     def _scan(self, client: RpcClient, height: int) -> None:
         txs = client.block(height)["block"]["data"].get("txs") or []
@@ -314,3 +344,23 @@ class LoadGenerator:
                 sub.height = height
                 sub.code = int(results[i].get("code", 0)) if i < len(results) else None
                 sub.committed_at = now
+
+
+class _Clients:
+    """One thread's RPC clients, one per URL, opened on first use (creation is costly)."""
+
+    def __init__(self, urls: Sequence[str], timeout: float) -> None:
+        self._urls = list(urls)
+        self._timeout = timeout
+        self._open: dict[int, RpcClient] = {}
+
+    def get(self, index: int) -> RpcClient:
+        client = self._open.get(index)
+        if client is None:
+            client = self._open[index] = RpcClient(self._urls[index], timeout=self._timeout)
+        return client
+
+    def close(self) -> None:
+        for client in self._open.values():
+            client.close()
+        self._open.clear()
