@@ -52,11 +52,15 @@ def scope_of(state: TxBuffer, domain: str) -> dict[str, Any] | None:
     return scope  # type: ignore[no-any-return]
 
 
-def authorize_write(state: TxBuffer, domain: str, agent: bytes, height: int) -> None:
+def authorize_write(
+    state: TxBuffer, domain: str, agent: bytes, height: int
+) -> dict[str, Any] | None:
     """Allow the write or raise; the first writer of an unowned domain becomes its owner.
 
     Shared domains are open to all. Scoped domains are writable by the scope's members.
     Other domains belong to their first writer; anyone else needs a write grant.
+    Returns the (active) scope record of a scoped domain, so callers need not read it
+    again, else None.
     """
     key = records.domain_key(domain)
     record = state.get_record(key)
@@ -67,18 +71,19 @@ def authorize_write(state: TxBuffer, domain: str, agent: bytes, height: int) -> 
             raise TxError(Code.SCOPE_NOT_ACTIVE, f"scope of domain {domain!r} is not active")
         if agent_hex not in {m for m, _ in scope["members"]}:
             raise TxError(Code.DOMAIN_WRITE_DENIED, f"not a member of scope {scope['id']!r}")
-        return
+        return scope  # type: ignore[no-any-return]
     if is_shared(state, domain):
         if record is None:
             state.put_record(key, {"owner": None, "scope": None, "created": height})
-        return
+        return None
     if record is None:
         state.put_record(key, {"owner": agent_hex, "scope": None, "created": height})
-        return
+        return None
     if record["owner"] == agent_hex:
-        return
+        return None
     if grant_level(state, domain, agent, height) < LEVELS["write"]:
         raise TxError(Code.DOMAIN_WRITE_DENIED, f"domain {domain!r} needs a write grant")
+    return None
 
 
 def can_modify(state: TxBuffer, domain: str, agent: bytes, height: int) -> bool:

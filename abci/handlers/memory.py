@@ -9,7 +9,7 @@ from abci import ballots, quorum, records, validators
 from abci._pb import tx_pb2
 from abci.codes import Code, TxError
 from abci.context import TxContext
-from abci.domains import authorize_write, check_name, scope_of
+from abci.domains import authorize_write, check_name
 from abci.limits import CONFIDENCE_SCALE, MAX_CONTENT_BYTES, MAX_TAG_BYTES, MAX_TAGS
 
 MEMORY_TYPES = ("fact", "observation", "inference", "task")
@@ -124,12 +124,11 @@ def submit(ctx: TxContext, msg: tx_pb2.MemorySubmit) -> None:
             raise TxError(Code.MEMORY_ID_CONFLICT, f"memory {msg.memory_id!r} exists")
         ctx.emit("memory", id=msg.memory_id, status=existing["status"], duplicate="true")
         return
-    authorize_write(ctx.state, msg.domain, ctx.signer, ctx.block.height)
+    scope = authorize_write(ctx.state, msg.domain, ctx.signer, ctx.block.height)
     record = new_record(
         ctx, msg.memory_id, msg.domain, msg.memory_type, msg.content_hash,
         msg.confidence_ppm, tags, records.STATUS_PROPOSED,
     )
-    scope = scope_of(ctx.state, msg.domain)
     if scope is not None:
         members = [[m, int(w)] for m, w in scope["members"]]
         record["ballot"] = {

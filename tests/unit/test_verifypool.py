@@ -73,12 +73,12 @@ def _run(tmp: Path, helper: bool, kill_after: int | None = None,
             if kill_after is not None and n == kill_after:
                 pool = chain.app.verifier._pool
                 assert pool is not None and pool._process is not None
-                original = pool.answer
+                original, victim, live = pool.answer, pool._process, pool
 
                 def answer_then_kill(ticket: tuple[int, int]) -> bool | None:
-                    if ticket[0] == pool._base + 2 and pool._process is not None:
-                        pool._process.kill()
-                        pool._process.wait()
+                    if ticket[0] == live._base + 2 and victim.poll() is None:
+                        victim.kill()  # once: the restarted helper is left alone
+                        victim.wait()
                     return original(ticket)
 
                 pool.answer = answer_then_kill  # type: ignore[method-assign]
