@@ -28,6 +28,7 @@ from abci.rules import INITIAL_APP_VERSION, SUPPORTED_APP_VERSIONS
 from abci.sigverify import SignatureVerifier
 from abci.state import BlockOverlay, CanonicalStore
 from abci.tx import tx_hash
+from abci.txcache import DecodedTxCache
 from abci.verifypool import VerifyPool
 
 log = logging.getLogger("memledger.abci")
@@ -113,6 +114,7 @@ class MemLedgerApp(BaseApplication):
             pool = VerifyPool()
             pool.start()
         self.verifier = SignatureVerifier(pool=pool)
+        self.decoded = DecodedTxCache()
         self.store = store
         self.projection = projection
         self.faults = faults or FaultPlan()
@@ -173,7 +175,7 @@ class MemLedgerApp(BaseApplication):
             app_version=self.app_version,
         )
         outcome = process_tx(_CommittedView(self.store), block, req.tx, apply=False,
-                             check=self.verifier)
+                             check=self.verifier, decoded=self.decoded)
         return pb.ResponseCheckTx(
             code=int(outcome.code),
             log=outcome.log,
@@ -210,10 +212,11 @@ class MemLedgerApp(BaseApplication):
         governance.begin_block(opening, height)
         opening.apply()
         response = pb.ResponseFinalizeBlock()
-        add_result, verifier = response.tx_results.add, self.verifier
-        verifier.prefetch(req.txs)
+        add_result, verifier, decoded = response.tx_results.add, self.verifier, self.decoded
+        verifier.prefetch(req.txs, known=decoded)
         for tx in req.txs:
-            self._fill_result(add_result(), process_tx(overlay, block, tx, check=verifier))
+            outcome = process_tx(overlay, block, tx, check=verifier, decoded=decoded)
+            self._fill_result(add_result(), outcome)
         verifier.end_block()
         closing = TxBuffer(overlay)
         effects = governance.end_block(closing, height, version)

@@ -15,6 +15,7 @@ from abci.codes import Code, TxError
 from abci.context import BlockInfo, KeyValueView, TxBuffer, TxContext
 from abci.handlers import registry
 from abci.tx import SignatureCheck, decode_tx
+from abci.txcache import DecodedTxCache
 
 
 @dataclass(slots=True)
@@ -38,12 +39,21 @@ def process_tx(
     *,
     apply: bool = True,
     check: SignatureCheck | None = None,
+    decoded: DecodedTxCache | None = None,
 ) -> TxOutcome:
-    """Run one tx; on success its writes reach `view` (unless `apply` is False)."""
-    try:
-        signed = decode_tx(raw, block.chain_id, check)
-    except TxError as err:
-        return TxOutcome(err.code, err.log)
+    """Run one tx; on success its writes reach `view` (unless `apply` is False).
+
+    `decoded` remembers txs that passed the stateless gate (same bytes, same chain id:
+    same result), so mempool rechecks and the block do not decode them again.
+    """
+    signed = None if decoded is None else decoded.get(raw)
+    if signed is None:
+        try:
+            signed = decode_tx(raw, block.chain_id, check)
+        except TxError as err:
+            return TxOutcome(err.code, err.log)
+        if decoded is not None:
+            decoded.put(raw, signed)
     buffer = TxBuffer(view)
     ctx = TxContext(
         state=buffer, block=block, signer=signed.signer, nonce=signed.nonce,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
 from google.protobuf.message import DecodeError
 
@@ -58,8 +58,11 @@ class SignatureVerifier:
         self.hits = 0
         self.prefetched = 0
 
-    def prefetch(self, txs: Sequence[bytes]) -> None:
-        """Start checking a block's uncached signatures on the helper, if there is one."""
+    def prefetch(self, txs: Sequence[bytes], known: Container[bytes] = ()) -> None:
+        """Start checking a block's uncached signatures on the helper, if there is one.
+
+        `known` holds txs already through the gate (abci.txcache): nothing to check.
+        """
         self._pending = {}
         pool = self._pool
         if pool is None or len(txs) < self._min_batch or not pool.usable:
@@ -67,6 +70,8 @@ class SignatureVerifier:
         triples: list[Triple] = []
         keys: list[bytes] = []
         for raw in txs:
+            if raw in known:
+                continue
             triple = envelope_triple(raw)
             if triple is None:
                 continue

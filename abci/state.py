@@ -292,6 +292,7 @@ class CanonicalStore:
         self._before_commit = before_commit
         self._gen = 0
         self._current: BlockOverlay | None = None
+        self._head: tuple[int, int] | None = None
         self._tree: MerkleTree | None = None
         self._lock_fd: int | None = None
         if readonly:
@@ -379,10 +380,24 @@ class CanonicalStore:
         with self.snapshot() as snap:
             yield from snap.iter_prefix(prefix)
 
+    def _committed_head(self) -> tuple[int, int]:
+        """(last height, app version); the writer keeps them in memory.
+
+        CheckTx asks for both on every call. Only this process can commit (the writer
+        lock), so its copy, refreshed by commit(), cannot go stale; read-only openers
+        always read LMDB because another process is moving the head.
+        """
+        head = self._head
+        if head is None:
+            with self.snapshot() as snap:
+                head = (snap.last_height, snap.app_version)
+            if not self.readonly:
+                self._head = head
+        return head
+
     @property
     def last_height(self) -> int:
-        with self.snapshot() as snap:
-            return snap.last_height
+        return self._committed_head()[0]
 
     @property
     def last_app_hash(self) -> bytes:
@@ -391,8 +406,7 @@ class CanonicalStore:
 
     @property
     def app_version(self) -> int:
-        with self.snapshot() as snap:
-            return snap.app_version
+        return self._committed_head()[1]
 
     def get_meta(self, name: str) -> bytes | None:
         with self.snapshot() as snap:
@@ -455,8 +469,9 @@ class CanonicalStore:
             txn.put(_M_APP_VERSION, _u64(app_version), db=meta)
             if self._before_commit is not None:
                 self._before_commit()
-        # Durable from here on; only now may the in-memory tree move.
+        # Durable from here on; only now may the in-memory tree and head move.
         tree.apply(prep.nodes)
+        self._head = (height, app_version)
         self._gen += 1
         overlay.committed = True
         self._current = None
@@ -571,6 +586,7 @@ class CanonicalStore:
             if Snapshot(self, txn)._height() is not None or txn.stat(self._data)["entries"]:
                 raise StoreError("bulk_load needs an empty, never-committed store")
             txn.put(_M_LOADING, b"1", db=self._meta)
+        self._head = None
         buf: list[tuple[bytes, bytes]] = []
         for key, value in items:
             _check_key(key)
