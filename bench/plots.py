@@ -182,6 +182,39 @@ def plot_apphash(results: Path) -> Figure:
     return fig
 
 
+ENGINE_MODES = (("warm", "warm: verified by CheckTx"),
+                ("helper", "helper: verified ahead on a 2nd core"),
+                ("inline", "inline: verified on the executing thread"))
+
+
+def plot_engine(results: Path) -> Figure:
+    """FinalizeBlock tx/s as a fraction of the raw verify rate, per signature path."""
+    data = _load(results / "engine.json") or {}
+    modes = [(m, label) for m, label in ENGINE_MODES if isinstance(data.get(m), dict)]
+    if not modes or "raw_ed25519_verify_per_s" not in data:
+        raise Skip("engine.json missing or from before the per-mode format")
+    verify = data["raw_ed25519_verify_per_s"]
+    fig = _figure(8, 4.4, f"FinalizeBlock throughput vs raw Ed25519 verify "
+                          f"({verify:,}/s, one core, same run)", _source(results, "engine"))
+    ax = fig.subplots()
+    width = 0.38
+    kinds = (("submit", "memory submits", "#1f77b4"), ("vote", "votes", "#ff7f0e"))
+    for i, (kind, label, color) in enumerate(kinds):
+        pos = [k + (i - 0.5) * width for k in range(len(modes))]
+        bars = ax.bar(pos, [data[m][f"{kind}_ratio_to_verify"] for m, _ in modes], width,
+                      color=color, label=f"{data['txs_per_block']:,} {label}")
+        ax.bar_label(bars, labels=[f"{data[m][f'{kind}_ratio_to_verify']:.2f}\n"
+                                   f"{data[m][f'{kind}_finalize_tx_per_s']:,}/s"
+                                   for m, _ in modes], fontsize=8, padding=2)
+    ax.axhline(0.8, color="black", ls="--", lw=1, label="target 0.8")
+    ax.set_xticks(range(len(modes)), [label.replace(": ", ":\n") for _, label in modes])
+    ax.grid(axis="x", visible=False)
+    ax.set_ylim(0, max(1.2, ax.get_ylim()[1] * 1.15))
+    ax.set(ylabel="block tx/s ÷ raw verify/s")
+    ax.legend(loc="upper right")
+    return fig
+
+
 def plot_e2e(results: Path) -> Figure:
     """Committed tx/s and submit→commit latency, memledger vs kvstore, per net size."""
     data = _load(results / "e2e.json") or {}
@@ -294,7 +327,8 @@ def plot_read(results: Path) -> Figure:
 
 
 PLOTS: dict[str, Callable[[Path], Figure]] = {
-    "flush": plot_flush, "apphash": plot_apphash, "e2e": plot_e2e, "read": plot_read,
+    "engine": plot_engine, "flush": plot_flush, "apphash": plot_apphash, "e2e": plot_e2e,
+    "read": plot_read,
 }
 
 
