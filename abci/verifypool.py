@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import signal
 import socket
 import subprocess
 import sys
@@ -179,4 +180,6 @@ class VerifyPool:
 
 
 if __name__ == "__main__":
+    # Ctrl-C reaches the whole foreground group; the helper ends when its socket closes.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _worker(Connection(int(sys.argv[1])))
