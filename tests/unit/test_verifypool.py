@@ -61,6 +61,21 @@ def _blocks(chain: LocalChain) -> list[list[bytes]]:
     return [first, second, third]
 
 
+def _kill_helper_during_next_block(chain: LocalChain) -> None:
+    """SIGKILL the helper when the block asks for its third chunk (once)."""
+    pool = chain.app.verifier._pool
+    assert pool is not None and pool._process is not None
+    original, victim = pool.answer, pool._process
+
+    def answer_then_kill(ticket: tuple[int, int]) -> bool | None:
+        if ticket[0] == pool._base + 2 and victim.poll() is None:
+            victim.kill()  # once: the restarted helper is left alone
+            victim.wait()
+        return original(ticket)
+
+    pool.answer = answer_then_kill  # type: ignore[method-assign]
+
+
 def _run(tmp: Path, helper: bool, kill_after: int | None = None,
          failures: int = 0) -> list[tuple[list[int], bytes]]:
     chain = LocalChain(tmp, verify_helper=helper)
@@ -71,17 +86,7 @@ def _run(tmp: Path, helper: bool, kill_after: int | None = None,
         out = []
         for n, txs in enumerate(blocks):
             if kill_after is not None and n == kill_after:
-                pool = chain.app.verifier._pool
-                assert pool is not None and pool._process is not None
-                original, victim, live = pool.answer, pool._process, pool
-
-                def answer_then_kill(ticket: tuple[int, int]) -> bool | None:
-                    if ticket[0] == live._base + 2 and victim.poll() is None:
-                        victim.kill()  # once: the restarted helper is left alone
-                        victim.wait()
-                    return original(ticket)
-
-                pool.answer = answer_then_kill  # type: ignore[method-assign]
+                _kill_helper_during_next_block(chain)
             results = chain.block(txs)
             out.append(([r.code for r in results], chain.app_hashes[chain.height]))
         if helper:
