@@ -27,6 +27,8 @@ import json
 import os
 import platform
 import random
+import resource
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -34,14 +36,16 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from abci import records  # noqa: E402
+from abci import codec, records  # noqa: E402
 from abci.projection import Projection  # noqa: E402
+from abci.state import CanonicalStore  # noqa: E402
 
 BLOCK = 1_000
 SYLLABLES = ["ka", "lo", "mi", "ru", "te", "sa", "no", "vi", "de", "po", "zu", "fe", "ga", "hi"]
@@ -79,18 +83,49 @@ def _blocks(start: int, total: int, seed: int) -> Iterator[tuple[int, list[tuple
         for i in range(first, min(first + BLOCK, total)):
             content = _text(rng)
             rec = _record(i, height, rng, content)
-            changes.append((records.memory_key(rec["id"]), json.dumps(rec).encode()))
+            changes.append((records.memory_key(rec["id"]), codec.encode(rec)))
             changes.append((records.content_key(rec["id"]), content.encode()))
         changes.sort()
         yield height, changes
 
 
-def populate(proj: Projection, have: int, total: int, seed: int) -> float:
-    """Flush blocks until the projection holds `total` memories; returns seconds."""
+def populate(proj: Projection, have: int, total: int, seed: int,
+             store: CanonicalStore | None = None) -> float:
+    """Flush blocks until the projection holds `total` memories; returns seconds.
+
+    With `store`, each block takes the node's whole Commit path instead: the canonical
+    overlay and its app hash, the projection flush with that hash, then the LMDB commit.
+    """
     start = time.perf_counter()
     for height, changes in _blocks(have, total, seed):
-        proj.flush(height, hashlib.sha256(b"%d" % height).digest(), changes)
+        if store is None:
+            proj.flush(height, hashlib.sha256(b"%d" % height).digest(), changes)
+            continue
+        overlay = store.begin_block()
+        for key, value in changes:
+            overlay.put(key, value)
+        app_hash = overlay.app_hash()
+        proj.flush(height, app_hash, changes)
+        store.commit(overlay, height, app_hash, 1)
     return time.perf_counter() - start
+
+
+def _du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def resource_use(root: Path, sqlite_path: Path, memories: int, seconds: float) -> dict[str, Any]:
+    """Disk bytes per memory of LMDB and the SQLite projection, and this process's RSS."""
+    lmdb_bytes = _du(root / "state")
+    projection_bytes = sum(p.stat().st_size for p in sqlite_path.parent.glob(
+        sqlite_path.name + "*"))
+    return {
+        "memories": memories, "lmdb_bytes": lmdb_bytes, "projection_bytes": projection_bytes,
+        "lmdb_bytes_per_memory": round(lmdb_bytes / memories),
+        "projection_bytes_per_memory": round(projection_bytes / memories),
+        "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "commit_path_memories_per_s": round(memories / max(seconds, 1e-9)),
+    }
 
 
 def _pct(samples: list[float], q: float) -> float:
@@ -218,31 +253,79 @@ def rest_get_by_id(db_url: str, total: int, seconds: float, concurrency: int,
 
 
 # ----------------------------------------------------------------------------- driver
-def bench_backend(name: str, db_url: str, sizes: list[int], args: argparse.Namespace
-                  ) -> dict[str, Any]:
-    proj = Projection(db_url)
-    results: dict[str, Any] = {}
-    with proj.engine.connect() as conn:  # --reuse: continue from what is already there
-        have = int(conn.exec_driver_sql("SELECT count(*) FROM memories").scalar_one())
+@dataclass
+class Backend:
+    """One projection under test and how far it has been filled."""
+
+    name: str
+    url: str
+    canonical: Path | None = None  # fill through the Commit path, LMDB store under here
+    have: int = 0
+    loaded_s: float = 0.0
+    results: dict[str, Any] = field(default_factory=dict)
+
+
+def _fill_in_background(backend: Backend, size: int, seed: int) -> subprocess.Popen[str]:
+    """Populate a backend in another process (it has its own server; SQLite is busy here)."""
+    return subprocess.Popen(
+        [sys.executable, __file__, "--populate-into", backend.url, "--from", str(backend.have),
+         "--to", str(size), "--seed", str(seed)], stdout=subprocess.PIPE, text=True)
+
+
+def _fill_here(backend: Backend, size: int, seed: int) -> float:
+    proj = Projection(backend.url)
+    store = None if backend.canonical is None else CanonicalStore(
+        str(backend.canonical / "state"))
     try:
-        for size in sizes:
-            load_s = populate(proj, have, size, args.seed) if have < size else 0.0
-            have = max(have, size)
-            entry: dict[str, Any] = {
-                "populate_s": round(load_s, 1),
-                "populate_memories_per_s": round((size - (sizes[sizes.index(size) - 1]
-                                                          if sizes.index(size) else 0))
-                                                 / max(load_s, 1e-9)),
-                "search": search_latency(db_url, args.queries, args.seed),
-            }
-            if not args.no_rest:
-                entry["rest_get_by_id"] = rest_get_by_id(db_url, size, args.seconds,
-                                                         args.concurrency, args.seed)
-            results[str(size)] = entry
-            print(f"# {name} {size}: done", file=sys.stderr, flush=True)
+        return populate(proj, backend.have, size, seed, store)
     finally:
         proj.close()
-    return results
+        if store is not None:
+            store.close()
+
+
+def bench_backends(backends: list[Backend], sizes: list[int], args: argparse.Namespace) -> None:
+    """For each size: fill every backend (the first here, the rest alongside), then measure.
+
+    Filling runs concurrently to fit the 1M step in the suite's time budget; measuring
+    never overlaps with anything.
+    """
+    for backend in backends:
+        proj = Projection(backend.url)  # creates the schema before any concurrent writer
+        with proj.engine.connect() as conn:  # --reuse: continue from what is there
+            backend.have = int(conn.exec_driver_sql("SELECT count(*) FROM memories")
+                               .scalar_one())
+        proj.close()
+    for size in sizes:
+        started = {b.name: _fill_in_background(b, size, args.seed)
+                   for b in backends[1:] if b.have < size}
+        filled = {backends[0].name: _fill_here(backends[0], size, args.seed)
+                  if backends[0].have < size else 0.0}
+        for name, proc in started.items():
+            out, _ = proc.communicate()
+            if proc.returncode != 0:
+                raise RuntimeError(f"populating {name} failed ({proc.returncode})")
+            filled[name] = float(out.strip().splitlines()[-1])
+        for backend in backends:
+            load_s = filled.get(backend.name, 0.0)
+            added = size - min(backend.have, size)
+            backend.have = max(backend.have, size)
+            backend.loaded_s += load_s
+            entry: dict[str, Any] = {
+                "populate_s": round(load_s, 1),
+                "populate_memories_per_s": round(added / max(load_s, 1e-9)),
+                "populated_concurrently": len(started) > 0,
+            }
+            if backend.canonical is not None:
+                entry["resources"] = resource_use(
+                    backend.canonical, Path(backend.url.removeprefix("sqlite:///")), size,
+                    backend.loaded_s)
+            entry["search"] = search_latency(backend.url, args.queries, args.seed)
+            if not args.no_rest:
+                entry["rest_get_by_id"] = rest_get_by_id(backend.url, size, args.seconds,
+                                                         args.concurrency, args.seed)
+            backend.results[str(size)] = entry
+            print(f"# {backend.name} {size}: done", file=sys.stderr, flush=True)
 
 
 def _pg_url(args: argparse.Namespace) -> tuple[str | None, Any]:
@@ -269,13 +352,26 @@ def main() -> None:
     parser.add_argument("--pg-url", default=None)
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--no-rest", action="store_true")
+    parser.add_argument("--canonical", action="store_true",
+                        help="fill SQLite through the node's Commit path (LMDB + app hash "
+                             "too) and report disk bytes and RSS per size")
     parser.add_argument("--reuse", action="store_true",
                         help="keep the projection in --dir (and --pg-url) from a previous run")
     parser.add_argument("--serve", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--populate-into", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--from", dest="start", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--to", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve(args.serve, args.port)
+        return
+    if args.populate_into:  # child of bench_backends: fill, print the seconds it took
+        proj = Projection(args.populate_into)
+        try:
+            print(populate(proj, args.start, args.to, args.seed))
+        finally:
+            proj.close()
         return
     sizes = [10_000] if args.quick else [100_000] + ([1_000_000] if args.million else [])
     root = args.dir or Path(tempfile.mkdtemp(prefix="bench-read-"))
@@ -294,8 +390,13 @@ def main() -> None:
     if not args.reuse:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{sqlite_path}{suffix}").unlink(missing_ok=True)
-    report["backends"]["sqlite"] = bench_backend("sqlite", f"sqlite:///{sqlite_path}", sizes,
-                                                 args)
+    canonical = None
+    if args.canonical:
+        if args.reuse:
+            parser.error("--canonical builds a fresh canonical store; drop --reuse")
+        canonical = root
+        shutil.rmtree(root / "state", ignore_errors=True)
+    backends = [Backend("sqlite", f"sqlite:///{sqlite_path}", canonical)]
     pg_url, server = _pg_url(args)
     try:
         if pg_url:
@@ -308,10 +409,12 @@ def main() -> None:
                 if not args.reuse:
                     conn.execute(text("drop schema public cascade; create schema public"))
             engine.dispose()
-            report["backends"]["postgresql"] = bench_backend("postgresql", pg_url, sizes, args)
+            backends.append(Backend("postgresql", pg_url))
+        bench_backends(backends, sizes, args)
     finally:
         if server is not None:
             server.stop()
+    report["backends"] = {b.name: b.results for b in backends}
     report["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(report, indent=2))
 

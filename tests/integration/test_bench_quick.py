@@ -23,7 +23,12 @@ def test_quick_bench_suite_runs_and_records_json(cometbft_bin: Path) -> None:
     summary = json.loads((REPO / "bench" / "results" / "quick" / "summary.json").read_text())
     assert set(summary["benches"]) == {"engine", "apphash", "flush", "read", "e2e", "resources"}
     engine = summary["benches"]["engine"]["result"]
-    assert engine["raw_ed25519_verify_per_s"] > 0 and engine["submit_ratio_to_verify"] > 0
+    assert engine["raw_ed25519_verify_per_s"] > 0
+    for mode in ("inline", "helper", "warm"):
+        assert engine[mode]["submit_ratio_to_verify"] > 0, mode
+        assert engine[mode]["vote_ratio_to_verify"] > 0, mode
+    sqlite = summary["benches"]["read"]["result"]["backends"]["sqlite"]["10000"]
+    assert sqlite["resources"]["lmdb_bytes_per_memory"] > 0  # filled via the Commit path
     pngs = sorted(plots.glob("*.png"))
     assert pngs, proc.stdout[-2000:]
     for png in pngs:
