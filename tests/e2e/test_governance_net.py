@@ -18,7 +18,8 @@ from tests.support.chain import seeded_key
 from tests.support.node import memledger
 
 pytestmark = pytest.mark.cometbft
-APP_STATE = {"params": {"gov_voting_period": 40, "gov_min_upgrade_delay": 6}}
+# The upgrade lands >= 25 blocks after its proposal: room for three CLI votes on a loaded box.
+APP_STATE = {"params": {"gov_voting_period": 40, "gov_min_upgrade_delay": 20}}
 
 
 @pytest.fixture(scope="module")
