@@ -60,6 +60,8 @@ def _source(results: Path, name: str) -> str:
     summary = _load(results / "summary.json") or {}
     bench = summary.get("benches", {}).get(name) if isinstance(summary, dict) else None
     commit = summary.get("machine", {}).get("commit") if isinstance(summary, dict) else None
+    if isinstance(bench, dict):
+        commit = bench.get("commit", commit)  # `run.py --only` records it per bench
     if bench and commit and bench.get("result") == _load(results / f"{name}.json"):
         return f"{name}.json @ {commit}"
     return f"{name}.json"

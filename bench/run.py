@@ -35,7 +35,7 @@ FULL: dict[str, list[str]] = {
     "read": ["bench.bench_read", "--million", "--canonical"],
 }
 QUICK: dict[str, list[str]] = {
-    "engine": ["bench.bench_engine", "--txs", "500"],
+    "engine": ["bench.bench_engine", "--txs", "500", "--rounds", "1"],
     "apphash": ["bench.bench_apphash", "--quick", "--blocks", "2"],
     "flush": ["bench.bench_flush", "--sizes", "100", "1000", "--no-postgres"],
     "read": ["bench.bench_read", "--quick", "--no-postgres", "--queries", "50",
@@ -86,11 +86,19 @@ def main() -> None:
     out_dir = RESULTS / ("quick" if args.quick else "full")
     out_dir.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {"machine": _machine(), "quick": args.quick, "benches": {}}
+    previous = out_dir / "summary.json"
+    if args.only and previous.exists():
+        # Re-running some benches keeps the others' records, each with its own commit.
+        kept = json.loads(previous.read_text())
+        for name, record in kept.get("benches", {}).items():
+            record.setdefault("commit", kept.get("machine", {}).get("commit"))
+            summary["benches"][name] = record
     for name, argv in suite.items():
         if args.only and name not in args.only:
             continue
         print(f"== {name}: python -m {' '.join(argv)}", flush=True)
-        summary["benches"][name] = run_one(name, argv, out_dir)
+        summary["benches"][name] = {**run_one(name, argv, out_dir),
+                                    "commit": summary["machine"]["commit"]}
         print(f"   done in {summary['benches'][name]['wall_s']} s", flush=True)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     render_plots(out_dir)
