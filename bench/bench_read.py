@@ -1,7 +1,7 @@
 """Benchmark: read-side latency of the REST API's projection queries.
 
 Why: reads must stay fast as the ledger grows, on both projection backends. This fills a
-projection through `Projection.flush` with synthetic blocks (1,000 memories each, Zipf
+projection through `Projection.flush` with synthetic blocks (5,000 memories each, Zipf
 vocabulary, realistic record shape), then measures
 
   * full-text search latency (p50/p99, the exact query GET /v1/memories?q= runs, limit
@@ -47,7 +47,7 @@ from abci import codec, records  # noqa: E402
 from abci.projection import Projection  # noqa: E402
 from abci.state import CanonicalStore  # noqa: E402
 
-BLOCK = 1_000
+BLOCK = 5_000  # memories per synthetic block (the engine and resource benches use 5,000 too)
 SYLLABLES = ["ka", "lo", "mi", "ru", "te", "sa", "no", "vi", "de", "po", "zu", "fe", "ga", "hi"]
 VOCAB = [a + b for a in SYLLABLES for b in SYLLABLES] + \
     [a + b + c for a in SYLLABLES for b in SYLLABLES for c in SYLLABLES[:6]]
