@@ -226,7 +226,7 @@ class MemLedgerApp(BaseApplication):
         self._pending = _PendingBlock(height, overlay, app_hash, new_version)
         self.faults.maybe_kill("after_finalize", height)
         response.app_hash = app_hash
-        response.events.extend(self._event(kind, attrs) for kind, attrs in effects.events)
+        self._add_events(response.events, effects.events)
         response.validator_updates.extend(
             pb.ValidatorUpdate(pub_key=pb.PublicKey(ed25519=key), power=power)
             for key, power in effects.validator_updates
@@ -245,25 +245,22 @@ class MemLedgerApp(BaseApplication):
         )
 
     @staticmethod
-    def _event(kind: str, attrs: list[tuple[str, str]]) -> pb.Event:
-        event = pb.Event(type=kind)
-        add = event.attributes.add
-        for key, value in attrs:
-            add(key=key, value=value, index=True)
-        return event
+    def _add_events(container: Any, events: list[tuple[str, list[tuple[str, str]]]]) -> None:
+        """Append events in place with add(): nested constructors copy, at twice the cost."""
+        add_event = container.add
+        for kind, attrs in events:
+            add = add_event(type=kind).attributes.add
+            for key, value in attrs:
+                add(key=key, value=value, index=True)
 
     @staticmethod
     def _fill_result(result: pb.ExecTxResult, outcome: TxOutcome) -> None:
-        """Write an outcome into the response in place (nested constructors copy: 2x)."""
+        """Write an outcome into its slot of the response."""
         if outcome.code:
             result.code = int(outcome.code)
             result.log = outcome.log
             result.codespace = CODESPACE
-        add_event = result.events.add
-        for kind, attrs in outcome.events:
-            add = add_event(type=kind).attributes.add
-            for key, value in attrs:
-                add(key=key, value=value, index=True)
+        MemLedgerApp._add_events(result.events, outcome.events)
 
     def commit(self, req: pb.RequestCommit) -> pb.ResponseCommit:
         pending = self._pending

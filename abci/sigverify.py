@@ -67,8 +67,7 @@ class SignatureVerifier:
         pool = self._pool
         if pool is None or len(txs) < self._min_batch or not pool.usable:
             return
-        triples: list[Triple] = []
-        keys: list[bytes] = []
+        wanted: dict[bytes, Triple] = {}  # by cache key, in block order
         for raw in txs:
             if raw in known:
                 continue
@@ -76,16 +75,12 @@ class SignatureVerifier:
             if triple is None:
                 continue
             key = _cache_key(*triple)
-            if key in self._verified or key in self._pending:
-                continue
-            self._pending[key] = (0, 0)
-            triples.append(triple)
-            keys.append(key)
-        if len(triples) < self._min_batch:
-            self._pending = {}
+            if key not in self._verified:
+                wanted.setdefault(key, triple)
+        if len(wanted) < self._min_batch:
             return
-        self._pending = dict(zip(keys, pool.submit(triples), strict=True))
-        self.prefetched += len(triples)
+        self._pending = dict(zip(wanted, pool.submit(list(wanted.values())), strict=True))
+        self.prefetched += len(wanted)
 
     def end_block(self) -> None:
         """Forget the block's unused tickets (their txs failed before the signature)."""

@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections import deque
 from multiprocessing.connection import Connection
 
@@ -102,6 +103,15 @@ class VerifyPool:
                 self._fail("helper died while starting")
         return self._ready
 
+    def wait_usable(self, timeout_s: float) -> bool:
+        """Block until the helper is ready (start-up of tests and benchmarks only)."""
+        deadline = time.monotonic() + timeout_s
+        while not self.usable:
+            if self._conn is None or time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
@@ -131,7 +141,7 @@ class VerifyPool:
         self._chunks = {self._base + n: triples[i:i + size]
                         for n, i in enumerate(range(0, len(triples), size))}
         self._next_seq = self._base + len(self._chunks)
-        self._unsent = deque(sorted(self._chunks))
+        self._unsent = deque(range(self._base, self._next_seq))
         self._answers = {}
         self._block_failed = False
         try:

@@ -56,19 +56,14 @@ def _timed_block(chain: LocalChain, txs: list[bytes]) -> dict[str, float]:
     return {"finalize_s": finalized - start, "commit_s": committed - finalized}
 
 
-def _wait_for_helper(chain: LocalChain) -> None:
-    pool = chain.app.verifier._pool
-    deadline = time.monotonic() + 60
-    while pool is not None and not pool.usable and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
 def run_mode(txs: int, mode: str) -> dict[str, Any]:
     """One chain: a block of `txs` submits, then a block of as many validator votes."""
     agents = [seeded_key(f"bench-agent-{i}") for i in range(50)]
     with tempfile.TemporaryDirectory() as tmp:
         chain = LocalChain(Path(tmp) / "chain", verify_helper=mode == "helper")
-        _wait_for_helper(chain)
+        pool = chain.app.verifier._pool
+        if pool is not None:
+            pool.wait_usable(60)
         nonces = dict.fromkeys(range(len(agents)), 0)
         submits = []
         for i in range(txs):

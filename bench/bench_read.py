@@ -110,13 +110,14 @@ def populate(proj: Projection, have: int, total: int, seed: int,
     return time.perf_counter() - start
 
 
-def _du(path: Path) -> int:
+def disk_bytes(path: Path) -> int:
+    """Bytes of every file under `path` (the resource benches' disk figure)."""
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 def resource_use(root: Path, sqlite_path: Path, memories: int, seconds: float) -> dict[str, Any]:
     """Disk bytes per memory of LMDB and the SQLite projection, and this process's RSS."""
-    lmdb_bytes = _du(root / "state")
+    lmdb_bytes = disk_bytes(root / "state")
     projection_bytes = sum(p.stat().st_size for p in sqlite_path.parent.glob(
         sqlite_path.name + "*"))
     return {

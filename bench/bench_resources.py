@@ -17,13 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.bench_read import disk_bytes
 from tests.support.chain import LocalChain, seeded_key
 
 BLOCK = 5000
-
-
-def _du(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 def run(memories: int) -> dict[str, Any]:
@@ -47,7 +44,7 @@ def run(memories: int) -> dict[str, Any]:
             written += len(txs)
         elapsed = time.perf_counter() - started
         chain.close()
-        state = _du(home / "state")
+        state = disk_bytes(home / "state")
         projection = sum(p.stat().st_size for p in home.glob("projection.db*"))
     rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, settings
 from nacl.signing import SigningKey
 
 from abci.codes import Code
+from abci.server import encode_uvarint
 from tests.fuzz import world
 from tests.support.chain import seeded_key
 
@@ -51,13 +52,7 @@ def budget(examples: int, **overrides: object) -> settings:
 
 
 # ------------------------------------------------------------------ wire format
-def uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+uvarint = encode_uvarint  # the ABCI server's own encoder (same LEB128 as protobuf varints)
 
 
 def tag(field_no: int, wire_type: int) -> bytes:

@@ -23,10 +23,7 @@ AGENTS = [seeded_key(f"pool-agent-{i}") for i in range(8)]
 def _wait_usable(chain: LocalChain) -> None:
     pool = chain.app.verifier._pool
     assert pool is not None
-    deadline = time.monotonic() + 30
-    while not pool.usable:
-        assert time.monotonic() < deadline, "helper never became ready"
-        time.sleep(0.02)
+    assert pool.wait_usable(30), "helper never became ready"
 
 
 def _forge(raw: bytes) -> bytes:
