@@ -9,18 +9,37 @@ COMETBFT_PKG    := github.com/cometbft/cometbft/cmd/cometbft@v$(COMETBFT_VERSION
 BIN_DIR         := $(CURDIR)/.cache/bin
 COMETBFT_BIN    := $(BIN_DIR)/cometbft
 MEMLEDGER_HOME  ?= $(HOME)/.memledger
+# Hash-locked dependency sets (docs/UPGRADING.md): runtime, and runtime + the `dev` extra.
+LOCK            := requirements.lock
+DEV_LOCK        := requirements-dev.lock
+PIP_TOOLS       := pip-tools==7.6.2
+LOCK_VENV       := $(CURDIR)/.cache/locktool
+LOCK_FLAGS      := --generate-hashes --allow-unsafe --all-build-deps --strip-extras --no-emit-find-links
 
 export COMETBFT_BIN
 
-.PHONY: venv install cometbft test test-unit lint proto run bench bench-quick clean distclean
+.PHONY: venv install lock cometbft test test-unit lint proto run bench bench-quick clean distclean
 
 venv install: $(STAMP)
 
-# Re-install only when pyproject.toml changes (or the venv is missing).
-$(STAMP): pyproject.toml
+# Re-install only when pyproject.toml or the lock changes (or the venv is missing). Every
+# package, build backend included, comes from the lock with its hash; the project itself
+# is then installed without resolving anything.
+$(STAMP): pyproject.toml $(DEV_LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -e '.[dev]'
+	$(PY) -m pip install --require-hashes -r $(DEV_LOCK)
+	$(PY) -m pip install --no-deps --no-build-isolation -e .
 	touch $@
+
+# Re-resolve the locks after a pyproject.toml change, keeping every pin that still fits.
+# Move pins on purpose with e.g. `make lock UPGRADE="--upgrade-package orjson"` (read
+# docs/UPGRADING.md first: protobuf, orjson and pynacl decide consensus bytes).
+lock:
+	test -x $(LOCK_VENV)/bin/pip-compile || \
+		($(PYTHON) -m venv $(LOCK_VENV) && $(LOCK_VENV)/bin/pip install -q '$(PIP_TOOLS)')
+	$(LOCK_VENV)/bin/pip-compile $(LOCK_FLAGS) $(UPGRADE) -o $(LOCK) pyproject.toml
+	$(LOCK_VENV)/bin/pip-compile $(LOCK_FLAGS) $(UPGRADE) --extra dev -c $(LOCK) -o $(DEV_LOCK) \
+		pyproject.toml
 
 # Built from source with the normal Go module cache; a no-op once the pinned version exists.
 cometbft:

@@ -38,10 +38,13 @@ FROM {PYTHON_IMAGE}
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 COMETBFT_BIN=/usr/local/bin/cometbft
 COPY --from=cometbft /out/cometbft /usr/local/bin/cometbft
 WORKDIR /src
+# Every dependency, build backend included, from the hash-locked set (docs/UPGRADING.md).
+COPY requirements.lock ./
+RUN pip install --no-cache-dir --require-hashes -r requirements.lock
 COPY pyproject.toml ./
 COPY abci ./abci
 COPY node ./node
-RUN pip install --no-cache-dir . && cometbft version
+RUN pip install --no-cache-dir --no-deps --no-build-isolation . && cometbft version
 VOLUME {CONTAINER_HOME}
 WORKDIR {CONTAINER_HOME}
 ENTRYPOINT ["memledger"]
@@ -54,6 +57,7 @@ DOCKERIGNORE = """\
 # Generated with the Dockerfile: the build context is the repository root.
 *
 !pyproject.toml
+!requirements.lock
 !abci/
 !node/
 **/__pycache__

@@ -1,0 +1,77 @@
+"""The installed consensus-critical packages are exactly the ones the lock pins.
+
+protobuf (deterministic serialisation, the canonical-form gate), orjson (canonical
+records) and pynacl/libsodium (signature strictness) decide the app hash and which txs
+are valid: two validators on different versions can fork. `make install`, the Dockerfile
+and CI install from the hash-locked files; this test catches an environment that did not
+(or a lock edited without reinstalling). docs/UPGRADING.md says how to move these pins.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).parents[2]
+LOCK = REPO / "requirements.lock"
+DEV_LOCK = REPO / "requirements-dev.lock"
+CONSENSUS_CRITICAL = ("protobuf", "orjson", "pynacl")
+
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
+
+
+def _norm(name: str) -> str:
+    """PEP 503 name, so `PyNaCl` in metadata matches `pynacl` in the lock."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def read_lock(path: Path) -> dict[str, str]:
+    """name -> pinned version; each pin must carry at least one sha256 hash."""
+    pins: dict[str, str] = {}
+    hashed: set[str] = set()
+    current = ""
+    for line in path.read_text().splitlines():
+        match = _PIN.match(line)
+        if match:
+            current = _norm(match.group(1))
+            assert current not in pins, f"{path.name}: {current} pinned twice"
+            pins[current] = match.group(2)
+        if current and "--hash=sha256:" in line:
+            hashed.add(current)
+    assert pins, f"{path.name} pins nothing"
+    assert hashed == set(pins), f"{path.name}: pins without hashes: {set(pins) - hashed}"
+    return pins
+
+
+def _declared(extra: str | None = None) -> set[str]:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    reqs = project["optional-dependencies"][extra] if extra else project["dependencies"]
+    return {_norm(re.split(r"[\s\[<>=!~;]", req, maxsplit=1)[0]) for req in reqs}
+
+
+@pytest.mark.parametrize("name", CONSENSUS_CRITICAL)
+def test_installed_consensus_packages_match_the_lock(name: str) -> None:
+    pinned = read_lock(LOCK)[name]
+    installed = metadata.version(name)
+    assert installed == pinned, (
+        f"{name} {installed} is installed but requirements.lock pins {pinned}: reinstall with "
+        f"`make install` (see docs/UPGRADING.md before moving a consensus-critical pin)")
+
+
+def test_dev_lock_keeps_every_runtime_pin() -> None:
+    """The dev lock is compiled under the runtime lock: tests run on production versions."""
+    runtime, dev = read_lock(LOCK), read_lock(DEV_LOCK)
+    differ = {n: (v, dev.get(n)) for n, v in runtime.items() if dev.get(n) != v}
+    assert not differ, f"runtime pins missing or different in requirements-dev.lock: {differ}"
+
+
+def test_locks_cover_every_declared_dependency() -> None:
+    runtime, dev = read_lock(LOCK), read_lock(DEV_LOCK)
+    assert _declared() <= set(runtime), _declared() - set(runtime)
+    assert _declared("dev") <= set(dev), _declared("dev") - set(dev)
+    # The build backend is locked too, so `pip install --no-build-isolation` builds with it.
+    assert {"setuptools", "wheel"} <= set(runtime)
