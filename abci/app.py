@@ -17,13 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from abci import genesis, governance, records
+from abci import genesis, governance, records, rules
 from abci._pb import abci_pb2 as pb
 from abci.application import BaseApplication
 from abci.codes import CODESPACE
 from abci.context import BlockInfo, TxBuffer
+from abci.pending import PendingNonces
 from abci.processor import TxOutcome, process_tx
 from abci.projection import Projection
+from abci.proposal import order_by_nonce
 from abci.rules import INITIAL_APP_VERSION, SUPPORTED_APP_VERSIONS
 from abci.sigverify import SignatureVerifier
 from abci.state import BlockOverlay, CanonicalStore
@@ -122,6 +124,8 @@ class MemLedgerApp(BaseApplication):
         self._genesis: list[tuple[bytes, bytes | None]] | None = None
         self._genesis_height = 0
         self._pending: _PendingBlock | None = None
+        self._genesis_version = INITIAL_APP_VERSION
+        self.mempool_nonces = PendingNonces()
         self._chain_id = self._load_chain_id()
 
     # ----------------------------------------------------------------- helpers
@@ -131,7 +135,8 @@ class MemLedgerApp(BaseApplication):
 
     @property
     def app_version(self) -> int:
-        return self.store.app_version or INITIAL_APP_VERSION
+        """The committed version; before the first Commit, the one genesis named."""
+        return self.store.app_version or self._genesis_version
 
     # ----------------------------------------------------------------- info / init
     def info(self, req: pb.RequestInfo) -> pb.ResponseInfo:
@@ -153,6 +158,7 @@ class MemLedgerApp(BaseApplication):
         buffer = TxBuffer(overlay)
         try:
             app_state = genesis.parse_app_state(req.app_state_bytes)
+            version = genesis.initial_app_version(app_state, self.supported_versions)
             genesis.apply_genesis(buffer, req.chain_id, int(req.initial_height or 1), members,
                                   app_state)
         except genesis.GenesisError as exc:
@@ -162,20 +168,29 @@ class MemLedgerApp(BaseApplication):
         self._genesis = overlay.changes()
         self._genesis_height = int(req.initial_height or 1)
         self._chain_id = req.chain_id
-        params = pb.ConsensusParams(version=pb.VersionParams(app=INITIAL_APP_VERSION))
+        self._genesis_version = version
+        params = pb.ConsensusParams(version=pb.VersionParams(app=version))
         return pb.ResponseInitChain(app_hash=overlay.app_hash(), consensus_params=params)
 
     # ----------------------------------------------------------------- mempool
     def check_tx(self, req: pb.RequestCheckTx) -> pb.ResponseCheckTx:
-        """Advisory: the full processTx against committed state, writes discarded."""
+        """Advisory: the full processTx against committed state, writes discarded.
+
+        From the nonce-window rule on, the nonce check also sees what the mempool holds
+        (new txs and rechecks alike add to that view; Commit clears it).
+        """
+        version = self.app_version
         block = BlockInfo(
             height=self.store.last_height + 1,
             time_ns=time.time_ns(),
             chain_id=self._chain_id,
-            app_version=self.app_version,
+            app_version=version,
         )
+        pending = self.mempool_nonces if rules.active("nonce_window", version) else None
         outcome = process_tx(_CommittedView(self.store), block, req.tx, apply=False,
-                             check=self.verifier, decoded=self.decoded)
+                             check=self.verifier, decoded=self.decoded, pending=pending)
+        if pending is not None and outcome.code == 0:
+            pending.add(outcome.signer_key, outcome.nonce)
         return pb.ResponseCheckTx(
             code=int(outcome.code),
             log=outcome.log,
@@ -184,6 +199,11 @@ class MemLedgerApp(BaseApplication):
         )
 
     # ----------------------------------------------------------------- proposals
+    def prepare_proposal(self, req: pb.RequestPrepareProposal) -> pb.ResponsePrepareProposal:
+        """CometBFT's cut, then each signer's txs in nonce order (a proposer's choice)."""
+        cut = super().prepare_proposal(req)
+        return pb.ResponsePrepareProposal(txs=order_by_nonce(list(cut.txs), self.decoded))
+
     def process_proposal(self, req: pb.RequestProcessProposal) -> pb.ResponseProcessProposal:
         # Invalid txs get deterministic error codes in FinalizeBlock; rejecting a block
         # for them would let one bad tx stall liveness.
@@ -290,6 +310,7 @@ class MemLedgerApp(BaseApplication):
             raise
         faults.maybe_kill("after_lmdb", height)
         self._pending = None
+        self.mempool_nonces.clear()  # CometBFT rechecks what is left before new txs
         if pending.height == self._genesis_height:
             self._genesis = None
         return pb.ResponseCommit(retain_height=0)

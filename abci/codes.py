@@ -29,6 +29,8 @@ class Code(IntEnum):
     NONCE_REPLAYED = 10
     EMPTY_MESSAGE = 11
     UNKNOWN_MESSAGE = 12
+    NONCE_BELOW_WINDOW = 13
+    NONCE_PENDING = 14
     # --- memory submit (30..49) ---
     INVALID_MEMORY_ID = 30
     INVALID_DOMAIN = 31
@@ -112,9 +114,14 @@ DESCRIPTIONS: dict[Code, str] = {
     Code.BAD_PUBLIC_KEY: "public key is not 32 bytes",
     Code.BAD_SIGNATURE: "Ed25519 signature does not verify over the body",
     Code.NONCE_ZERO: "nonce 0 is never valid",
-    Code.NONCE_REPLAYED: "nonce not greater than the signer's last committed nonce",
+    Code.NONCE_REPLAYED: "nonce already used by this signer (v1-v2: not greater than the "
+                         "last committed nonce)",
     Code.EMPTY_MESSAGE: "TxBody carries no message",
     Code.UNKNOWN_MESSAGE: "message kind not supported at this app version",
+    Code.NONCE_BELOW_WINDOW: "nonce at or below the signer's nonce window (v3+): sign again "
+                             "with a fresh nonce",
+    Code.NONCE_PENDING: "CheckTx only: a tx with this nonce from this signer is already in "
+                        "the mempool",
     Code.INVALID_MEMORY_ID: "memory id empty, longer than 128 bytes or with bad characters",
     Code.INVALID_DOMAIN: "domain empty, longer than 128 bytes or with bad characters",
     Code.INVALID_MEMORY_TYPE: "memory type not one of fact|observation|inference|task",

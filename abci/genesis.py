@@ -1,9 +1,11 @@
 """Genesis: the chain's initial app state, validated before anything is written.
 
 `app_state` in CometBFT's genesis.json is a JSON object:
-    {"params": {"shared_domains": [...], ...},
+    {"app_version": n,
+     "params": {"shared_domains": [...], ...},
      "scopes": [{"id": str, "domains": [str], "members": [[hex key, weight], ...]}]}
-Both keys are optional.
+Every key is optional. Without `app_version` the chain starts at version 1, so genesis
+files written before the key existed replay exactly as they did.
 """
 
 from __future__ import annotations
@@ -11,8 +13,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from abci import records, scopes, validators
+from abci import accounts, records, rules, scopes, validators
 from abci.context import TxBuffer
+
+#: Params a genesis may set that are not written unless set (adding them to every
+#: genesis would change the app hash of chains that never used them).
+OPTIONAL_PARAMS: dict[str, tuple[int, int]] = {"nonce_window": accounts.NONCE_WINDOW_RANGE}
 
 
 class GenesisError(ValueError):
@@ -28,10 +34,19 @@ def parse_app_state(raw: bytes) -> dict[str, Any]:
         raise GenesisError(f"genesis app_state is not valid JSON without floats: {exc}") from None
     if not isinstance(state, dict):
         raise GenesisError("genesis app_state must be a JSON object")
-    unknown = sorted(set(state) - {"params", "scopes"})
+    unknown = sorted(set(state) - {"app_version", "params", "scopes"})
     if unknown:
         raise GenesisError(f"unknown genesis app_state keys: {unknown}")
     return state
+
+
+def initial_app_version(app_state: dict[str, Any], supported: frozenset[int]) -> int:
+    """The app version the chain starts at; one this binary cannot run is an error."""
+    version = app_state.get("app_version", rules.INITIAL_APP_VERSION)
+    if type(version) is not int or version not in supported:
+        raise GenesisError(f"genesis app_version {version!r} is not supported by this binary "
+                           f"(supports {sorted(supported)})")
+    return version
 
 
 def _reject_float(text: str) -> Any:
@@ -48,6 +63,12 @@ def apply_genesis(
     """Write the initial state: chain facts, params, validator set and scopes."""
     params = dict(records.DEFAULT_PARAMS)
     for key, value in sorted(app_state.get("params", {}).items()):
+        if key in OPTIONAL_PARAMS:
+            low, high = OPTIONAL_PARAMS[key]
+            if type(value) is not int or not low <= value <= high:
+                raise GenesisError(f"genesis param {key!r} must be an int in {low}..{high}")
+            params[key] = value
+            continue
         if key not in params:
             raise GenesisError(f"unknown genesis param {key!r}")
         if type(value) is not type(params[key]):
@@ -56,6 +77,9 @@ def apply_genesis(
     params["shared_domains"] = sorted(set(params["shared_domains"]))
     state.put_record(records.CHAIN, {"chain_id": chain_id, "initial_height": initial_height})
     state.put_record(records.PARAMS, params)
+    if "app_version" in app_state:
+        state.put_record(records.APP_VERSION, {"version": app_state["app_version"],
+                                               "name": "genesis", "since": initial_height})
     if not genesis_validators:
         raise GenesisError("genesis has no validators")
     validators.store(state, genesis_validators)

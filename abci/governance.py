@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from abci import ballots, quorum, records, scopes, validators
+from abci import accounts, ballots, quorum, records, rules, scopes, validators
 from abci.codes import Code, TxError
 from abci.context import TxBuffer
 from abci.domains import check_name, params
@@ -20,7 +20,10 @@ MAX_POWER = 1 << 40
 PARAM_RANGES = {
     "gov_voting_period": (1, 1_000_000),
     "gov_min_upgrade_delay": (1, 1_000_000),
+    "nonce_window": accounts.NONCE_WINDOW_RANGE,
 }
+#: Params that only exist from the app version of the rule that reads them.
+PARAM_RULES = {"nonce_window": "nonce_window"}
 VALIDATOR_DELAY = 2  # CometBFT applies ValidatorUpdates returned at H from H+2
 
 
@@ -88,7 +91,8 @@ def validate(state: TxBuffer, kind: str, payload: dict[str, Any], height: int,
             raise TxError(Code.GOV_INVALID_PROPOSAL, "scope is retired")
     elif kind == "param":
         bounds = PARAM_RANGES.get(payload["key"])
-        if bounds is None:
+        rule = PARAM_RULES.get(payload["key"])
+        if bounds is None or (rule is not None and not rules.active(rule, app_version)):
             raise TxError(Code.GOV_UNKNOWN_PARAM, f"unknown parameter {payload['key'][:64]!r}")
         if not bounds[0] <= payload["value"] <= bounds[1]:
             raise TxError(Code.GOV_INVALID_PARAM_VALUE,

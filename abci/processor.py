@@ -14,6 +14,7 @@ from abci import accounts
 from abci.codes import Code, TxError
 from abci.context import BlockInfo, KeyValueView, TxBuffer, TxContext
 from abci.handlers import registry
+from abci.pending import PendingNonces
 from abci.tx import SignatureCheck, decode_tx
 from abci.txcache import DecodedTxCache
 
@@ -27,6 +28,8 @@ class TxOutcome:
     events: list[tuple[str, list[tuple[str, str]]]] = field(default_factory=list)
     kind: str = ""
     signer: str = ""
+    signer_key: bytes = b""
+    nonce: int = 0
 
 
 Handler = Callable[[TxContext, Any], None]
@@ -40,11 +43,13 @@ def process_tx(
     apply: bool = True,
     check: SignatureCheck | None = None,
     decoded: DecodedTxCache | None = None,
+    pending: PendingNonces | None = None,
 ) -> TxOutcome:
     """Run one tx; on success its writes reach `view` (unless `apply` is False).
 
     `decoded` remembers txs that passed the stateless gate (same bytes, same chain id:
-    same result), so mempool rechecks and the block do not decode them again.
+    same result), so mempool rechecks and the block do not decode them again. `pending`
+    (CheckTx only) is what the mempool already holds, for the nonce check.
     """
     signed = None if decoded is None else decoded.get(raw)
     if signed is None:
@@ -59,11 +64,14 @@ def process_tx(
         state=buffer, block=block, signer=signed.signer, nonce=signed.nonce,
         tx_hash=signed.tx_hash,
     )
+    version = block.app_version
     try:
-        accounts.check_nonce(buffer, signed.signer, signed.nonce)
-        handler = registry.handler_for(signed.kind, block.app_version)
+        account = accounts.check_nonce(
+            buffer, signed.signer, signed.nonce, version,
+            None if pending is None else pending.for_signer(signed.signer))
+        handler = registry.handler_for(signed.kind, version)
         handler(ctx, getattr(signed.body, signed.kind))
-        accounts.advance(buffer, signed.signer, signed.nonce)
+        accounts.advance(buffer, signed.signer, signed.nonce, version, account)
     except TxError as err:
         return TxOutcome(err.code, err.log, kind=signed.kind, signer=signed.signer_hex)
     if apply:
@@ -71,4 +79,5 @@ def process_tx(
     events = [("tx", [("kind", signed.kind), ("signer", signed.signer_hex),
                       ("nonce", str(signed.nonce))])]
     events.extend(ctx.events)
-    return TxOutcome(Code.OK, "", events, signed.kind, signed.signer_hex)
+    return TxOutcome(Code.OK, "", events, signed.kind, signed.signer_hex, signed.signer,
+                     signed.nonce)

@@ -9,14 +9,22 @@ from __future__ import annotations
 
 #: App versions this binary can execute. A node whose chain moves past these halts with
 #: "upgrade required" before executing a block under rules it does not know.
-SUPPORTED_APP_VERSIONS: frozenset[int] = frozenset({1, 2})
+SUPPORTED_APP_VERSIONS: frozenset[int] = frozenset({1, 2, 3})
+#: The version a genesis without an explicit `app_version` starts at (chains made before
+#: genesis could name one must replay under the rules they were made with).
 INITIAL_APP_VERSION = 1
+#: The version new chains start at (`memledger init`, `memledger testnet init`).
+LATEST_APP_VERSION = max(SUPPORTED_APP_VERSIONS)
 
 #: rule name -> first app version where it applies
 RULES: dict[str, int] = {
     # v2: corroboration is only meaningful for committed memories; v1 also accepted
     # markers on proposed ones, which then silently shaped later dispute electorates.
     "corroborate_requires_committed": 2,
+    # v3: replay protection by a per-signer window of recent nonces instead of "strictly
+    # above the last committed nonce", so one signer's concurrent txs may commit in any
+    # order (docs/RULES.md, "Nonces"). Also makes `nonce_window` a governed parameter.
+    "nonce_window": 3,
 }
 
 

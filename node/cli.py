@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from abci.rules import LATEST_APP_VERSION, SUPPORTED_APP_VERSIONS
 from node.home import DEFAULT_HOME, NodeConfig, NodeHome
 
 home_option = click.option(
@@ -44,8 +45,12 @@ def main() -> None:
               help="p2p port; RPC = base+1, ABCI = base+2, REST = base+24.")
 @click.option("--no-voter", is_flag=True, help="Do not run the auto-voter.")
 @click.option("--force", is_flag=True, help="Re-initialise an existing home's config.")
+@click.option("--app-version", type=click.Choice([str(v) for v in sorted(SUPPORTED_APP_VERSIONS)]),
+              default=str(LATEST_APP_VERSION), show_default=True,
+              help="Consensus rules the new chain starts with (older ones: to rehearse an "
+                   "upgrade).")
 def init(home: Path, chain_id: str, moniker: str, db_url: str, base_port: int, no_voter: bool,
-         force: bool) -> None:
+         force: bool, app_version: str) -> None:
     """Create a single-validator node home on embedded defaults."""
     from node import cometbft
 
@@ -60,7 +65,8 @@ def init(home: Path, chain_id: str, moniker: str, db_url: str, base_port: int, n
         api_port=base_port + 24,
     )
     try:
-        cometbft.init_home(node_home.cometbft, chain_id, moniker)
+        cometbft.init_home(node_home.cometbft, chain_id, moniker,
+                           app_state={"app_version": int(app_version)})
         cometbft.configure(node_home.cometbft, proxy_app=config.abci_address,
                            rpc_laddr=config.rpc_laddr, p2p_laddr=config.p2p_laddr)
     except cometbft.CometBFTError as exc:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from abci.rules import LATEST_APP_VERSION, SUPPORTED_APP_VERSIONS
 from node.testnet_layout import DEFAULT_CHAIN_ID, POSTGRES_TEMPLATE
 
 if TYPE_CHECKING:
@@ -77,10 +78,13 @@ def testnet() -> None:
               help="Where docker-compose.yml and Dockerfile go (with --compose).")
 @click.option("--postgres", is_flag=True, help="Add a PostgreSQL service (with --compose).")
 @click.option("--no-api", is_flag=True, help="Do not run the REST API (with --compose).")
+@click.option("--app-version", type=click.Choice([str(v) for v in sorted(SUPPORTED_APP_VERSIONS)]),
+              default=str(LATEST_APP_VERSION), show_default=True,
+              help="Consensus rules the new chain starts with.")
 @click.option("--json", "as_json", is_flag=True)
 def init_cmd(validators: int, out: Path, chain_id: str, base_port: int, powers: str,
              db_url_template: str, no_voter: bool, compose: bool, compose_dir: Path,
-             postgres: bool, no_api: bool, as_json: bool) -> None:
+             postgres: bool, no_api: bool, app_version: str, as_json: bool) -> None:
     """Generate N validator homes sharing one genesis, fully meshed."""
     from node.cometbft import REPO_ROOT, CometBFTError
     from node.testnet import Testnet
@@ -95,7 +99,8 @@ def init_cmd(validators: int, out: Path, chain_id: str, base_port: int, powers: 
         net = Testnet.create(out, validators, chain_id=chain_id, base_port=base_port,
                              powers=_parse_powers(powers, validators),
                              db_url_template=db_url_template, voter=not no_voter,
-                             flavour=COMPOSE if compose else LOCAL, postgres=postgres)
+                             flavour=COMPOSE if compose else LOCAL, postgres=postgres,
+                             app_state={"app_version": int(app_version)})
     except (FileExistsError, ValueError, CometBFTError) as exc:
         _fail(str(exc))
     written: list[Path] = []

@@ -139,14 +139,17 @@ def init_home(
 ) -> Path:
     """Run ``cometbft init`` and pin chain id, moniker, app_state and ABCI params.
 
+    Without an app_state the chain starts at the newest app version this binary runs
+    (a genesis app_state without ``app_version`` means version 1).
     Existing keys are kept (cometbft init never overwrites them), so re-running is safe.
     """
+    from abci.rules import LATEST_APP_VERSION
+
     home_path = Path(home)
     _run(["init", "--home", os.fspath(home_path)], binary=binary)
     doc = load_genesis(home_path)
     doc["chain_id"] = chain_id
-    if app_state is not None:
-        doc["app_state"] = app_state
+    doc["app_state"] = {"app_version": LATEST_APP_VERSION} if app_state is None else app_state
     params = doc.setdefault("consensus_params", {})
     params.setdefault("abci", {})["vote_extensions_enable_height"] = str(
         vote_extensions_enable_height

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.cometbft
 
 
 def test_cli_upgrade_activates_and_old_binary_halts(tmp_path: Path, cometbft_bin: Path) -> None:
-    runner = NodeRunner(tmp_path / "home", chain_id="gov-it")
+    runner = NodeRunner(tmp_path / "home", chain_id="gov-it", app_version=1)
     home = str(runner.home)
     runner.start("--no-api")
     try:

@@ -51,11 +51,13 @@ class NodeRunner:
     """Init once, start/stop many times; exposes RPC and REST URLs."""
 
     def __init__(self, home: Path, *, chain_id: str = "memledger-it", db_url: str = "",
-                 voter: bool = False) -> None:
+                 voter: bool = False, app_version: int | None = None) -> None:
         self.home = home
         self.base = free_base_port()
         args = ["init", "--home", str(home), "--chain-id", chain_id,
                 "--base-port", str(self.base)]
+        if app_version is not None:
+            args += ["--app-version", str(app_version)]
         if db_url:
             args += ["--db-url", db_url]
         if not voter:

@@ -93,9 +93,18 @@ def _lifecycle_tx(chain: LocalChain, rng: random.Random, nonce: Any,
     return getattr(builder, kind)(nonce(agent), target)
 
 
-def run(home: Path, seed: int, count: int, restart_at: int) -> dict[int, str]:
-    chain = LocalChain(home)
+def run(home: Path, seed: int, count: int, restart_at: int,
+        app_version: int = 0) -> dict[int, str]:
+    """Apply the workload; with `app_version` >= 3, also shuffle each block (order-free nonces)."""
+    app_state: dict[str, Any] = {}
+    if app_version:
+        app_state = {"app_version": app_version, "params": {"nonce_window": 8}}
+    chain = LocalChain(home, app_state=app_state)
     plan = blocks(chain, seed, count)
+    if app_version >= 3:
+        shuffler = random.Random(seed + 1)
+        for txs in plan:
+            shuffler.shuffle(txs)
     for i, txs in enumerate(plan):
         if i == restart_at:
             chain.reopen()
@@ -106,5 +115,6 @@ def run(home: Path, seed: int, count: int, restart_at: int) -> dict[int, str]:
 
 
 if __name__ == "__main__":
-    result = run(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    version = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+    result = run(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), version)
     print(json.dumps(result, sort_keys=True))
