@@ -5,14 +5,21 @@
     HOME/data/state/      canonical state (LMDB)
     HOME/data/projection.db   default SQLite serving projection
     HOME/logs/            one log per child process
+    HOME/node.lock        held (flock) while a node runs on this home; names its supervisor
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
+import logging
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import IO
+
+log = logging.getLogger("memledger.node")
 
 DEFAULT_HOME = Path(os.path.expanduser("~/.memledger"))
 DEFAULT_API_PORT = 26680
@@ -31,6 +38,31 @@ class NodeConfig:
     voter: bool = True
     voter_interval_s: float = 0.5
     extra: dict[str, str] = field(default_factory=dict)
+
+
+class HomeInUseError(RuntimeError):
+    """Another node (or what is left of one) holds this home's lock."""
+
+    def __init__(self, root: Path, holder: int | None) -> None:
+        self.root, self.holder = root, holder
+        if holder is None:
+            who = "another memledger node"
+        elif _pid_alive(holder):
+            who = f"a running `memledger start` (pid {holder})"
+        else:
+            who = f"processes left by `memledger start` pid {holder}, which has exited"
+        super().__init__(f"node home {root} is in use by {who}; stop it before starting "
+                         f"another node on this home")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class NodeHome:
@@ -54,6 +86,39 @@ class NodeHome:
     @property
     def logs(self) -> Path:
         return self.root / "logs"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.root / "node.lock"
+
+    def lock(self) -> IO[str] | None:
+        """Take the home's exclusive lock for one node's life, or raise HomeInUseError.
+
+        An flock, not a pid file: the kernel drops it when the last descriptor closes, so a
+        SIGKILLed node never leaves a stale lock, and children that inherit the descriptor
+        keep the home locked while any of them is alive. Returns None (with a warning) on
+        a filesystem without flock rather than refusing to run there.
+        """
+        handle = open(self.lock_file, "a+")  # noqa: SIM115 - held for the node's life
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            text = handle.read().strip()
+            handle.close()
+            raise HomeInUseError(self.root, int(text) if text.isdigit() else None) from None
+        except OSError as exc:
+            handle.close()
+            if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                log.warning("cannot lock %s (%s): a second node on this home is not refused",
+                            self.lock_file, exc)
+                return None
+            raise
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        return handle
 
     def exists(self) -> bool:
         return self.config_file.exists()

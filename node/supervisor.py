@@ -3,23 +3,34 @@
 They are separate processes so that read load never delays consensus (one Python
 process cannot serve both under the GIL). If any child dies the others are stopped and
 the supervisor exits non-zero with a message naming the culprit.
+
+The children never outlive the supervisor, even when it gets no chance to stop them
+(SIGKILL, the OOM killer, a container runtime's timeout): on Linux each is started with
+PR_SET_PDEATHSIG = SIGKILL, so the kernel kills it when the supervisor dies, and all of
+them share one process group of their own (Ctrl-C reaches only the supervisor, which
+stops them in order; leftovers of the group are killed at the end). The home's lock
+(NodeHome.lock) is held by the supervisor and inherited by the children, so a second
+`memledger start` on a home refuses at once while any process of the node is alive.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import IO
 
 from node import cometbft
-from node.home import NodeConfig, NodeHome
+from node.home import HomeInUseError, NodeConfig, NodeHome
 
 log = logging.getLogger("memledger.node")
 
@@ -38,6 +49,31 @@ class Child:
 
 def _python_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "node.cli", *args]
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn that makes the child get SIGKILL when this process dies (Linux only).
+
+    The death signal is tied to the *thread* that forks, so spawn from the main thread.
+    It survives exec (cleared only for set-id binaries), so it covers cometbft as well.
+    If the parent is already gone by the time the child runs this, the child kills
+    itself: the signal would never come.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved before fork, not in the child
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(ctypes.c_int(_PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL),
+              ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
 
 
 def wait_for_tcp(address: str, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
@@ -73,13 +109,18 @@ class Supervisor:
         self.app_args = app_args or []
         self.children: list[Child] = []
         self._stopping = False
+        self._lock: IO[str] | None = None
+        self._pgid = 0  # the children's process group: the first child's pid
 
     def _spawn(self, name: str, cmd: list[str]) -> Child:
         self.home.logs.mkdir(parents=True, exist_ok=True)
         log_path = self.home.logs / f"{name}.log"
         log_file = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
-        proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+            process_group=self._pgid, preexec_fn=die_with_parent(),
+            pass_fds=(self._lock.fileno(),) if self._lock is not None else ())
+        self._pgid = self._pgid or proc.pid
         child = Child(name, proc, log_path, log_file)
         self.children.append(child)
         return child
@@ -117,9 +158,29 @@ class Supervisor:
                     child.proc.kill()
                     child.proc.wait()
             child.log_file.close()
+        if self._pgid:  # anything the children started and left behind
+            try:
+                os.killpg(self._pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def run(self) -> int:
-        """Supervise until a signal (exit 0) or a child dies (exit 1)."""
+        """Supervise until a signal (exit 0) or a child dies (exit 1).
+
+        Refuses at once (exit 1) if another node holds the home.
+        """
+        try:
+            self._lock = self.home.lock()
+        except HomeInUseError as exc:
+            print(f"memledger: error: {exc}", file=sys.stderr, flush=True)
+            return 1
+        try:
+            return self._run()
+        finally:
+            if self._lock is not None:
+                self._lock.close()  # the children's copies are closed: they have exited
+
+    def _run(self) -> int:
         received: list[int] = []
 
         def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -127,6 +188,7 @@ class Supervisor:
 
         signal.signal(signal.SIGINT, on_signal)
         signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGHUP, on_signal)  # terminal closed: stop in order, too
         try:
             self.start()
         except (StartupError, cometbft.CometBFTError) as exc:
