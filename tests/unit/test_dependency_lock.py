@@ -15,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 REPO = Path(__file__).parents[2]
 LOCK = REPO / "requirements.lock"
@@ -47,10 +48,10 @@ def read_lock(path: Path) -> dict[str, str]:
     return pins
 
 
-def _declared(extra: str | None = None) -> set[str]:
+def _declared(extra: str | None = None) -> dict[str, Requirement]:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     reqs = project["optional-dependencies"][extra] if extra else project["dependencies"]
-    return {_norm(re.split(r"[\s\[<>=!~;]", req, maxsplit=1)[0]) for req in reqs}
+    return {_norm(r.name): r for r in map(Requirement, reqs)}
 
 
 @pytest.mark.parametrize("name", CONSENSUS_CRITICAL)
@@ -69,9 +70,13 @@ def test_dev_lock_keeps_every_runtime_pin() -> None:
     assert not differ, f"runtime pins missing or different in requirements-dev.lock: {differ}"
 
 
-def test_locks_cover_every_declared_dependency() -> None:
+def test_locks_cover_and_satisfy_every_declared_dependency() -> None:
+    """A pyproject.toml edit without `make lock` fails here, not on a validator."""
     runtime, dev = read_lock(LOCK), read_lock(DEV_LOCK)
-    assert _declared() <= set(runtime), _declared() - set(runtime)
-    assert _declared("dev") <= set(dev), _declared("dev") - set(dev)
+    for lock, declared in ((runtime, _declared()), (dev, _declared("dev"))):
+        assert set(declared) <= set(lock), set(declared) - set(lock)
+        outside = {n: (lock[n], str(r.specifier)) for n, r in declared.items()
+                   if not r.specifier.contains(lock[n], prereleases=True)}
+        assert not outside, f"pins outside pyproject.toml's ranges (run `make lock`): {outside}"
     # The build backend is locked too, so `pip install --no-build-isolation` builds with it.
     assert {"setuptools", "wheel"} <= set(runtime)
