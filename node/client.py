@@ -203,8 +203,19 @@ class Status:
 
 
 # ----------------------------------------------------------------------------- helpers
+#: Refusals of a tx's nonce alone: nothing was applied, so signing the same action again
+#: with a fresh nonce is safe (one retry).
+RESIGN_CODES = frozenset({Code.NONCE_REPLAYED, Code.NONCE_BELOW_WINDOW, Code.NONCE_PENDING})
+
+
 class NonceSource:
-    """Strictly increasing nonces without asking the server: max(now_ns, last + 1)."""
+    """Distinct, increasing nonces without asking the server: max(now_ns, last + 1).
+
+    Under the v3 nonce window (docs/RULES.md) the chain accepts a signer's nonces in any
+    order, so threads sharing one client (and one key) may submit concurrently: each tx
+    gets its own nonce here, and whichever reaches a block first commits. Under v1-v2 a
+    lower nonce committed after a higher one is refused, so concurrent writers lose txs.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -257,11 +268,12 @@ def _page(doc: dict[str, Any]) -> MemoryPage:
 class _Core:
     """State and request shapes shared by the sync and async clients (no I/O here)."""
 
-    def __init__(self, base_url: str, key: Agent | SigningKey | None, chain_id: str | None) -> None:
+    def __init__(self, base_url: str, key: Agent | SigningKey | None, chain_id: str | None,
+                 nonces: NonceSource | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self._key = _signing_key(key)
         self._chain_id = chain_id
-        self._nonces = NonceSource()
+        self._nonces = NonceSource() if nonces is None else nonces
 
     @property
     def public_key(self) -> str | None:
@@ -313,12 +325,17 @@ def _connection_error(base_url: str, exc: httpx.HTTPError) -> MemLedgerConnectio
 
 # ----------------------------------------------------------------------------- sync
 class MemLedgerClient(_Core):
-    """Blocking client; safe to share between threads."""
+    """Blocking client; safe to share between threads.
+
+    Clients for one key (e.g. one per node) should share a `NonceSource` (`nonces=`), so
+    that no two of them can hand out the same nonce.
+    """
 
     def __init__(self, base_url: str = DEFAULT_URL, key: Agent | SigningKey | None = None,
                  chain_id: str | None = None, *, timeout: float = 60.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
-        super().__init__(base_url, key, chain_id)
+                 transport: httpx.BaseTransport | None = None,
+                 nonces: NonceSource | None = None) -> None:
+        super().__init__(base_url, key, chain_id, nonces)
         self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
         self._chain_lock = threading.Lock()
 
@@ -355,7 +372,7 @@ class MemLedgerClient(_Core):
             try:
                 doc = self._request("POST", path, params={"wait": wait}, json=self._tx_json(tx))
             except MemLedgerError as err:
-                if err.code == Code.NONCE_REPLAYED and attempt == 1:
+                if err.code in RESIGN_CODES and attempt == 1:
                     self._nonces.at_least(self.account().last_nonce)
                     continue  # rejected, so nothing was applied: safe to re-sign
                 raise
@@ -491,8 +508,9 @@ class AsyncMemLedgerClient(_Core):
 
     def __init__(self, base_url: str = DEFAULT_URL, key: Agent | SigningKey | None = None,
                  chain_id: str | None = None, *, timeout: float = 60.0,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
-        super().__init__(base_url, key, chain_id)
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 nonces: NonceSource | None = None) -> None:
+        super().__init__(base_url, key, chain_id, nonces)
         self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout,
                                        transport=transport)
         self._chain_lock: asyncio.Lock | None = None
@@ -531,7 +549,7 @@ class AsyncMemLedgerClient(_Core):
                 doc = await self._request("POST", path, params={"wait": wait},
                                           json=self._tx_json(tx))
             except MemLedgerError as err:
-                if err.code == Code.NONCE_REPLAYED and attempt == 1:
+                if err.code in RESIGN_CODES and attempt == 1:
                     self._nonces.at_least((await self.account()).last_nonce)
                     continue
                 raise
