@@ -33,6 +33,7 @@ FULL: dict[str, list[str]] = {
     # 100k then 1M memories on both backends; SQLite filled through the Commit path so the
     # same run yields disk bytes and RSS per memory at 1M.
     "read": ["bench.bench_read", "--million", "--canonical"],
+    "nonce": ["bench.bench_nonce", "--writers", "1", "8", "64", "--submits", "1000"],
 }
 QUICK: dict[str, list[str]] = {
     "engine": ["bench.bench_engine", "--txs", "500", "--rounds", "1"],
@@ -42,6 +43,7 @@ QUICK: dict[str, list[str]] = {
              "--seconds", "2", "--canonical"],
     "e2e": ["bench.bench_e2e", "--nodes", "1", "--duration", "5", "--rate", "50"],
     "resources": ["bench.bench_resources", "--memories", "2000"],
+    "nonce": ["bench.bench_nonce", "--writers", "1", "8", "--submits", "100"],
 }
 
 

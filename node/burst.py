@@ -31,14 +31,21 @@ class BurstReport:
         self.refused[name] = self.refused.get(name, 0) + 1
 
 
-def run_burst(api_urls: list[str], key: SigningKey, *, writers: int, total: int,
+def run_burst(api_urls: list[str], key: SigningKey | None, *, writers: int, total: int,
               label: str, wait: str = "sync") -> BurstReport:
     """Submit `total` memories under `key` from `writers` threads, spread over `api_urls`.
 
-    All clients share one NonceSource, as threads of one agent process would.
+    All clients share one NonceSource, as threads of one agent process would. With
+    `key=None` every writer signs with its own fresh key instead (the baseline without
+    any nonce contention).
     """
-    nonces = NonceSource()
-    clients = [MemLedgerClient(url, key=key, nonces=nonces, timeout=60.0) for url in api_urls]
+    if key is None:
+        clients = [MemLedgerClient(api_urls[w % len(api_urls)], key=SigningKey.generate(),
+                                   timeout=60.0) for w in range(writers)]
+    else:
+        nonces = NonceSource()
+        clients = [MemLedgerClient(url, key=key, nonces=nonces, timeout=60.0)
+                   for url in api_urls]
     for client in clients:
         client.chain_id  # noqa: B018 - fetch once, before the clock starts
     report = BurstReport(submitted=total)

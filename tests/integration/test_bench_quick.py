@@ -21,7 +21,8 @@ def test_quick_bench_suite_runs_and_records_json(cometbft_bin: Path) -> None:
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     summary = json.loads((REPO / "bench" / "results" / "quick" / "summary.json").read_text())
-    assert set(summary["benches"]) == {"engine", "apphash", "flush", "read", "e2e", "resources"}
+    assert set(summary["benches"]) == {"engine", "apphash", "flush", "read", "e2e", "resources",
+                                        "nonce"}
     engine = summary["benches"]["engine"]["result"]
     assert engine["raw_ed25519_verify_per_s"] > 0
     for mode in ("inline", "helper", "warm"):
@@ -29,6 +30,9 @@ def test_quick_bench_suite_runs_and_records_json(cometbft_bin: Path) -> None:
         assert engine[mode]["vote_ratio_to_verify"] > 0, mode
     sqlite = summary["benches"]["read"]["result"]["backends"]["sqlite"]["10000"]
     assert sqlite["resources"]["lmdb_bytes_per_memory"] > 0  # filled via the Commit path
+    nonce = summary["benches"]["nonce"]["result"]["versions"]
+    assert nonce["v3"]["8-writers"]["one_key"]["lost"] == 0
+    assert nonce["v3"]["8-writers"]["one_key"]["committed"] == 100
     pngs = sorted(plots.glob("*.png"))
     assert pngs, proc.stdout[-2000:]
     for png in pngs:
