@@ -28,8 +28,9 @@ from abci.projection import Projection
 from abci.proposal import order_by_nonce
 from abci.rules import INITIAL_APP_VERSION, SUPPORTED_APP_VERSIONS
 from abci.sigverify import SignatureVerifier
+from abci.snapshots import SnapshotStore, SnapshotTaker
 from abci.state import BlockOverlay, CanonicalStore
-from abci.tx import tx_hash
+from abci.statesync import StateSync
 from abci.txcache import DecodedTxCache
 from abci.verifypool import VerifyPool
 
@@ -65,6 +66,7 @@ class FaultPlan:
     fail_flush_height: int = 0
     kill_point: str = ""
     kill_height: int = 0
+    corrupt_snapshot_chunks: bool = False  # serve every snapshot chunk with a flipped byte
 
     def maybe_kill(self, point: str, height: int) -> None:
         if self.kill_point == point and self.kill_height == height:
@@ -109,6 +111,8 @@ class MemLedgerApp(BaseApplication):
         on_halt: Callable[[str], None] = halt,
         supported_versions: frozenset[int] = SUPPORTED_APP_VERSIONS,
         verify_helper: bool = False,
+        snapshots: SnapshotStore | None = None,
+        snapshot_interval: int = 0,
     ) -> None:
         self.supported_versions = supported_versions
         pool = None
@@ -127,11 +131,18 @@ class MemLedgerApp(BaseApplication):
         self._genesis_version = INITIAL_APP_VERSION
         self.mempool_nonces = PendingNonces()
         self._chain_id = self._load_chain_id()
+        self.statesync = StateSync(store, projection, snapshots, on_restored=self._restored)
+        self.snapshot_taker = (None if snapshots is None
+                               else SnapshotTaker(store, snapshots, snapshot_interval))
 
     # ----------------------------------------------------------------- helpers
     def _load_chain_id(self) -> str:
         raw = self.store.get(records.CHAIN)
         return "" if raw is None else str(json.loads(raw)["chain_id"])
+
+    def _restored(self) -> None:
+        """State sync filled the store: pick up the chain facts it now holds."""
+        self._chain_id = self._load_chain_id()
 
     @property
     def app_version(self) -> int:
@@ -311,9 +322,29 @@ class MemLedgerApp(BaseApplication):
         faults.maybe_kill("after_lmdb", height)
         self._pending = None
         self.mempool_nonces.clear()  # CometBFT rechecks what is left before new txs
+        if self.snapshot_taker is not None:
+            self.snapshot_taker.after_commit(pending.height)
         if pending.height == self._genesis_height:
             self._genesis = None
         return pb.ResponseCommit(retain_height=0)
+
+    # ----------------------------------------------------------------- state sync
+    def list_snapshots(self, req: pb.RequestListSnapshots) -> pb.ResponseListSnapshots:
+        return self.statesync.list_snapshots()
+
+    def load_snapshot_chunk(self, req: pb.RequestLoadSnapshotChunk
+                            ) -> pb.ResponseLoadSnapshotChunk:
+        chunk = self.statesync.load_snapshot_chunk(req)
+        if chunk and self.faults.corrupt_snapshot_chunks:
+            chunk = bytes([chunk[0] ^ 0xFF]) + chunk[1:]
+        return pb.ResponseLoadSnapshotChunk(chunk=chunk)
+
+    def offer_snapshot(self, req: pb.RequestOfferSnapshot) -> pb.ResponseOfferSnapshot:
+        return self.statesync.offer_snapshot(req)
+
+    def apply_snapshot_chunk(self, req: pb.RequestApplySnapshotChunk
+                             ) -> pb.ResponseApplySnapshotChunk:
+        return self.statesync.apply_snapshot_chunk(req)
 
     # ----------------------------------------------------------------- queries
     def query(self, req: pb.RequestQuery) -> pb.ResponseQuery:
@@ -348,8 +379,3 @@ class MemLedgerApp(BaseApplication):
             return pb.ResponseQuery(value=json.dumps({"nonce": nonce}).encode(), height=height)
         return pb.ResponseQuery(code=3, log=f"unknown query path {req.path!r}", height=height,
                                 codespace=CODESPACE)
-
-
-def describe_tx(raw: bytes) -> dict[str, Any]:
-    """Small helper for logs: hash and size."""
-    return {"hash": tx_hash(raw).hex().upper(), "bytes": len(raw)}

@@ -71,6 +71,7 @@ _M_APP_HASH = b"app_hash"
 _M_APP_VERSION = b"app_version"
 _M_SCHEMA = b"schema"
 _M_LOADING = b"loading"
+_M_RESTORING = b"restoring"
 _M_USER = b"u/"
 _WRITER_LOCK = "writer.lock"
 
@@ -343,6 +344,9 @@ class CanonicalStore:
                 raise StoreError(f"unsupported store schema {int.from_bytes(schema, 'big')}")
             if txn.get(_M_LOADING, db=self._meta) is not None:
                 raise CorruptStoreError("bulk load did not complete; discard this store")
+            interrupted = txn.get(_M_RESTORING, db=self._meta) is not None
+        if interrupted and not self.readonly:
+            self._wipe()  # a snapshot restore died half-way: back to empty
 
     def set_before_commit(self, hook: Callable[[], None] | None) -> None:
         """Replace the test hook run inside the next commits' write transaction."""
@@ -607,6 +611,67 @@ class CanonicalStore:
         self._gen += 1
         self._current = None
         return tree.root
+
+    # -- snapshot restore (state sync) -----------------------------------------------
+
+    def restore_begin(self) -> None:
+        """Start filling an empty, never-committed store from a snapshot.
+
+        A marker makes a crash mid-restore roll back to empty at the next open.
+        """
+        self._require_writer()
+        with self._env.begin(write=True) as txn:
+            if Snapshot(self, txn)._height() is not None or txn.stat(self._data)["entries"]:
+                raise StoreError("a snapshot can only be restored into an empty store")
+            txn.put(_M_RESTORING, b"1", db=self._meta)
+        self._head = None
+
+    def restore_chunk(self, records: list[tuple[bytes, bytes]]) -> None:
+        """Add one chunk of records (keys already checked by the caller)."""
+        for key, value in records:
+            _check_key(key)
+            if type(value) is not bytes:
+                raise TypeError("values must be bytes")
+        self._load_chunk(records)
+
+    def restore_finish(self, height: int, app_hash: bytes, app_version: int) -> None:
+        """Commit the restored state at `height` if, and only if, it hashes to `app_hash`.
+
+        Raises AppHashMismatch (the store is left as restored; call restore_abort()).
+        """
+        self._require_writer()
+        with self.snapshot() as snap:
+            tree = _tree_from_hidx(snap._txn, self._hidx)
+        if tree.root != app_hash:
+            raise AppHashMismatch(f"restored state hashes to {tree.root.hex()}, "
+                                  f"trusted app hash is {app_hash.hex()}")
+        with self._env.begin(write=True) as txn:
+            self._write_full_tree(txn, tree)
+            meta = self._meta
+            txn.put(_M_HEIGHT, _u64(height), db=meta)
+            txn.put(_M_APP_HASH, bytes(app_hash), db=meta)
+            txn.put(_M_APP_VERSION, _u64(app_version), db=meta)
+            txn.delete(_M_RESTORING, db=meta)
+        self._tree = tree
+        self._head = (height, app_version)
+        self._gen += 1
+        self._current = None
+
+    def restore_abort(self) -> None:
+        """Drop everything a restore wrote: the store is empty and never-committed again."""
+        self._require_writer()
+        self._wipe()
+        self._tree = MerkleTree.from_leaves({})
+        self._head = None
+        self._gen += 1
+        self._current = None
+
+    def _wipe(self) -> None:
+        with self._env.begin(write=True) as txn:
+            for db in (self._data, self._hidx, self._tree_db):
+                txn.drop(db, delete=False)
+            for key in (_M_HEIGHT, _M_APP_HASH, _M_APP_VERSION, _M_RESTORING):
+                txn.delete(key, db=self._meta)
 
     def _load_chunk(self, buf: list[tuple[bytes, bytes]]) -> None:
         hrows = sorted((bucket_prefix(bucket_of(k)) + k, value_hash(v)) for k, v in buf)

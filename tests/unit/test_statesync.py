@@ -1,0 +1,253 @@
+"""Snapshots and restore (abci/snapshots.py, abci/statesync.py) on the in-process chain."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from abci._pb import abci_pb2 as pb
+from abci.app import MemLedgerApp
+from abci.projection import Projection
+from abci.snapshots import (
+    SnapshotError,
+    SnapshotInfo,
+    SnapshotStore,
+    SnapshotTaker,
+    decode_chunk,
+    encode_chunks,
+)
+from abci.state import CanonicalStore
+from tests.support.chain import LocalChain
+from tests.support.workload import blocks
+
+Offer = pb.ResponseOfferSnapshot
+Apply = pb.ResponseApplySnapshotChunk
+CHUNK = 2048  # small chunks, so a few hundred records span many of them
+
+
+def source_chain(home: Path, seed: int = 5, count: int = 12) -> LocalChain:
+    chain = LocalChain(home / "src", app_state={"app_version": 3})
+    for txs in blocks(chain, seed, count):
+        chain.block(txs)
+    return chain
+
+
+def snapshot_of(chain: LocalChain, root: Path) -> tuple[SnapshotStore, SnapshotInfo]:
+    store = SnapshotStore(root, chunk_bytes=CHUNK)
+    with chain.app.store.snapshot() as view:
+        info = store.write(view)
+    return store, info
+
+
+class Target:
+    """A fresh node: empty store and projection, driven through the ABCI methods."""
+
+    def __init__(self, home: Path) -> None:
+        home.mkdir(parents=True)
+        self.store = CanonicalStore(str(home / "state"))
+        self.projection = Projection(f"sqlite:///{home / 'p.db'}")
+        self.app = MemLedgerApp(self.store, self.projection)
+
+    def offer(self, info: SnapshotInfo, app_hash: bytes, *, fmt: int | None = None,
+              metadata: bytes | None = None) -> int:
+        snap = pb.Snapshot(height=info.height, format=info.format if fmt is None else fmt,
+                           chunks=info.chunks, hash=info.hash,
+                           metadata=info.metadata() if metadata is None else metadata)
+        return self.app.offer_snapshot(pb.RequestOfferSnapshot(snapshot=snap,
+                                                               app_hash=app_hash)).result
+
+    def apply(self, index: int, chunk: bytes, sender: str = "peer-a"
+              ) -> pb.ResponseApplySnapshotChunk:
+        return self.app.apply_snapshot_chunk(pb.RequestApplySnapshotChunk(
+            index=index, chunk=chunk, sender=sender))
+
+    def restore(self, store: SnapshotStore, info: SnapshotInfo) -> list[int]:
+        return [self.apply(i, store.load_chunk(info.height, info.format, i)).result
+                for i in range(info.chunks)]
+
+    def records(self) -> list[tuple[bytes, bytes]]:
+        return list(self.store.iter_prefix(b""))
+
+    def assert_empty(self) -> None:
+        assert self.records() == [] and self.store.last_height == 0
+
+    def close(self) -> None:
+        self.app.verifier.close()
+        self.projection.close()
+        self.store.close()
+
+
+def test_chunk_codec_round_trip_and_rejects_truncation() -> None:
+    items = [(b"a", b""), (b"b" * 300, b"v" * 5000), (b"c", b"x")]
+    chunks = list(encode_chunks(items, chunk_bytes=1000))
+    assert len(chunks) == 3  # the large record gets its own chunk
+    assert [r for c in chunks for r in decode_chunk(c)] == items
+    assert list(encode_chunks([])) == [b""]
+    for bad in (chunks[1][:-1], b"\x05ab", b"\xff\xff\xff\xff\xff\x01"):
+        with pytest.raises(SnapshotError):
+            decode_chunk(bad)
+
+
+def test_round_trip_gives_identical_state_app_hash_and_projection(tmp_path: Path) -> None:
+    chain = source_chain(tmp_path)
+    store, info = snapshot_of(chain, tmp_path / "snaps")
+    assert info.chunks > 3 and info.height == chain.height
+    target = Target(tmp_path / "dst")
+    assert target.offer(info, chain.app.store.last_app_hash) == Offer.ACCEPT
+    assert target.restore(store, info) == [Apply.ACCEPT] * info.chunks
+    assert target.records() == list(chain.app.store.iter_prefix(b""))
+    assert target.store.last_app_hash == chain.app.store.last_app_hash
+    target.store.check_integrity()
+    info_resp = target.app.info(pb.RequestInfo())
+    assert (info_resp.last_block_height, info_resp.app_version) == (chain.height, 3)
+    assert info_resp.last_block_app_hash == chain.app.store.last_app_hash
+    assert target.projection.dump() == chain.app.projection.dump()
+    # The restored node executes the next block exactly like the source.
+    nxt = blocks(chain, 99, 1)[0]
+    expected = chain.finalize(nxt)
+    got = target.app.finalize_block(pb.RequestFinalizeBlock(
+        txs=nxt, height=chain.height + 1, time=pb.Timestamp(seconds=1_780_000_000 +
+                                                             chain.height + 1)))
+    assert got.app_hash == expected.app_hash
+    assert [r.code for r in got.tx_results] == [r.code for r in expected.tx_results]
+    target.close()
+    chain.close()
+
+
+def test_same_state_gives_the_same_snapshot_bytes_on_every_node(tmp_path: Path) -> None:
+    a, b = source_chain(tmp_path / "a"), source_chain(tmp_path / "b")
+    (_, ia), (_, ib) = snapshot_of(a, tmp_path / "sa"), snapshot_of(b, tmp_path / "sb")
+    assert ia.hash == ib.hash and ia.metadata() == ib.metadata()
+    a.close()
+    b.close()
+
+
+def test_offer_refuses_wrong_format_metadata_and_untrusted_app_hash(tmp_path: Path) -> None:
+    chain = source_chain(tmp_path)
+    _, info = snapshot_of(chain, tmp_path / "snaps")
+    trusted = chain.app.store.last_app_hash
+    target = Target(tmp_path / "dst")
+    assert target.offer(info, trusted, fmt=2) == Offer.REJECT_FORMAT
+    assert target.offer(info, trusted, metadata=b"{not json") == Offer.REJECT
+    spaced = json.dumps(json.loads(info.metadata())).encode()  # not canonical
+    assert target.offer(info, trusted, metadata=spaced) == Offer.REJECT
+    assert target.offer(info, bytes(32)) == Offer.REJECT  # not the trusted app hash
+    target.assert_empty()
+    target.close()
+    chain.close()
+
+
+def test_bad_chunks_are_refetched_or_condemn_the_snapshot(tmp_path: Path) -> None:
+    chain = source_chain(tmp_path)
+    store, info = snapshot_of(chain, tmp_path / "snaps")
+    other_chain = source_chain(tmp_path / "other", seed=6)
+    other, other_info = snapshot_of(other_chain, tmp_path / "osnaps")
+    trusted = chain.app.store.last_app_hash
+    target = Target(tmp_path / "dst")
+    assert target.offer(info, trusted) == Offer.ACCEPT
+    good = [store.load_chunk(info.height, 1, i) for i in range(info.chunks)]
+    assert target.apply(0, good[0]).result == Apply.ACCEPT
+    # Corrupted: refetch from someone else, and stop asking that sender.
+    corrupted = bytes([good[1][0] ^ 1]) + good[1][1:]
+    resp = target.apply(1, corrupted, sender="evil")
+    assert (resp.result, list(resp.refetch_chunks), list(resp.reject_senders)) == \
+        (Apply.RETRY, [1], ["evil"])
+    # A chunk of another snapshot at the same index: same treatment.
+    foreign = other.load_chunk(other_info.height, 1, 1)
+    assert foreign != good[1]
+    assert target.apply(1, foreign, sender="confused").result == Apply.RETRY
+    # Missing (empty) chunk: retry.
+    assert target.apply(1, b"", sender="lazy").result == Apply.RETRY
+    # A skipped chunk: CometBFT must restart this snapshot.
+    assert target.apply(3, good[3]).result == Apply.RETRY_SNAPSHOT
+    # The honest peer delivers the rest; the restore completes.
+    assert [target.apply(i, good[i], sender="honest").result
+            for i in range(1, info.chunks)] == [Apply.ACCEPT] * (info.chunks - 1)
+    assert target.store.last_app_hash == trusted
+    for c in (target, ):
+        c.close()
+    chain.close()
+    other_chain.close()
+
+
+def test_state_that_does_not_hash_to_the_trusted_app_hash_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    chain = source_chain(tmp_path)
+    store, info = snapshot_of(chain, tmp_path / "snaps")
+    forged_hash = bytes(31) + b"\x01"
+    lying = SnapshotInfo(info.height, info.format, info.chunk_hashes, info.records,
+                         forged_hash)
+    target = Target(tmp_path / "dst")
+    assert target.offer(lying, forged_hash) == Offer.ACCEPT
+    results = [target.apply(i, store.load_chunk(info.height, 1, i), sender=f"p{i % 2}")
+               for i in range(info.chunks)]
+    assert [r.result for r in results[:-1]] == [Apply.ACCEPT] * (info.chunks - 1)
+    assert results[-1].result == Apply.REJECT_SNAPSHOT
+    assert sorted(results[-1].reject_senders) == ["p0", "p1"]
+    target.assert_empty()
+    assert target.projection.last_receipt() is None
+    # A lying record count is refused the same way.
+    short = SnapshotInfo(info.height, info.format, info.chunk_hashes, info.records + 1,
+                         info.app_hash)
+    assert target.offer(short, info.app_hash) == Offer.ACCEPT
+    assert target.restore(store, info)[-1] == Apply.REJECT_SNAPSHOT
+    target.assert_empty()
+    # And the honest snapshot still restores afterwards.
+    assert target.offer(info, info.app_hash) == Offer.ACCEPT
+    assert target.restore(store, info)[-1] == Apply.ACCEPT
+    assert target.store.last_app_hash == info.app_hash
+    target.close()
+    chain.close()
+
+
+def test_a_restore_interrupted_by_a_crash_rolls_back_at_open(tmp_path: Path) -> None:
+    chain = source_chain(tmp_path)
+    store, info = snapshot_of(chain, tmp_path / "snaps")
+    target = Target(tmp_path / "dst")
+    assert target.offer(info, info.app_hash) == Offer.ACCEPT
+    assert target.apply(0, store.load_chunk(info.height, 1, 0)).result == Apply.ACCEPT
+    assert target.records()
+    target.close()
+    reopened = CanonicalStore(str(tmp_path / "dst" / "state"))
+    assert list(reopened.iter_prefix(b"")) == [] and reopened.last_height == 0
+    reopened.close()
+    chain.close()
+
+
+def test_offer_to_a_node_with_state_aborts_and_keeps_it(tmp_path: Path) -> None:
+    chain = source_chain(tmp_path)
+    _, info = snapshot_of(chain, tmp_path / "snaps")
+    app = chain.app
+    resp = app.offer_snapshot(pb.RequestOfferSnapshot(snapshot=pb.Snapshot(
+        height=info.height, format=1, chunks=info.chunks, hash=info.hash,
+        metadata=info.metadata()), app_hash=info.app_hash))
+    assert resp.result == Offer.ABORT
+    assert app.store.last_height == chain.height
+    chain.close()
+
+
+def test_taker_snapshots_every_interval_keeps_the_last_k_and_serves_them(
+    tmp_path: Path,
+) -> None:
+    chain = source_chain(tmp_path, count=2)
+    snaps = SnapshotStore(tmp_path / "snaps", keep=2, chunk_bytes=CHUNK)
+    chain.app.snapshot_taker = SnapshotTaker(chain.app.store, snaps, interval=3)
+    chain.app.statesync.snapshots = snaps
+    for txs in blocks(chain, 8, 10):
+        chain.block(txs)
+        chain.app.snapshot_taker.wait(30)
+    heights = [s.height for s in snaps.list()]
+    assert heights == [9, 12]
+    listed = chain.app.list_snapshots(pb.RequestListSnapshots()).snapshots
+    assert [s.height for s in listed] == heights
+    last = listed[-1]
+    chunk = chain.app.load_snapshot_chunk(pb.RequestLoadSnapshotChunk(
+        height=last.height, format=last.format, chunk=0)).chunk
+    assert chunk and SnapshotInfo.parse(last.height, last.format, last.chunks,
+                                        last.metadata).chunk_hashes[0] is not None
+    assert chain.app.load_snapshot_chunk(pb.RequestLoadSnapshotChunk(
+        height=last.height, format=1, chunk=10_000)).chunk == b""
+    chain.close()
