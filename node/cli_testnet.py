@@ -88,7 +88,7 @@ def init_cmd(validators: int, out: Path, chain_id: str, base_port: int, powers: 
     """Generate N validator homes sharing one genesis, fully meshed."""
     from node.cometbft import REPO_ROOT, CometBFTError
     from node.testnet import Testnet
-    from node.testnet_compose import write_compose
+    from node.testnet_compose import project_name, write_compose
     from node.testnet_layout import COMPOSE, LOCAL
 
     if postgres and not compose:
@@ -121,8 +121,8 @@ def init_cmd(validators: int, out: Path, chain_id: str, base_port: int, powers: 
         click.echo(f"  {n['name']}: rpc {n['rpc']}  p2p :{n['p2p_port']}  power {n['power']}")
     for path in written:
         click.echo(f"wrote {path}")
-    hint = (f"docker compose -f {written[0]} up --build" if compose
-            else f"memledger testnet up {net.root}")
+    hint = (f"docker compose -p {project_name(net.spec)} -f {written[0]} up --build -d"
+            if compose else f"memledger testnet up {net.root}")
     click.echo(f"start it with `{hint}`")
 
 

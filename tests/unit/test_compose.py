@@ -20,7 +20,7 @@ from node.cli import main
 from node.cometbft import COMETBFT_VERSION, REPO_ROOT
 from node.home import NodeHome
 from node.testnet import Testnet
-from node.testnet_compose import DOCKERFILE, DOCKERIGNORE, write_compose
+from node.testnet_compose import DOCKERFILE, DOCKERIGNORE, project_name, write_compose
 from node.testnet_layout import COMPOSE, CONTAINER_HOME, POSTGRES_SERVICE, POSTGRES_TEMPLATE
 
 N = 4
@@ -144,12 +144,32 @@ def test_postgres_service_and_databases(with_pg: tuple[Testnet, Path]) -> None:
 
 
 def test_dockerfile_builds_pinned_cometbft_on_python_slim(plain: tuple[Testnet, Path]) -> None:
+    """By default the public images; the bases are build args (local stand-ins in CI)."""
     _, out = plain
     text = (out / "Dockerfile").read_text()
-    froms = [line.split()[1] for line in text.splitlines() if line.startswith("FROM ")]
-    assert froms[0].startswith("golang:1.2") and froms[-1].startswith("python:3.11-slim")
+    lines = text.splitlines()
+    defaults = dict(line.split()[1].split("=", 1) for line in lines
+                    if line.startswith("ARG ") and "=" in line)
+    froms = [line.split()[1] for line in lines if line.startswith("FROM ")]
+    assert froms[0] == "${GO_IMAGE}" and froms[-1] == "${PYTHON_IMAGE}"
+    assert defaults["GO_IMAGE"].startswith("golang:1.2")
+    assert defaults["PYTHON_IMAGE"].startswith("python:3.11-slim")
+    assert lines.index(f"ARG GO_IMAGE={defaults['GO_IMAGE']}") < lines.index("FROM ${GO_IMAGE}"
+                                                                            " AS cometbft")
     assert f"go install github.com/cometbft/cometbft/cmd/cometbft@v{COMETBFT_VERSION}" in text
+    assert "pip install --no-cache-dir --require-hashes -r requirements.lock" in text
+    assert {"ARG GOPROXY", "ARG PIP_INDEX_URL"} <= set(lines)
     assert (out / "Dockerfile.dockerignore").read_text() == DOCKERIGNORE
+
+
+def test_compose_file_is_accepted_by_compose_v1(plain: tuple[Testnet, Path]) -> None:
+    """Debian's docker-compose 1.29 rejects a top-level `name:`; the project name goes
+    on the command line (`-p`), as the header says."""
+    net, out = plain
+    doc = _compose(out)
+    assert set(doc) <= {"services", "volumes"}
+    assert f"-p {project_name(net.spec)} " in (out / "docker-compose.yml").read_text()
+    assert project_name(net.spec) == "memledger-testnet"
 
 
 def test_local_and_compose_topologies_differ_only_in_hosts(
@@ -183,6 +203,8 @@ def test_committed_deploy_files_match_the_generator(tmp_path: Path, cometbft_bin
     assert yaml.safe_load((committed / "docker-compose.yml").read_text()) == _compose(out)
     assert (committed / "Dockerfile").read_text() == DOCKERFILE
     assert (committed / "Dockerfile.dockerignore").read_text() == DOCKERIGNORE
+    # The legacy builder (compose v1) reads only the context root's .dockerignore.
+    assert (REPO_ROOT / ".dockerignore").read_text() == DOCKERIGNORE
 
 
 def test_cli_writes_compose(tmp_path: Path, cometbft_bin: Path) -> None:
