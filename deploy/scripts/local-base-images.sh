@@ -15,6 +15,8 @@
 # the python image; the go base is this machine's Go toolchain (`go env GOROOT`). Both get
 # this machine's CA bundle, without which containers cannot reach PyPI or the Go proxy
 # through a TLS-inspecting proxy.
+#
+# Exit status 3: this machine cannot build them (not root, no debootstrap, no Go).
 set -euo pipefail
 
 DEBIAN_IMAGE=${DEBIAN_IMAGE:-memledger-base/debian:bookworm}
@@ -46,8 +48,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 if ! have "$DEBIAN_IMAGE"; then
-    [[ $(id -u) == 0 ]] || { log "debootstrap needs root"; exit 1; }
-    command -v debootstrap >/dev/null || { log "debootstrap not installed"; exit 1; }
+    [[ $(id -u) == 0 ]] || { log "debootstrap needs root"; exit 3; }
+    command -v debootstrap >/dev/null || { log "debootstrap is not installed"; exit 3; }
     mirror=$(debian_mirror)
     log "debootstrap $SUITE from $mirror"
     debootstrap --variant=minbase --include=python3,python3-venv "$SUITE" "$tmp/root" \
@@ -77,7 +79,7 @@ fi
 
 if ! have "$GO_IMAGE"; then
     goroot=$(go env GOROOT 2>/dev/null || true)
-    [[ -x "$goroot/bin/go" ]] || { log "no Go toolchain on this machine (go env GOROOT)"; exit 1; }
+    [[ -x "$goroot/bin/go" ]] || { log "no Go toolchain on this machine (go env GOROOT)"; exit 3; }
     log "building $GO_IMAGE from $goroot ($("$goroot/bin/go" version))"
     cat >"$tmp/Dockerfile.go" <<EOF
 FROM $DEBIAN_IMAGE
