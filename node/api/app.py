@@ -55,6 +55,11 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     for model in (ProblemModel, TxRequest):
         doc = model.model_json_schema(ref_template="#/components/schemas/{model}")
         components.setdefault(str(doc.get("title", model.__name__)), doc)
+    # The two submit forms have disjoint keys and forbid extras: exactly one matches.
+    body = schema["paths"]["/v1/memories"]["post"]["requestBody"]["content"]
+    form = body["application/json"]["schema"]
+    form["oneOf"] = form.pop("anyOf")
+    form["title"] = "MemorySubmitRequest"
     app.openapi_schema = schema
     return schema
 

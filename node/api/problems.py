@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from abci.codes import CODESPACE, DESCRIPTIONS, Code
 
@@ -160,7 +161,21 @@ async def _on_http(request: Request, exc: Exception) -> JSONResponse:
     problem = Problem(status, names.get(status, f"http_{status}"), detail)
     if exc.headers:
         problem.headers.update(exc.headers)
+    if status == 405:
+        problem.headers["Allow"] = ", ".join(_allowed_methods(request))
     return problem.response(request.url.path)
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at this path: Starlette's 405 names only the first
+    route that matched the path, so GET+POST /v1/memories would advertise POST alone.
+    Asked per method, so nested (included) routers answer for their own routes."""
+    return [method for method in _METHODS
+            if any(route.matches({**request.scope, "method": method})[0] == Match.FULL
+                   for route in request.app.router.routes)]
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -177,8 +192,13 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(Exception, _on_unexpected)
 
 
-PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"description": HTTPStatus(status).phrase,
-             "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}}
-    for status in (400, 404, 409, 413, 422, 503)
-}
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` entries: each status answers with a problem document."""
+    ref = {"schema": {"$ref": "#/components/schemas/Problem"}}
+    return {status: {"description": HTTPStatus(status).phrase, "content": {PROBLEM_JSON: ref}}
+            for status in statuses}
+
+
+#: What any /v1 read can answer besides its result: bad input, absent record, the rate
+#: limit (429, with Retry-After), an unreachable projection or cometbft, the timeout.
+PROBLEM_RESPONSES = problem_responses(400, 404, 409, 413, 422, 429, 502, 503, 504)

@@ -12,6 +12,11 @@ from node.api.deps import State, read
 from node.api.problems import PROBLEM_RESPONSES, not_found
 from node.api.schemas import (
     HEX_KEY,
+    MAX_QUERY_WORDS,
+    MAX_TAGS,
+    MEMORY_CURSOR,
+    NAME,
+    QUERY,
     ChallengeList,
     CorroborationList,
     Document,
@@ -19,6 +24,7 @@ from node.api.schemas import (
     MemoryPage,
     MemoryStatus,
     MemoryType,
+    Tag,
     VoteList,
 )
 
@@ -26,7 +32,24 @@ router = APIRouter(prefix="/v1", tags=["memories"], responses=PROBLEM_RESPONSES)
 
 # Ids may contain "/", so the id is a path segment run; the suffixed routes are declared
 # before the bare one so that ".../votes" is never swallowed as part of an id.
-MemoryId = Annotated[str, Path(min_length=1, max_length=128)]
+MemoryId = Annotated[str, Path(pattern=NAME, description="memory id (may contain '/')")]
+
+
+def memory_links(pointer: str) -> dict[str, Any]:
+    """OpenAPI links from a response naming a memory id to that memory's reads."""
+    ops = {"Memory": "get_memory_v1_memories__memory_id__get",
+           "Votes": "memory_votes_v1_memories__memory_id__votes_get",
+           "Challenges": "memory_challenges_v1_memories__memory_id__challenges_get",
+           "Corroborations": "memory_corroborations_v1_memories__memory_id__corroborations_get"}
+    return {f"Get{name}": {"operationId": op, "parameters": {"memory_id": pointer}}
+            for name, op in ops.items()}
+
+
+_LIST_LINKS = {
+    **memory_links("$response.body#/items/0/id"),
+    "NextPage": {"operationId": "list_memories_v1_memories_get",
+                 "parameters": {"cursor": "$response.body#/next_cursor"}},
+}
 
 
 def _existing(conn: sa.Connection, memory_id: str) -> None:
@@ -35,20 +58,26 @@ def _existing(conn: sa.Connection, memory_id: str) -> None:
 
 
 @router.get("/memories", response_model=MemoryPage,
-            summary="List and full-text search memories (cursor pages)")
+            summary="List and full-text search memories (cursor pages)",
+            responses={200: {"description": "one page", "links": _LIST_LINKS}})
 async def list_memories(
     state: State,
-    domain: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
+    domain: Annotated[str | None, Query(pattern=NAME)] = None,
     status: MemoryStatus | None = None,
     type: Annotated[MemoryType | None, Query(description="memory type")] = None,  # noqa: A002
     author: Annotated[str | None, Query(pattern=HEX_KEY, description="author key, hex")] = None,
-    tag: Annotated[list[str] | None, Query(max_length=32,
+    tag: Annotated[list[Tag] | None, Query(max_length=MAX_TAGS,
                                            description="repeatable; all must match")] = None,
     include_disputed: Annotated[bool, Query(description="include challenged memories")] = False,
-    q: Annotated[str | None, Query(min_length=1, max_length=512,
-                                   description="full-text query: all words must match")] = None,
+    q: Annotated[str | None, Query(
+        min_length=1, max_length=512, pattern=QUERY,
+        description=f"full-text query: all words must match (at most {MAX_QUERY_WORDS} words; "
+                    "spaces and control characters separate words; words without a letter "
+                    "or digit are ignored, and a query left with none matches nothing)")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: Annotated[str | None, Query(max_length=1024, description="from next_cursor")] = None,
+    cursor: Annotated[str | None, Query(
+        pattern=MEMORY_CURSOR, description="a page's next_cursor: the next page starts after "
+                                           "that (height, id) key")] = None,
 ) -> dict[str, Any]:
     flt = queries.MemoryFilter(
         domain=domain, status=None if status is None else status.value,
@@ -94,7 +123,16 @@ async def memory_corroborations(memory_id: MemoryId, state: State) -> dict[str, 
     return await read(state, _corroborations, memory_id)
 
 
-@router.get("/memories/{memory_id:path}", response_model=Memory, summary="One memory by id")
+_MEMORY_LINKS = {
+    "GetCocommit": {"operationId": "get_cocommit_v1_cocommits__cocommit_id__get",
+                    "parameters": {"cocommit_id": "$response.body#/cocommit"}},
+    "GetAuthorAccount": {"operationId": "get_account_v1_accounts__public_key__get",
+                         "parameters": {"public_key": "$response.body#/author"}},
+}
+
+
+@router.get("/memories/{memory_id:path}", response_model=Memory, summary="One memory by id",
+            responses={200: {"description": "the memory", "links": _MEMORY_LINKS}})
 async def get_memory(memory_id: MemoryId, state: State) -> dict[str, Any]:
     found = await read(state, queries.get_memory, memory_id)
     if found is None:
@@ -104,7 +142,7 @@ async def get_memory(memory_id: MemoryId, state: State) -> dict[str, Any]:
 
 @router.get("/cocommits/{cocommit_id}", response_model=Document, tags=["co-commits"],
             summary="A co-commit record by shared id")
-async def get_cocommit(cocommit_id: Annotated[str, Path(min_length=1, max_length=160)],
+async def get_cocommit(cocommit_id: Annotated[str, Path(pattern=NAME)],
                        state: State) -> dict[str, Any]:
     found = await read(state, queries.get_document, "cocommit", cocommit_id)
     if found is None:

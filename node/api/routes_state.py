@@ -16,7 +16,15 @@ from node.api import queries
 from node.api.db import projection_height
 from node.api.deps import ApiState, State, read
 from node.api.problems import PROBLEM_RESPONSES, not_found
-from node.api.schemas import HEX_KEY, Account, Document, DocumentPage, ValidatorSet
+from node.api.schemas import (
+    DOCUMENT_CURSOR,
+    HEX_KEY,
+    NAME,
+    Account,
+    Document,
+    DocumentPage,
+    ValidatorSet,
+)
 from node.cometbft import validator_address
 from node.rpc import RpcError
 
@@ -80,9 +88,17 @@ async def get_validators(state: State) -> dict[str, Any]:
 
 
 @router.get("/proposals", response_model=DocumentPage, tags=["governance"],
-            summary="Governance proposals (cursor pages, by id)")
+            summary="Governance proposals (cursor pages, by id)",
+            responses={200: {"description": "one page", "links": {
+                "GetProposal": {"operationId": "get_proposal_v1_proposals__proposal_id__get",
+                                "parameters": {"proposal_id": "$response.body#/items/0/id"}},
+                "NextPage": {"operationId": "list_proposals_v1_proposals_get",
+                             "parameters": {"cursor": "$response.body#/next_cursor"}}}}})
 async def list_proposals(state: State, limit: Annotated[int, Query(ge=1, le=500)] = 50,
-                         cursor: Annotated[str | None, Query(max_length=1024)] = None
+                         cursor: Annotated[str | None, Query(
+                             pattern=DOCUMENT_CURSOR,
+                             description="a page's next_cursor: the next page starts after "
+                                         "that id")] = None
                          ) -> dict[str, Any]:
     items, next_cursor = await read(state, queries.list_documents, "proposal", limit, cursor)
     return {"items": items, "next_cursor": next_cursor}
@@ -90,7 +106,7 @@ async def list_proposals(state: State, limit: Annotated[int, Query(ge=1, le=500)
 
 @router.get("/proposals/{proposal_id}", response_model=Document, tags=["governance"],
             summary="One governance proposal")
-async def get_proposal(proposal_id: Annotated[str, Path(min_length=1, max_length=160)],
+async def get_proposal(proposal_id: Annotated[str, Path(pattern=NAME)],
                        state: State) -> dict[str, Any]:
     found = await read(state, queries.get_document, "proposal", proposal_id)
     if found is None:

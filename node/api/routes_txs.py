@@ -11,6 +11,7 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
@@ -20,8 +21,16 @@ from google.protobuf.message import DecodeError
 from abci._pb import tx_pb2
 from node.api import broadcast
 from node.api.deps import State
-from node.api.problems import PROBLEM_RESPONSES, Problem
-from node.api.schemas import MemorySubmitRequest, TxOutcome, WaitMode
+from node.api.problems import PROBLEM_RESPONSES, Problem, problem_responses
+from node.api.routes_memories import memory_links
+from node.api.schemas import (
+    BASE64,
+    MemorySubmitForm,
+    MemorySubmitRequest,
+    MemorySubmitTx,
+    TxOutcome,
+    WaitMode,
+)
 
 router = APIRouter(prefix="/v1", tags=["transactions"])
 
@@ -34,20 +43,33 @@ _TX_BODY = {
     "required": True,
     "content": {
         "application/json": {"schema": {"$ref": "#/components/schemas/TxRequest"}},
-        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+        "application/octet-stream": {"schema": {"type": "string", "format": "binary",
+                                                "minLength": 1}},
     },
 }
-_OUTCOMES: dict[int | str, dict[str, Any]] = {
-    200: {"model": TxOutcome, "description": "committed in a block (wait=commit)"},
-    202: {"model": TxOutcome, "description": "submitted/accepted, or outcome unknown"},
-    **PROBLEM_RESPONSES,
-}
+# Stateful links: what a submission's outcome lets a client (or a conformance run) ask next.
+_TX_LINK = {"GetTxByHash": {"operationId": "get_tx_v1_txs__tx_hash__get",
+                            "parameters": {"tx_hash": "$response.body#/hash"}}}
+_MEMORY_LINKS = {**_TX_LINK, **memory_links("$response.body#/memory_id")}
+
+
+def _outcomes(links: dict[str, Any]) -> dict[int | str, dict[str, Any]]:
+    return {
+        200: {"model": TxOutcome, "description": "committed in a block (wait=commit)",
+              "links": links},
+        202: {"model": TxOutcome, "description": "submitted/accepted, or outcome unknown",
+              "links": links},
+        **problem_responses(400, 404, 409, 413, 415, 422, 429, 502, 503, 504),
+    }
 
 
 def decode_b64(value: str, what: str = "tx") -> bytes:
+    """Exactly the document's `BASE64` pattern; the pattern check makes decoding total."""
+    if re.fullmatch(BASE64, value) is None:
+        raise Problem(400, "invalid_base64", f"{what} is not padded standard base64")
     try:
         return base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
+    except (binascii.Error, ValueError):  # pragma: no cover - the pattern rules it out
         raise Problem(400, "invalid_base64", f"{what} is not valid base64") from None
 
 
@@ -75,7 +97,7 @@ def _respond(status: int, body: dict[str, Any]) -> JSONResponse:
                         headers=headers)
 
 
-@router.post("/txs", summary="Broadcast a signed transaction", responses=_OUTCOMES,
+@router.post("/txs", summary="Broadcast a signed transaction", responses=_outcomes(_TX_LINK),
              response_model=TxOutcome, openapi_extra={"requestBody": _TX_BODY})
 async def post_tx(request: Request, state: State, wait: WaitQuery = WaitMode.sync,
                   timeout: TimeoutQuery = None) -> JSONResponse:
@@ -91,10 +113,9 @@ async def get_tx(tx_hash: HashPath, state: State) -> TxOutcome:
     return TxOutcome(**await broadcast.lookup(state, tx_hash.lower()))
 
 
-def _tx_from_form(req: MemorySubmitRequest, chain_id: str) -> bytes:
+def _tx_from_form(req: MemorySubmitForm, chain_id: str) -> bytes:
     """Rebuild the canonical memory_submit Tx from the JSON form and its signature."""
-    assert req.content is not None and req.public_key and req.signature and req.nonce
-    for text in (req.content, req.memory_id or "", req.domain, *req.tags):
+    for text in (req.content, req.memory_id, req.domain, req.chain_id or "", *req.tags):
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
@@ -128,10 +149,11 @@ def _submitted_memory_id(tx: bytes) -> str | None:
 
 
 @router.post("/memories", summary="Submit a memory (signed by the client)",
-             responses=_OUTCOMES, response_model=TxOutcome, tags=["memories"])
+             responses=_outcomes(_MEMORY_LINKS), response_model=TxOutcome, tags=["memories"])
 async def post_memory(req: MemorySubmitRequest, state: State, wait: WaitQuery = WaitMode.sync,
                       timeout: TimeoutQuery = None) -> JSONResponse:
-    if req.tx is not None:
+    """Either `tx` (a signed memory_submit Tx) or the JSON field form, never both."""
+    if isinstance(req, MemorySubmitTx):
         tx = decode_b64(req.tx)
         memory_id = _submitted_memory_id(tx)
     else:

@@ -3,12 +3,32 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+# Every pattern below is the whole rule the server applies to that value: a request the
+# OpenAPI document calls valid is never refused by request validation (only the ledger's
+# own verdicts on signatures, nonces and state remain, and those carry a result `code`).
 HEX_KEY = r"^[0-9a-fA-F]{64}$"
 HEX_SIG = r"^[0-9a-fA-F]{128}$"
+#: Ids and domains, as the ledger's check_name accepts them (ASCII, so chars == bytes).
+NAME = r"^[A-Za-z0-9._:/@-]{1,128}$"
+#: Standard base64 with padding, at least one quantum: exactly what the server decodes.
+BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{4}|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{2}==)$"
+#: GET /v1/memories cursor: `<submitted_height>~<memory id>`, the last key of a page.
+MEMORY_CURSOR = r"^[0-9]{1,18}~[A-Za-z0-9._:/@-]{1,128}$"
+#: GET /v1/proposals cursor: the last proposal id of a page.
+DOCUMENT_CURSOR = NAME
+#: Full-text query: at most 32 words, a word being a run of characters above U+0020 (so
+#: control characters separate words, like spaces). Unambiguous, so no regex backtracks.
+QUERY = r"^[\x00-\x20]*(?:[^\x00-\x20]+(?:[\x00-\x20]+|$)){0,32}$"
+MAX_QUERY_WORDS = 32
+#: A tag: what the ledger stores (1..64 UTF-8 bytes, no NUL; bytes beyond the character
+#: bound are the ledger's own `invalid_tag` verdict).
+TAG = r"^[^\x00]+$"
+MAX_TAG_CHARS = 64
+MAX_TAGS = 32
 
 
 class WaitMode(StrEnum):
@@ -46,11 +66,24 @@ class ProblemModel(BaseModel):
     code: int | None = Field(None, description="Ledger result code (tx rejections only)")
 
 
+Base64Tx = Annotated[str, Field(pattern=BASE64, json_schema_extra={"contentEncoding": "base64"},
+                                description="base64 (standard alphabet, padded) of the "
+                                            "signed protobuf Tx")]
+Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS, pattern=TAG)]
+
+
+def _distinct(tags: list[str]) -> list[str]:
+    """The ledger refuses duplicate tags; say so before signing bytes reach it."""
+    if len(set(tags)) != len(tags):
+        raise ValueError("tags must be distinct")
+    return tags
+
+
 class TxRequest(BaseModel):
     """A signed transaction, base64 of the protobuf `Tx` bytes."""
 
     model_config = ConfigDict(extra="forbid")
-    tx: str = Field(min_length=1, description="base64 (standard alphabet) of the signed Tx")
+    tx: Base64Tx
 
 
 class TxEvent(BaseModel):
@@ -76,40 +109,38 @@ class TxOutcome(BaseModel):
     memory_id: str | None = None
 
 
-class MemorySubmitRequest(BaseModel):
-    """Either `tx` (a signed memory_submit Tx, as the SDK builds it) or the JSON form.
+class MemorySubmitTx(BaseModel):
+    """A signed memory_submit Tx, as the SDK builds it."""
 
-    JSON form: the server rebuilds the canonical TxBody (chain id, nonce, MemorySubmit
-    with SHA-256 content hash and sorted tags) and attaches `public_key` and `signature`;
-    the signature must cover `"memledger/tx/v1\\0" || body` exactly as the client built
-    it. The private key never leaves the client in either form.
+    model_config = ConfigDict(extra="forbid", title="MemorySubmitTx")
+    tx: Base64Tx
+
+
+class MemorySubmitForm(BaseModel):
+    """The JSON form: the server rebuilds the canonical TxBody (chain id, nonce,
+    MemorySubmit with SHA-256 content hash and sorted tags) and attaches `public_key` and
+    `signature`; the signature must cover `"memledger/tx/v1\\0" || body` exactly as the
+    client built it. The private key never leaves the client.
     """
 
-    model_config = ConfigDict(extra="forbid")
-    tx: str | None = Field(None, description="base64 of a signed memory_submit Tx")
-    memory_id: str | None = Field(None, min_length=1, max_length=128)
-    content: str | None = None
-    domain: str = "general"
+    model_config = ConfigDict(extra="forbid", title="MemorySubmitForm")
+    memory_id: str = Field(pattern=NAME)
+    content: str = Field(min_length=1, max_length=512 << 10, pattern=TAG,
+                         description="UTF-8 text, no NUL, at most 512 KiB encoded")
+    domain: str = Field("general", pattern=NAME)
     type: MemoryType = MemoryType.fact
     confidence_ppm: int = Field(900_000, ge=0, le=1_000_000)
-    tags: list[str] = Field(default_factory=list, max_length=32)
-    chain_id: str | None = None
-    nonce: int | None = Field(None, ge=1, lt=1 << 64)
-    public_key: str | None = Field(None, pattern=HEX_KEY)
-    signature: str | None = Field(None, pattern=HEX_SIG)
+    tags: Annotated[list[Tag], AfterValidator(_distinct)] = Field(
+        default_factory=list, max_length=MAX_TAGS, json_schema_extra={"uniqueItems": True})
+    chain_id: str | None = Field(None, description="defaults to this node's chain")
+    nonce: int = Field(ge=1, lt=1 << 64)
+    public_key: str = Field(pattern=HEX_KEY)
+    signature: str = Field(pattern=HEX_SIG)
 
-    @model_validator(mode="after")
-    def _one_form(self) -> MemorySubmitRequest:
-        fields = ("memory_id", "content", "nonce", "public_key", "signature")
-        if self.tx is not None:
-            extra = [f for f in fields if getattr(self, f) is not None]
-            if extra:
-                raise ValueError(f"give either tx or the JSON form, not both ({extra})")
-            return self
-        missing = [f for f in fields if getattr(self, f) is None]
-        if missing:
-            raise ValueError(f"JSON form needs {', '.join(missing)} (or give tx)")
-        return self
+
+#: Body of POST /v1/memories: exactly one of the two forms (their keys are disjoint and
+#: neither allows extra keys, so the document's `oneOf` is what the server checks).
+MemorySubmitRequest = MemorySubmitTx | MemorySubmitForm
 
 
 class Memory(BaseModel):

@@ -7,26 +7,31 @@ through plainto_tsquery. Both mean "all of these words" (stemmed).
 
 from __future__ import annotations
 
+import re
+
 import sqlalchemy as sa
 
 from abci.projection import FTS_TABLE, TS_CONFIG, TSV_COLUMN
 from node.api.problems import Problem
 
 MAX_QUERY_CHARS = 512
-MAX_TERMS = 32
 COMMON_MIN_MATCHES = 500
+_SEPARATORS = re.compile(r"[\x00-\x20]+")
 
 
-def fts5_query(text: str) -> str:
-    """AND of quoted terms; inner double quotes doubled, as FTS5 string syntax requires."""
-    if any(ord(ch) < 0x20 and ch not in "\t\n\r" for ch in text):
-        # FTS5 strings cannot carry NUL (SQLite reports an unterminated string).
-        raise Problem(422, "invalid_query", "q must not contain control characters")
-    terms = [t for t in text.split() if any(ch.isalnum() for ch in t)]
+def query_words(text: str) -> list[str]:
+    """The words of `q` that can match: runs between spaces, control characters (the
+    document's QUERY pattern bounds these runs to 32) or other Unicode whitespace, that
+    hold a letter or digit."""
+    return [t for t in _SEPARATORS.sub(" ", text).split() if any(ch.isalnum() for ch in t)]
+
+
+def fts5_query(text: str) -> str | None:
+    """AND of quoted terms, inner double quotes doubled as FTS5 string syntax requires;
+    None when no word is left (such a query matches nothing)."""
+    terms = query_words(text)
     if not terms:
-        raise Problem(422, "invalid_query", "q must contain at least one word")
-    if len(terms) > MAX_TERMS:
-        raise Problem(422, "invalid_query", f"q has {len(terms)} words; the limit is {MAX_TERMS}")
+        return None
     return " ".join('"' + t.replace('"', '""') + '"' for t in terms)
 
 
@@ -39,20 +44,20 @@ def search_clause(dialect: str, text: str, *, ordered_scan: bool = False) -> sa.
     """
     if len(text) > MAX_QUERY_CHARS:
         raise Problem(422, "invalid_query", f"q is longer than {MAX_QUERY_CHARS} characters")
-    if "\x00" in text:  # neither FTS5 strings nor PostgreSQL text can carry NUL
-        raise Problem(422, "invalid_query", "q must not contain control characters")
-
+    fts = fts5_query(text)
+    if fts is None:
+        return sa.text("1 = 0")
     if dialect == "sqlite":
         plus = "+" if ordered_scan else ""
         return sa.text(
             f"{plus}memories.rowid IN (SELECT rowid FROM {FTS_TABLE} "
             f"WHERE {FTS_TABLE} MATCH :fts_q)"
-        ).bindparams(fts_q=fts5_query(text))
+        ).bindparams(fts_q=fts)
     if dialect == "postgresql":
-        fts5_query(text)  # same "at least one word" rule on both backends
+        # the same words, space-joined: PostgreSQL text cannot carry NUL
         return sa.text(
             f"memories.{TSV_COLUMN} @@ plainto_tsquery('{TS_CONFIG}'::regconfig, :fts_q)"
-        ).bindparams(fts_q=text)
+        ).bindparams(fts_q=" ".join(query_words(text)))
     raise Problem(501, "search_unsupported", f"full-text search is not available on {dialect}")
 
 
@@ -62,9 +67,12 @@ def common_on_sqlite(conn: sa.Connection, text: str) -> bool:
     Counting is capped, so the probe costs at most that many FTS postings (well under a
     millisecond per thousand); max(rowid) stands in for the table size for free.
     """
+    fts = fts5_query(text)
+    if fts is None:
+        return False
     size = conn.exec_driver_sql("SELECT coalesce(max(rowid), 0) FROM memories").scalar_one()
     cap = max(COMMON_MIN_MATCHES, int(size) // 100)
     found = conn.execute(sa.text(
         f"SELECT count(*) FROM (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH :q "
-        "LIMIT :cap)"), {"q": fts5_query(text), "cap": cap}).scalar_one()
+        "LIMIT :cap)"), {"q": fts, "cap": cap}).scalar_one()
     return int(found) >= cap

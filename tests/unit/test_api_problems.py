@@ -8,7 +8,7 @@ import pytest
 
 from abci.codes import DESCRIPTIONS, Code
 from node.api.problems import Problem, code_name, http_status_for_code, tx_rejected
-from node.api.search import fts5_query
+from node.api.search import fts5_query, query_words
 
 
 @pytest.mark.parametrize("code", [c for c in Code if c != Code.OK])
@@ -51,7 +51,10 @@ def test_fts5_query_never_breaks_the_parser(text: str) -> None:
     assert rows == [(text,)]
 
 
-def test_fts5_query_needs_a_word() -> None:
-    with pytest.raises(Problem) as info:
-        fts5_query(" - * ")
-    assert info.value.status == 422
+def test_fts5_query_without_a_word_is_none() -> None:
+    assert fts5_query(" - * ") is None
+
+
+def test_control_characters_separate_words() -> None:
+    assert fts5_query("a\x00b\x1bc\td") == '"a" "b" "c" "d"'
+    assert query_words("x\u3000y -- z") == ["x", "y", "z"]

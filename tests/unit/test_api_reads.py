@@ -132,6 +132,8 @@ def test_cursor_pages_cover_everything_once(api: TestClient) -> None:
     ("AND OR NOT", []),
     ("cache* NEAR(x y)", []),
     ("tuesdays: deploys", ["m-deploy"]),
+    ("zebras\x00number\x1b7", ["p-07"]),  # control characters separate words
+    (" - * ", []),  # no word left: matches nothing
 ])
 def test_full_text_search(api: TestClient, q: str, expected: list[str]) -> None:
     resp = api.get("/v1/memories", params={"q": q, "limit": 100})
@@ -146,9 +148,14 @@ def test_invalid_filters_are_problems(api: TestClient) -> None:
     _problem(api.get("/v1/memories?limit=501"), 422, "invalid_request")
     _problem(api.get("/v1/memories?type=rumour"), 422, "invalid_request")
     _problem(api.get("/v1/memories?author=xyz"), 422, "invalid_request")
-    _problem(api.get("/v1/memories?cursor=not-a-cursor"), 400, "invalid_cursor")
-    _problem(api.get("/v1/memories?cursor=WzEsMiwzXQ"), 400, "invalid_cursor")  # [1,2,3]
-    _problem(api.get("/v1/memories?q=%20-%20"), 422, "invalid_query")
+    doc = _problem(api.get("/v1/memories?cursor=not-a-cursor"), 422, "invalid_request")
+    assert doc["errors"][0]["loc"] == ["query", "cursor"]
+    _problem(api.get("/v1/memories?cursor=WzEsMiwzXQ"), 422, "invalid_request")  # old form
+    _problem(api.get("/v1/proposals?cursor=a%20b"), 422, "invalid_request")
+    _problem(api.get("/v1/memories?domain=a%00b"), 422, "invalid_request")
+    _problem(api.get("/v1/memories?tag="), 422, "invalid_request")
+    _problem(api.get("/v1/memories?tag=" + "t" * 65), 422, "invalid_request")
+    _problem(api.get("/v1/memories?q=" + "%20".join(["w"] * 33)), 422, "invalid_request")
     _problem(api.get("/v1/memories?include_disputed=perhaps"), 422, "invalid_request")
 
 
@@ -245,12 +252,12 @@ def test_json_form_rebuilds_the_sdk_tx(chain: LocalChain) -> None:
     """The JSON form of POST /v1/memories yields byte-identical txs to TxBuilder's."""
     from abci._pb import tx_pb2
     from node.api.routes_txs import _tx_from_form
-    from node.api.schemas import MemorySubmitRequest
+    from node.api.schemas import MemorySubmitForm
 
     tx = chain.builder(ALICE).submit(77, "j-1", "same bytes either way", tags=["b", "a"],
                                      confidence_ppm=500_000, memory_type="task")
     env = tx_pb2.Tx.FromString(tx)
-    req = MemorySubmitRequest.model_validate({
+    req = MemorySubmitForm.model_validate({
         "memory_id": "j-1", "content": "same bytes either way", "type": "task",
         "confidence_ppm": 500_000, "tags": ["a", "b"], "nonce": 77,
         "public_key": env.public_key.hex(), "signature": env.signature.hex()})
