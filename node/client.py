@@ -11,14 +11,17 @@
 Keys never leave the process: every transaction is built and signed here and sent as
 bytes. Nonces are `max(time_ns, last + 1)` under a lock, so concurrent calls and process
 restarts never reuse one without a server round trip (the protocol allows gaps).
-Failures raise `MemLedgerError` carrying the server's problem (numeric `code`, `name`).
+Failures raise `MemLedgerError` carrying the server's problem (numeric `code`, `name`);
+429 and 503 answers are first retried with backoff, honouring Retry-After (`RetryPolicy`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import email.utils
 import hashlib
+import random
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -35,8 +38,9 @@ from node.txbuilder import TxBuilder, cocommit_core, confidence_to_ppm, sign_coc
 
 __all__ = [
     "Account", "AsyncMemLedgerClient", "Corroboration", "MemLedgerClient",
-    "MemLedgerConnectionError", "MemLedgerError", "Memory", "MemoryPage", "Status",
-    "TxReceipt", "Validator", "Vote", "cocommit_core", "derive_memory_id", "sign_cocommit",
+    "MemLedgerConnectionError", "MemLedgerError", "Memory", "MemoryPage", "RetryPolicy",
+    "Status", "TxReceipt", "Validator", "Vote", "cocommit_core", "derive_memory_id",
+    "sign_cocommit",
 ]
 
 DEFAULT_URL = "http://127.0.0.1:26680"
@@ -232,6 +236,50 @@ class NonceSource:
             self._last = max(self._last, committed)
 
 
+#: Answers that mean "not now" rather than "no": the rate limit (429) and a node that is
+#: briefly unable to serve (503: mempool full, cometbft or the projection unreachable).
+RETRY_STATUSES = frozenset({429, 503})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries of 429/503 answers, honouring `Retry-After` like HTTP clients do.
+
+    Reads are safe to repeat, and so are submits: the client re-sends the *same signed
+    bytes* (never re-signs on 429/503), and a tx is idempotent by its hash, so a copy that
+    did get through is found by hash instead of being applied twice. The wait is the
+    server's Retry-After when it gives one, else `backoff * 2**attempt` with jitter; both
+    capped at `max_wait`. `retries=0` turns retrying off.
+    """
+
+    retries: int = 4
+    backoff: float = 0.25
+    max_wait: float = 30.0
+
+    def delay(self, resp: httpx.Response, attempt: int) -> float | None:
+        """Seconds to wait before retry number `attempt + 1`, or None to stop here."""
+        if resp.status_code not in RETRY_STATUSES or attempt >= self.retries:
+            return None
+        advised = _retry_after(resp.headers.get("retry-after"))
+        if advised is None:
+            advised = self.backoff * 2 ** attempt * (0.5 + random.random() / 2)
+        return max(0.0, min(self.max_wait, advised))
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Retry-After as seconds: delta-seconds or an HTTP date (RFC 9110 section 10.2.3)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
 def derive_memory_id(author_hex: str, domain: str, content: str) -> str:
     """A stable id for (author, domain, content), so a retried submit is idempotent."""
     digest = hashlib.sha256(f"{author_hex}\0{domain}\0{content}".encode()).hexdigest()
@@ -269,11 +317,12 @@ class _Core:
     """State and request shapes shared by the sync and async clients (no I/O here)."""
 
     def __init__(self, base_url: str, key: Agent | SigningKey | None, chain_id: str | None,
-                 nonces: NonceSource | None = None) -> None:
+                 nonces: NonceSource | None = None, retry: RetryPolicy | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self._key = _signing_key(key)
         self._chain_id = chain_id
         self._nonces = NonceSource() if nonces is None else nonces
+        self._retry = RetryPolicy() if retry is None else retry
 
     @property
     def public_key(self) -> str | None:
@@ -299,6 +348,10 @@ class _Core:
                             confidence_ppm=ppm, tags=tags)
 
         return mid, make
+
+    @staticmethod
+    def _tx_hash(tx: bytes) -> str:
+        return hashlib.sha256(tx).hexdigest()
 
     @staticmethod
     def _raise_for(resp: httpx.Response) -> Any:
@@ -334,8 +387,8 @@ class MemLedgerClient(_Core):
     def __init__(self, base_url: str = DEFAULT_URL, key: Agent | SigningKey | None = None,
                  chain_id: str | None = None, *, timeout: float = 60.0,
                  transport: httpx.BaseTransport | None = None,
-                 nonces: NonceSource | None = None) -> None:
-        super().__init__(base_url, key, chain_id, nonces)
+                 nonces: NonceSource | None = None, retry: RetryPolicy | None = None) -> None:
+        super().__init__(base_url, key, chain_id, nonces, retry)
         self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
         self._chain_lock = threading.Lock()
 
@@ -348,12 +401,43 @@ class MemLedgerClient(_Core):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _call(self, method: str, path: str, **kwargs: Any) -> tuple[httpx.Response, int]:
+        """The answer after retrying 429/503 per the policy, and how often it was sent."""
+        attempt = 0
+        while True:
+            try:
+                resp = self._http.request(method, path, **kwargs)
+            except httpx.HTTPError as exc:
+                raise _connection_error(self.base_url, exc) from None
+            delay = self._retry.delay(resp, attempt)
+            if delay is None:
+                return resp, attempt + 1
+            time.sleep(delay)
+            attempt += 1
+
     def _request(self, method: str, path: str, **kwargs: Any) -> Any:
-        try:
-            resp = self._http.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
-            raise _connection_error(self.base_url, exc) from None
+        resp, _ = self._call(method, path, **kwargs)
         return self._raise_for(resp)
+
+    def _post_tx(self, path: str, tx: bytes, wait: str) -> Any:
+        """POST signed bytes (the same bytes on every retry). If a retried copy is then
+        refused for its nonce, an earlier copy got through: answer with it, found by hash."""
+        resp, sent = self._call("POST", path, params={"wait": wait}, json=self._tx_json(tx))
+        try:
+            return self._raise_for(resp)
+        except MemLedgerError as err:
+            if sent > 1 and err.code in RESIGN_CODES:
+                found = self._landed(self._tx_hash(tx))
+                if found is not None:
+                    return found
+            raise
+
+    def _landed(self, tx_hash: str) -> dict[str, Any] | None:
+        try:
+            doc: dict[str, Any] = self._request("GET", f"/v1/txs/{tx_hash}")
+        except MemLedgerError:
+            return None
+        return doc if doc.get("status") == "committed" else None
 
     @property
     def chain_id(self) -> str:
@@ -370,7 +454,7 @@ class MemLedgerClient(_Core):
         for attempt in (1, 2):
             tx = make(builder, self._nonces.next())
             try:
-                doc = self._request("POST", path, params={"wait": wait}, json=self._tx_json(tx))
+                doc = self._post_tx(path, tx, wait)
             except MemLedgerError as err:
                 if err.code in RESIGN_CODES and attempt == 1:
                     self._nonces.at_least(self.account().last_nonce)
@@ -381,8 +465,7 @@ class MemLedgerClient(_Core):
 
     def broadcast(self, tx: bytes, wait: str = "commit") -> TxReceipt:
         """Send already-signed tx bytes."""
-        return TxReceipt.from_json(self._request("POST", "/v1/txs", params={"wait": wait},
-                                                 json=self._tx_json(tx)))
+        return TxReceipt.from_json(self._post_tx("/v1/txs", tx, wait))
 
     def submit(self, memory_id: str | None, content: str, *, domain: str = "general",
                type: str = "fact", confidence: float | int = 0.9,  # noqa: A002
@@ -509,8 +592,8 @@ class AsyncMemLedgerClient(_Core):
     def __init__(self, base_url: str = DEFAULT_URL, key: Agent | SigningKey | None = None,
                  chain_id: str | None = None, *, timeout: float = 60.0,
                  transport: httpx.AsyncBaseTransport | None = None,
-                 nonces: NonceSource | None = None) -> None:
-        super().__init__(base_url, key, chain_id, nonces)
+                 nonces: NonceSource | None = None, retry: RetryPolicy | None = None) -> None:
+        super().__init__(base_url, key, chain_id, nonces, retry)
         self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout,
                                        transport=transport)
         self._chain_lock: asyncio.Lock | None = None
@@ -524,12 +607,41 @@ class AsyncMemLedgerClient(_Core):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+    async def _call(self, method: str, path: str, **kwargs: Any) -> tuple[httpx.Response, int]:
+        attempt = 0
+        while True:
+            try:
+                resp = await self._http.request(method, path, **kwargs)
+            except httpx.HTTPError as exc:
+                raise _connection_error(self.base_url, exc) from None
+            delay = self._retry.delay(resp, attempt)
+            if delay is None:
+                return resp, attempt + 1
+            await asyncio.sleep(delay)
+            attempt += 1
+
     async def _request(self, method: str, path: str, **kwargs: Any) -> Any:
-        try:
-            resp = await self._http.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
-            raise _connection_error(self.base_url, exc) from None
+        resp, _ = await self._call(method, path, **kwargs)
         return self._raise_for(resp)
+
+    async def _post_tx(self, path: str, tx: bytes, wait: str) -> Any:
+        resp, sent = await self._call("POST", path, params={"wait": wait},
+                                      json=self._tx_json(tx))
+        try:
+            return self._raise_for(resp)
+        except MemLedgerError as err:
+            if sent > 1 and err.code in RESIGN_CODES:
+                found = await self._landed(self._tx_hash(tx))
+                if found is not None:
+                    return found
+            raise
+
+    async def _landed(self, tx_hash: str) -> dict[str, Any] | None:
+        try:
+            doc: dict[str, Any] = await self._request("GET", f"/v1/txs/{tx_hash}")
+        except MemLedgerError:
+            return None
+        return doc if doc.get("status") == "committed" else None
 
     async def chain_id(self) -> str:
         if self._chain_lock is None:
@@ -546,8 +658,7 @@ class AsyncMemLedgerClient(_Core):
         for attempt in (1, 2):
             tx = make(builder, self._nonces.next())
             try:
-                doc = await self._request("POST", path, params={"wait": wait},
-                                          json=self._tx_json(tx))
+                doc = await self._post_tx(path, tx, wait)
             except MemLedgerError as err:
                 if err.code in RESIGN_CODES and attempt == 1:
                     self._nonces.at_least((await self.account()).last_nonce)
@@ -557,8 +668,8 @@ class AsyncMemLedgerClient(_Core):
         raise AssertionError("unreachable")
 
     async def broadcast(self, tx: bytes, wait: str = "commit") -> TxReceipt:
-        return TxReceipt.from_json(await self._request(
-            "POST", "/v1/txs", params={"wait": wait}, json=self._tx_json(tx)))
+        """Send already-signed tx bytes."""
+        return TxReceipt.from_json(await self._post_tx("/v1/txs", tx, wait))
 
     async def submit(self, memory_id: str | None, content: str, *, domain: str = "general",
                      type: str = "fact", confidence: float | int = 0.9,  # noqa: A002
@@ -603,6 +714,10 @@ class AsyncMemLedgerClient(_Core):
     async def status(self) -> Status:
         return Status.from_json(await self._request("GET", "/v1/status"))
 
+    async def ready(self) -> dict[str, Any]:
+        doc: dict[str, Any] = await self._request("GET", "/ready")
+        return doc
+
     async def get_memory(self, memory_id: str) -> Memory:
         return Memory.from_json(await self._request("GET", f"/v1/memories/{_q(memory_id)}"))
 
@@ -638,9 +753,16 @@ class AsyncMemLedgerClient(_Core):
         doc = await self._request("GET", f"/v1/memories/{_q(memory_id)}/votes")
         return [Vote(**v) for v in doc["votes"]]
 
+    async def challenges(self, memory_id: str) -> list[dict[str, Any]]:
+        doc = await self._request("GET", f"/v1/memories/{_q(memory_id)}/challenges")
+        return list(doc["challenges"])
+
     async def corroborations(self, memory_id: str) -> list[Corroboration]:
         doc = await self._request("GET", f"/v1/memories/{_q(memory_id)}/corroborations")
         return [Corroboration(**c) for c in doc["corroborations"]]
+
+    async def get_cocommit(self, cocommit_id: str) -> dict[str, Any]:
+        return dict((await self._request("GET", f"/v1/cocommits/{_q(cocommit_id)}"))["record"])
 
     async def account(self, public_key: str | None = None) -> Account:
         key = public_key or self.public_key
@@ -652,5 +774,20 @@ class AsyncMemLedgerClient(_Core):
         doc = await self._request("GET", "/v1/validators")
         return [Validator(**v) for v in doc["validators"]]
 
+    async def proposals(self) -> list[dict[str, Any]]:
+        doc = await self._request("GET", "/v1/proposals", params={"limit": 500})
+        return list(doc["items"])
+
     async def tx(self, tx_hash: str) -> TxReceipt:
         return TxReceipt.from_json(await self._request("GET", f"/v1/txs/{tx_hash}"))
+
+    async def wait_tx(self, tx_hash: str, timeout: float = 30.0, poll: float = 0.25) -> TxReceipt:
+        """Poll until a block holds the tx; raises the last 404 problem on timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return await self.tx(tx_hash)
+            except MemLedgerError as err:
+                if err.status != 404 or time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(poll)

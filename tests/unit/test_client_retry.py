@@ -1,0 +1,182 @@
+"""The SDK retries 429/503 a bounded number of times, honouring Retry-After, on reads and
+on submits, re-sending the same signed bytes (never re-signing) — in both clients."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from node import client as client_module
+from node.client import AsyncMemLedgerClient, MemLedgerClient, MemLedgerError, RetryPolicy
+from tests.support.chain import seeded_key
+
+KEY = seeded_key("retry-agent")
+CHAIN = "retry-chain"
+STATUS = {"chain_id": CHAIN, "moniker": "m", "height": 3, "app_hash": "", "app_version": 3,
+          "software_version": "", "latest_block_time": "", "catching_up": False,
+          "projection_height": 3}
+
+
+def _problem(status: int, name: str, headers: dict[str, str] | None = None,
+             **extra: Any) -> httpx.Response:
+    return httpx.Response(status, headers=headers, json={
+        "type": f"urn:memledger:problem:{name}", "title": name, "status": status,
+        "detail": name, "name": name, **extra})
+
+
+def _limited(retry_after: str = "2") -> httpx.Response:
+    return _problem(429, "rate_limited", {"Retry-After": retry_after})
+
+
+class Script:
+    """A MockTransport handler answering from a queue, recording what was sent."""
+
+    def __init__(self, *answers: httpx.Response | Callable[[httpx.Request], httpx.Response]
+                 ) -> None:
+        self.answers = list(answers)
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        answer = self.answers.pop(0)
+        return answer(request) if callable(answer) else answer
+
+    def bodies(self, path: str) -> list[bytes]:
+        return [r.content for r in self.requests if r.url.path == path]
+
+
+@pytest.fixture
+def slept(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Record the waits instead of sleeping (both clients)."""
+    waits: list[float] = []
+
+    async def fake_async_sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    monkeypatch.setattr(client_module.time, "sleep", waits.append)
+    monkeypatch.setattr(client_module.asyncio, "sleep", fake_async_sleep)
+    return waits
+
+
+def _committed(request: httpx.Request) -> httpx.Response:
+    tx = json.loads(request.content)["tx"]
+    digest = hashlib.sha256(base64.b64decode(tx)).hexdigest()
+    return httpx.Response(200, json={"status": "committed", "hash": digest, "code": 0,
+                                     "height": 7, "memory_id": "m-1"})
+
+
+def _sync(script: Script, **kw: Any) -> MemLedgerClient:
+    return MemLedgerClient("http://node", key=KEY, chain_id=CHAIN,
+                           transport=httpx.MockTransport(script), **kw)
+
+
+def _async(script: Script, **kw: Any) -> AsyncMemLedgerClient:
+    return AsyncMemLedgerClient("http://node", key=KEY, chain_id=CHAIN,
+                                transport=httpx.MockTransport(script), **kw)
+
+
+def test_read_honours_retry_after(slept: list[float]) -> None:
+    script = Script(_limited("2"), _problem(503, "projection_unavailable"),
+                    httpx.Response(200, json=STATUS))
+    with _sync(script, retry=RetryPolicy(backoff=0.5)) as ml:
+        assert ml.status().height == 3
+    assert len(script.requests) == 3
+    assert slept[0] == 2.0  # the server's Retry-After
+    assert 0.25 <= slept[1] <= 1.0  # no Retry-After: backoff * 2**1 with jitter in [0.5, 1]
+
+
+def test_retries_are_bounded_then_the_problem_is_raised(slept: list[float]) -> None:
+    script = Script(*[_limited("1") for _ in range(4)])
+    with _sync(script, retry=RetryPolicy(retries=3)) as ml, \
+            pytest.raises(MemLedgerError) as info:
+        ml.status()
+    assert info.value.status == 429 and info.value.name == "rate_limited"
+    assert len(script.requests) == 4 and slept == [1.0, 1.0, 1.0]
+
+
+def test_retry_after_is_capped_and_retries_can_be_off(slept: list[float]) -> None:
+    script = Script(_limited("3600"), httpx.Response(200, json=STATUS))
+    with _sync(script, retry=RetryPolicy(max_wait=5)) as ml:
+        ml.status()
+    assert slept == [5.0]
+    script = Script(_limited())
+    with _sync(script, retry=RetryPolicy(retries=0)) as ml, pytest.raises(MemLedgerError):
+        ml.status()
+    assert len(script.requests) == 1
+
+
+def test_other_errors_are_not_retried(slept: list[float]) -> None:
+    script = Script(_problem(404, "not_found"))
+    with _sync(script) as ml, pytest.raises(MemLedgerError):
+        ml.get_memory("nope")
+    assert len(script.requests) == 1 and slept == []
+
+
+def test_submit_resends_the_same_signed_bytes(slept: list[float]) -> None:
+    script = Script(_limited("1"), _problem(503, "mempool_full", {"Retry-After": "1"}),
+                    _committed)
+    with _sync(script) as ml:
+        receipt = ml.submit("m-1", "the same bytes every time")
+    assert receipt.committed and receipt.memory_id == "m-1"
+    sent = script.bodies("/v1/memories")
+    assert len(sent) == 3 and len(set(sent)) == 1  # not re-signed: one nonce, one hash
+    assert slept == [1.0, 1.0]
+
+
+def test_a_copy_that_got_through_is_found_by_hash(slept: list[float]) -> None:
+    """503 after the bytes reached the node: the retry is refused for its (used) nonce,
+    and the client answers with the committed copy instead of signing the action again."""
+    def lookup(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"status": "committed", "hash": request.url.path[-64:],
+                                         "code": 0, "height": 9})
+
+    replayed = _problem(409, "nonce_replayed", code=10)
+    script = Script(_problem(503, "cometbft_unavailable"), replayed, lookup)
+    with _sync(script, retry=RetryPolicy(backoff=0)) as ml:
+        receipt = ml.vote("m-1")
+    assert receipt.committed and receipt.height == 9
+    posted = script.bodies("/v1/txs")
+    assert len(posted) == 2 and posted[0] == posted[1]
+    digest = hashlib.sha256(base64.b64decode(json.loads(posted[0])["tx"]))
+    assert script.requests[-1].url.path == f"/v1/txs/{digest.hexdigest()}"
+
+
+def test_async_client_retries_reads_and_submits(slept: list[float]) -> None:
+    read = Script(_limited("2"), httpx.Response(200, json=STATUS))
+    write = Script(_limited("1"), _committed)
+
+    async def run() -> None:
+        async with _async(read) as ml:
+            assert (await ml.status()).chain_id == CHAIN
+        async with _async(write) as ml:
+            assert (await ml.submit("m-1", "async bytes")).committed
+
+    asyncio.run(run())
+    assert len(read.requests) == 2 and slept == [2.0, 1.0]
+    sent = write.bodies("/v1/memories")
+    assert len(sent) == 2 and sent[0] == sent[1]
+
+
+def test_async_retries_are_bounded(slept: list[float]) -> None:
+    script = Script(*[_limited("1") for _ in range(3)])
+
+    async def run() -> None:
+        async with _async(script, retry=RetryPolicy(retries=2)) as ml:
+            await ml.validators()
+
+    with pytest.raises(MemLedgerError) as info:
+        asyncio.run(run())
+    assert info.value.status == 429 and len(script.requests) == 3
+
+
+def test_retry_after_as_http_date() -> None:
+    resp = httpx.Response(429, headers={"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"})
+    assert RetryPolicy().delay(resp, 0) == 0.0  # a date in the past: retry now
+    assert RetryPolicy().delay(httpx.Response(500), 0) is None
