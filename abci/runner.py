@@ -9,6 +9,7 @@ from abci.app import FaultPlan, MemLedgerApp
 from abci.projection import Projection
 from abci.rules import SUPPORTED_APP_VERSIONS
 from abci.server import run
+from abci.snapshots import SnapshotStore
 from abci.state import CanonicalStore
 
 log = logging.getLogger("memledger.abci")
@@ -21,6 +22,9 @@ def serve(
     faults: FaultPlan | None = None,
     supported_versions: frozenset[int] = SUPPORTED_APP_VERSIONS,
     verify_helper: bool = False,
+    snapshots_dir: Path | None = None,
+    snapshot_interval: int = 0,
+    snapshot_keep: int = 2,
 ) -> None:
     """Block serving ABCI on `address` until SIGINT/SIGTERM."""
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -31,11 +35,15 @@ def serve(
         "canonical state at height %d (app hash %s); projection receipt %s",
         store.last_height, store.last_app_hash.hex(), receipt,
     )
+    snapshots = None if snapshots_dir is None else SnapshotStore(snapshots_dir, snapshot_keep)
     app = MemLedgerApp(store, projection, faults=faults, supported_versions=supported_versions,
-                       verify_helper=verify_helper)
+                       verify_helper=verify_helper, snapshots=snapshots,
+                       snapshot_interval=snapshot_interval)
     try:
         run(app, address)
     finally:
+        if app.snapshot_taker is not None:
+            app.snapshot_taker.wait()  # its read transaction must end before the store
         app.verifier.close()
         projection.close()
         store.close()

@@ -49,10 +49,17 @@ def main() -> None:
               default=str(LATEST_APP_VERSION), show_default=True,
               help="Consensus rules the new chain starts with (older ones: to rehearse an "
                    "upgrade).")
+@click.option("--join", "join_url", default="", metavar="RPC_URL",
+              help="Join the running net behind this CometBFT RPC URL instead of starting a "
+                   "chain: its genesis, it as a peer, no auto-voter.")
+@click.option("--state-sync/--no-state-sync", default=True, show_default=True,
+              help="With --join: restore a recent snapshot instead of replaying every block.")
 def init(home: Path, chain_id: str, moniker: str, db_url: str, base_port: int, no_voter: bool,
-         force: bool, app_version: str) -> None:
-    """Create a single-validator node home on embedded defaults."""
+         force: bool, app_version: str, join_url: str, state_sync: bool) -> None:
+    """Create a node home on embedded defaults: a one-validator chain, or (--join) a node of
+    a running net."""
     from node import cometbft
+    from node.join import JoinError, join
 
     node_home = NodeHome(home)
     if node_home.exists() and not force:
@@ -69,7 +76,11 @@ def init(home: Path, chain_id: str, moniker: str, db_url: str, base_port: int, n
                            app_state={"app_version": int(app_version)})
         cometbft.configure(node_home.cometbft, proxy_app=config.abci_address,
                            rpc_laddr=config.rpc_laddr, p2p_laddr=config.p2p_laddr)
-    except cometbft.CometBFTError as exc:
+        if join_url:
+            config.chain_id = chain_id = join(node_home.cometbft, join_url,
+                                              state_sync=state_sync)
+            config.voter = False  # not a validator (yet): its votes would be refused
+    except (cometbft.CometBFTError, JoinError) as exc:
         _fail(str(exc))
     node_home.save(config)
     node_home.state_dir.mkdir(parents=True, exist_ok=True)
@@ -105,8 +116,11 @@ def start(home: Path, no_api: bool, no_voter: bool, app_args: tuple[str, ...]) -
 @click.option("--verify-helper", type=click.Choice(["auto", "on", "off"]), default="auto",
               show_default=True,
               help="Check uncached block signatures on a helper process (auto: if >1 CPU).")
+@click.option("--corrupt-snapshot-chunks", is_flag=True,
+              help="Test hook: serve every state sync chunk with a flipped byte.")
 def app(home: Path, exit_before_commit_height: int, fail_flush_height: int,
-        max_app_version: int, kill_at: str, verify_helper: str) -> None:
+        max_app_version: int, kill_at: str, verify_helper: str,
+        corrupt_snapshot_chunks: bool) -> None:
     """Serve the ABCI application (started by `memledger start`)."""
     from abci.app import FaultPlan
     from abci.rules import SUPPORTED_APP_VERSIONS
@@ -119,10 +133,11 @@ def app(home: Path, exit_before_commit_height: int, fail_flush_height: int,
         supported = frozenset(v for v in supported if v <= max_app_version)
     point, _, height = kill_at.partition(":")
     faults = FaultPlan(exit_before_commit_height, fail_flush_height, point,
-                       int(height) if height else 0)
+                       int(height) if height else 0, corrupt_snapshot_chunks)
     helper = verify_helper == "on" or (verify_helper == "auto" and (os.cpu_count() or 1) > 1)
     serve(node_home.state_dir, node_home.db_url(config), config.abci_address, faults, supported,
-          verify_helper=helper)
+          verify_helper=helper, snapshots_dir=node_home.snapshots_dir,
+          snapshot_interval=config.snapshot_interval, snapshot_keep=config.snapshot_keep)
 
 
 @main.command(hidden=True)

@@ -233,11 +233,19 @@ def check_cmd(net_dir: Path, no_projections: bool, timeout: float, as_json: bool
 
 @testnet.command("add-node")
 @dir_argument
+@click.option("--state-sync", is_flag=True,
+              help="Restore a recent snapshot from the running nodes instead of replaying "
+                   "every block (trusts a current header of a running node).")
 @click.option("--json", "as_json", is_flag=True)
-def add_node_cmd(net_dir: Path, as_json: bool) -> None:
+def add_node_cmd(net_dir: Path, state_sync: bool, as_json: bool) -> None:
     """Generate a non-validator node that joins the net (promote it by governance)."""
+    from node.testnet import NodeError
+
     net = _load(net_dir)
-    pubkey = net.add_node()
+    try:
+        pubkey = net.add_node(state_sync=state_sync)
+    except NodeError as exc:
+        _fail(str(exc))
     node = net.nodes[-1]
     data = {"name": node.name, "home": str(node.home), "validator_pubkey": pubkey.hex(),
             "rpc": node.rpc_url}

@@ -159,11 +159,12 @@ def init_home(
     def set_moniker(cfg: Any) -> None:
         cfg["moniker"] = moniker
 
-    _edit_config(home_path, set_moniker)
+    edit_config(home_path, set_moniker)
     return home_path
 
 
-def _edit_config(home: Path, mutate: Callable[[Any], None]) -> None:
+def edit_config(home: Path, mutate: Callable[[Any], None]) -> None:
+    """Apply `mutate` to config.toml (comments and layout kept)."""
     path = config_path(home)
     doc = tomlkit.parse(path.read_text())
     mutate(doc)
@@ -249,7 +250,41 @@ def configure(
         if prometheus_laddr is not None:
             inst["prometheus_listen_addr"] = prometheus_laddr
 
-    _edit_config(Path(home), mutate)
+    edit_config(Path(home), mutate)
+
+
+def configure_state_sync(home: str | os.PathLike[str], rpc_servers: list[str],
+                         trust_height: int, trust_hash: str,
+                         trust_period: str = "168h0m0s") -> None:
+    """Fill config.toml's [statesync]: restore from a peer's snapshot instead of replaying.
+
+    CometBFT's light client checks the snapshot's app hash against headers from
+    ``rpc_servers`` (it wants two; one URL is listed twice), starting from the trusted
+    ``trust_height``/``trust_hash``, which must be younger than ``trust_period``.
+    """
+    servers = list(rpc_servers) if len(rpc_servers) >= 2 else list(rpc_servers) * 2
+
+    def mutate(cfg: Any) -> None:
+        sync = cfg["statesync"]
+        sync["enable"] = True
+        sync["rpc_servers"] = ",".join(servers)
+        sync["trust_height"] = int(trust_height)
+        sync["trust_hash"] = trust_hash
+        sync["trust_period"] = trust_period
+        sync["discovery_time"] = "5s"
+        sync["chunk_request_timeout"] = "15s"
+
+    edit_config(Path(home), mutate)
+
+
+def trust_point(rpc_url: str) -> tuple[int, str]:
+    """A recent (height, block hash) from a live node, to start state sync's light client."""
+    from node.rpc import RpcClient
+
+    with RpcClient(rpc_url, timeout=10.0) as rpc:
+        height = rpc.latest_height()
+        block_id = rpc.block(height)["block_id"]
+    return height, str(block_id["hash"])
 
 
 # --- keys and validators ------------------------------------------------------------------

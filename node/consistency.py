@@ -1,6 +1,7 @@
 """Cross-node consistency: block headers at every common height, projections at one height.
 
-Headers: for every height 1..min(latest heights) all reachable nodes must agree on the
+Headers: for every height every node stores (1.., or from where a node that joined by
+state sync starts) up to min(latest heights) all reachable nodes must agree on the
 block id, the header app hash and the last-results hash (the header of height h commits
 to the state after h-1), and at the common height on the FinalizeBlock app hash too.
 
@@ -67,6 +68,8 @@ class Divergence:
 class CheckReport:
     nodes: list[str]
     heights: dict[str, int] = field(default_factory=dict)
+    #: lowest height every node still stores (above 1 once a node joined by state sync)
+    first_common_height: int = 1
     common_height: int = 0
     projection_height: int | None = None
     divergence: Divergence | None = None
@@ -252,7 +255,10 @@ def _reachable(targets: Sequence[NodeTarget], report: CheckReport) -> dict[str, 
     for t in targets:
         client = RpcClient(t.rpc_url, timeout=10)
         try:
-            report.heights[t.name] = client.latest_height()
+            sync = client.status()["sync_info"]
+            report.heights[t.name] = int(sync["latest_block_height"])
+            earliest = int(sync.get("earliest_block_height") or 1)
+            report.first_common_height = max(report.first_common_height, earliest)
             clients[t.name] = client
         except TRANSPORT_ERRORS:
             client.close()
@@ -270,17 +276,18 @@ def check(targets: Sequence[NodeTarget], *, projections: bool = True,
             report.notes.append(f"only {len(clients)} node(s) reachable; nothing to compare")
             return report
         top = report.common_height = min(report.heights[n] for n in clients)
+        low = report.first_common_height
         headers: dict[str, dict[int, dict[str, str]]] = {}
         for name, client in list(clients.items()):
             try:
-                headers[name] = fetch_headers(client, 1, top)
+                headers[name] = fetch_headers(client, low, top)
             except TRANSPORT_ERRORS:  # went away mid-check: treat as unreachable
                 report.unreachable.append(name)
                 clients.pop(name).close()
         if len(clients) < 2:
             report.notes.append("fewer than 2 nodes answered; nothing to compare")
             return report
-        report.divergence = compare_headers(headers, range(1, top + 1))
+        report.divergence = compare_headers(headers, range(low, top + 1))
         if report.divergence is None and top >= 1:
             found = first_disagreement(
                 {name: finalize_app_hash(c, top) for name, c in clients.items()})

@@ -4,6 +4,7 @@
     HOME/cometbft/        cometbft's own home (keys, genesis, config.toml, block store)
     HOME/data/state/      canonical state (LMDB)
     HOME/data/projection.db   default SQLite serving projection
+    HOME/data/snapshots/  state sync snapshots this node serves (docs/SNAPSHOTS.md)
     HOME/logs/            one log per child process
     HOME/node.lock        held (flock) while a node runs on this home; names its supervisor
 """
@@ -37,6 +38,8 @@ class NodeConfig:
     db_url: str = ""  # empty = SQLite under HOME/data
     voter: bool = True
     voter_interval_s: float = 0.5
+    snapshot_interval: int = 1000  # blocks between state sync snapshots; 0 = none
+    snapshot_keep: int = 2
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -82,6 +85,10 @@ class NodeHome:
     @property
     def state_dir(self) -> Path:
         return self.root / "data" / "state"
+
+    @property
+    def snapshots_dir(self) -> Path:
+        return self.root / "data" / "snapshots"
 
     @property
     def logs(self) -> Path:

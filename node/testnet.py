@@ -335,15 +335,24 @@ class Testnet:
     def __exit__(self, *exc: object) -> None:
         self.down()
 
-    def add_node(self) -> bytes:
+    def add_node(self, *, state_sync: bool = False) -> bytes:
         """Generate a non-validator home that joins this net; returns its validator pubkey.
 
         The node is ``net.nodes[-1]`` (not started); a validator-add governance proposal
-        with this key promotes it.
+        with this key promotes it. With ``state_sync`` it restores a recent snapshot from
+        its peers (trusting a header of a running node) instead of replaying every block.
         """
+        sources = [n for n in self.nodes if n.running][:2] if state_sync else []
+        if state_sync and not sources:
+            raise NodeError("state sync needs a running node to take its trust point from")
         node = generate_extra_node(self.root, self.spec)
-        self.nodes.append(TestnetNode(self.root, node))
-        return self.nodes[-1].validator_pubkey
+        added = TestnetNode(self.root, node)
+        self.nodes.append(added)
+        if sources:
+            height, block_hash = cometbft.trust_point(sources[0].rpc_url)
+            cometbft.configure_state_sync(added.node_home.cometbft,
+                                          [n.rpc_url for n in sources], height, block_hash)
+        return added.validator_pubkey
 
     # --- chain ------------------------------------------------------------------------
 

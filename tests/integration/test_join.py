@@ -1,0 +1,90 @@
+"""`memledger init --join <rpc url>`: a second node joins a running one by state sync."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from node.client import MemLedgerClient
+from node.home import NodeHome
+from tests.support.chain import seeded_key
+from tests.support.node import REPO, NodeRunner, free_base_port, memledger, wait_api_ready
+
+pytestmark = pytest.mark.cometbft
+INTERVAL = 10
+
+
+def _sync_info(rpc_url: str) -> dict:  # type: ignore[type-arg]
+    return httpx.get(f"{rpc_url}/status", timeout=5).json()["result"]["sync_info"]  # type: ignore[no-any-return]
+
+
+def test_init_join_restores_a_snapshot_and_follows_the_chain(tmp_path: Path,
+                                                             cometbft_bin: Path) -> None:
+    source = NodeRunner(tmp_path / "source", chain_id="join-it")
+    home = NodeHome(source.home)
+    config = home.load()
+    config.snapshot_interval = INTERVAL
+    config.snapshot_keep = 20  # blocks are fast here: keep snapshots alive while fetched
+    home.save(config)
+    source.start()
+    joiner: subprocess.Popen[str] | None = None
+    try:
+        wait_api_ready(source.api_url)
+        with MemLedgerClient(source.api_url, key=seeded_key("joiner-test")) as client:
+            for i in range(5):
+                client.submit(f"before-join-{i}", f"written before the second node existed {i}")
+        target = _sync_info(source.rpc_url)["latest_block_height"]
+        deadline = time.monotonic() + 60
+        while not any(int(p.name) > int(target) for p in home.snapshots_dir.glob("[0-9]*")):
+            assert time.monotonic() < deadline, "no snapshot taken"
+            time.sleep(0.5)
+
+        second = tmp_path / "second"
+        out = memledger("init", "--home", str(second), "--join", source.rpc_url,
+                        "--base-port", str(free_base_port()))
+        assert "join-it" in out.stdout
+        joined = NodeHome(second).load()
+        assert joined.chain_id == "join-it" and joined.voter is False
+        toml = (second / "cometbft" / "config" / "config.toml").read_text()
+        assert "enable = true" in toml and source.rpc_url.removeprefix("http://") in toml
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        joiner = subprocess.Popen([sys.executable, "-m", "node.cli", "start", "--home",
+                                   str(second), "--no-api"], env=env, cwd=REPO,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, text=True)
+        rpc = f"http://127.0.0.1:{int(joined.rpc_laddr.rsplit(':', 1)[1])}"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                info = _sync_info(rpc)
+                if int(info["latest_block_height"]) > int(target) + 2 and \
+                        not info["catching_up"]:
+                    break
+            except (httpx.HTTPError, KeyError, ValueError):
+                pass
+            assert joiner.poll() is None, (second / "logs" / "app.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "the joined node did not catch up"
+            time.sleep(0.5)
+        assert int(info["earliest_block_height"]) > 1  # restored, not replayed
+        assert "restored height" in (second / "logs" / "app.log").read_text()
+        engine = sa.create_engine(NodeHome(second).db_url(joined))
+        with engine.connect() as conn:
+            ids = {r[0] for r in conn.execute(sa.text("SELECT id FROM memories"))}
+        engine.dispose()
+        assert {f"before-join-{i}" for i in range(5)} <= ids
+        # A bad --join address is one clear line, not a traceback.
+        bad = memledger("init", "--home", str(tmp_path / "bad"), "--join",
+                        "http://127.0.0.1:9", check=False)
+        assert bad.returncode == 1 and "cannot read genesis" in bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1
+    finally:
+        if joiner is not None:
+            joiner.terminate()
+            joiner.wait(60)
+        source.stop()
