@@ -53,7 +53,7 @@ class MemLedgerError(Exception):
 
     `code`/`name` are the ledger result code and its slug for rejected transactions
     (e.g. 8 / "bad_signature"); for other problems `code` is None and `name` is the
-    problem slug (e.g. "not_found", "invalid_cursor").
+    problem slug (e.g. "not_found", "invalid_request").
     """
 
     def __init__(self, message: str, *, status: int = 0, code: int | None = None,
