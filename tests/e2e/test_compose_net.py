@@ -23,7 +23,7 @@ import subprocess
 import tarfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -167,6 +167,7 @@ class ComposeNet:
     compose_file: Path
     project: str
     compose: list[str]
+    containers: dict[str, str] = field(default_factory=dict)
 
     def run(self, *args: str, timeout: float = 180, check: bool = True
             ) -> subprocess.CompletedProcess[str]:
@@ -174,9 +175,12 @@ class ComposeNet:
                     timeout=timeout, check=check)
 
     def container(self, node: TestnetNode) -> str:
-        cid = self.run("ps", "-q", node.name).stdout.strip()
-        assert cid, f"no container for {node.name}"
-        return cid
+        """Its container id (kept across kill and start; compose v1 is slow to ask)."""
+        if node.name not in self.containers:
+            cid = self.run("ps", "-q", node.name).stdout.strip()
+            assert cid, f"no container for {node.name}"
+            self.containers[node.name] = cid
+        return self.containers[node.name]
 
     def running(self, node: TestnetNode) -> bool:
         state = _run(["docker", "inspect", "--format", "{{.State.Running}}",
@@ -201,8 +205,12 @@ def compose_net(tmp_path_factory: pytest.TempPathFactory,
                                        image=IMAGE)
     cnet = ComposeNet(net, compose_file, f"{PROJECT_PREFIX}{os.getpid()}", compose)
     try:
+        started = time.monotonic()
         cnet.run("up", "-d", "--no-build")
         net.wait_height(2, timeout=180)
+        print(f"4 validator containers at height 2 in {time.monotonic() - started:.1f}s")
+        for node in net.nodes:
+            cnet.container(node)
         yield cnet
     except BaseException:
         print(cnet.logs())
@@ -229,22 +237,30 @@ def test_compose_net_survives_docker_kill_under_load(compose_net: ComposeNet,
                                                      compose_testnet: Testnet) -> None:
     net = compose_testnet
     victim, live = net.node(3), net.nodes[:3]
+    t0 = time.monotonic()
+    phases: dict[str, float] = {}
     gen = LoadGenerator(net.rpc_urls(), net.chain_id, rate=RATE, agents=4).start()
     try:
         time.sleep(8)
         _run(["docker", "kill", compose_net.container(victim)])
+        phases["killed"] = time.monotonic() - t0
         time.sleep(1)
         assert not compose_net.running(victim), "a killed container must stay down"
         before = _top(live)
         time.sleep(6)
         assert _top(live) > before + 1, "3 of 4 validators must keep committing"
         _run(["docker", "start", compose_net.container(victim)])
+        phases["started"] = time.monotonic() - t0
         victim.wait_ready(90)
+        phases["ready"] = time.monotonic() - t0
         net.wait_caught_up([victim], timeout=120)
+        phases["caught_up"] = time.monotonic() - t0
         time.sleep(3)
     finally:
         report = gen.stop(settle=60)
-    print(f"\nload: {json.dumps(report.to_json())}")
+    phases["settled"] = time.monotonic() - t0
+    print(f"\nload: {json.dumps(report.to_json())}\nphases (s): "
+          f"{ {k: round(v, 1) for k, v in phases.items()} }")
     assert report.committed > 100, report
     assert report.failed == 0 and report.errors == 0, report
     assert_only_victims_lost(gen, [victim])  # nothing a live node acknowledged is lost
@@ -257,3 +273,4 @@ def test_compose_net_survives_docker_kill_under_load(compose_net: ComposeNet,
     result = json.loads(check.stdout)
     assert sorted(result["heights"]) == [n.name for n in net.nodes], result
     assert result["conclusive"] and result["projection_height"] is not None, result
+    print(f"checked (s): {time.monotonic() - t0:.1f}")
