@@ -364,7 +364,8 @@ class Projection:
         drop_search(self.engine)
         metadata.drop_all(self.engine)
         metadata.create_all(self.engine)
-        install_search(self.engine)
+        # The full-text index is built once at the end: kept in step row by row, every
+        # content (which arrives after all memory records, in key order) would re-index.
         count = 0
         with self.engine.begin() as conn:
             batch = _Batch()
@@ -377,6 +378,7 @@ class Projection:
             self._apply(conn, batch)
             if height:
                 conn.execute(receipts.insert().values(height=height, app_hash=app_hash.hex()))
+        install_search(self.engine)
         return count
 
     def last_receipt(self) -> tuple[int, str] | None:

@@ -20,6 +20,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -240,10 +241,11 @@ class SnapshotTaker:
         self._thread.start()
 
     def _run(self, view: Snapshot, txn: object) -> None:
+        started = time.monotonic()
         try:
             info = self.snapshots.write(view)
-            log.info("snapshot at height %d: %d records, %d chunks", info.height,
-                     info.records, info.chunks)
+            log.info("snapshot at height %d: %d records, %d chunks in %.2fs", info.height,
+                     info.records, info.chunks, time.monotonic() - started)
         except Exception:  # noqa: BLE001 - a failed snapshot must never stop the node
             log.exception("snapshot failed")
         finally:
