@@ -34,6 +34,7 @@ FULL: dict[str, list[str]] = {
     # same run yields disk bytes and RSS per memory at 1M.
     "read": ["bench.bench_read", "--million", "--canonical"],
     "nonce": ["bench.bench_nonce", "--writers", "1", "8", "64", "--submits", "1000"],
+    "statesync": ["bench.bench_statesync", "--net", "100000", "--sizes", "100000", "1000000"],
 }
 QUICK: dict[str, list[str]] = {
     "engine": ["bench.bench_engine", "--txs", "500", "--rounds", "1"],
@@ -44,6 +45,8 @@ QUICK: dict[str, list[str]] = {
     "e2e": ["bench.bench_e2e", "--nodes", "1", "--duration", "5", "--rate", "50"],
     "resources": ["bench.bench_resources", "--memories", "2000"],
     "nonce": ["bench.bench_nonce", "--writers", "1", "8", "--submits", "100"],
+    "statesync": ["bench.bench_statesync", "--net", "1000", "--sizes", "5000",
+                  "--replay-sample", "1000"],
 }
 
 

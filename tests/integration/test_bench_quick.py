@@ -22,7 +22,7 @@ def test_quick_bench_suite_runs_and_records_json(cometbft_bin: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     summary = json.loads((REPO / "bench" / "results" / "quick" / "summary.json").read_text())
     assert set(summary["benches"]) == {"engine", "apphash", "flush", "read", "e2e", "resources",
-                                        "nonce"}
+                                        "nonce", "statesync"}
     engine = summary["benches"]["engine"]["result"]
     assert engine["raw_ed25519_verify_per_s"] > 0
     for mode in ("inline", "helper", "warm"):
@@ -33,6 +33,9 @@ def test_quick_bench_suite_runs_and_records_json(cometbft_bin: Path) -> None:
     nonce = summary["benches"]["nonce"]["result"]["versions"]
     assert nonce["v3"]["8-writers"]["one_key"]["lost"] == 0
     assert nonce["v3"]["8-writers"]["one_key"]["committed"] == 100
+    sync = summary["benches"]["statesync"]["result"]
+    assert sync["restore"]["5000"]["restore_with_projection_s"] > 0
+    assert sync["net"]["state_sync_ready_s"] > 0 and sync["net"]["replay_ready_s"] > 0
     pngs = sorted(plots.glob("*.png"))
     assert pngs, proc.stdout[-2000:]
     for png in pngs:
