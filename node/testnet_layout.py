@@ -190,8 +190,12 @@ def busy_ports(nodes: list[NodeSpec]) -> list[int]:
     return [p for n in nodes for p in n.ports if not bindable(p)]
 
 
-def free_base_port(blocks: int, low: int = 20000, high: int = 60000) -> int:
-    """A base port whose first ``blocks`` port blocks are all free right now."""
+def free_base_port(blocks: int, low: int = 20000, high: int = 32000) -> int:
+    """A base port whose first ``blocks`` port blocks are all free right now.
+
+    Below Linux's ephemeral range (32768+): a port picked there can be taken by any
+    outgoing connection between this check and the node's bind.
+    """
     rng = random.Random(os.getpid() ^ time.monotonic_ns())
     for _ in range(500):
         base = rng.randrange(low, high - blocks * PORT_BLOCK, PORT_BLOCK)

@@ -110,11 +110,18 @@ def test_a_new_node_state_syncs_past_a_corrupt_peer_and_agrees(snapnet: Testnet)
     assert headers.ok and headers.conclusive, headers.to_json()
     assert headers.first_common_height == earliest and len(headers.heights) == 5
     # Projections: a dump of 100k rows takes longer than a block, so halt the chain (two
-    # of four equal validators down) and compare node4's projection with two others'.
-    for node in (snapnet.node(2), snapnet.node(3)):
-        node.stop(timeout=30)
-    still = [snapnet.node(0), snapnet.node(1), joined]
-    projections = snapnet.check(still, timeout=120)
-    assert projections.ok and projections.conclusive, projections.to_json()
-    assert projections.projection_height is not None
-    assert projections.projection_height >= earliest
+    # of four equal validators down) and compare node4's projection with the two others
+    # still up; then swap which two are down, so all five are compared with node4.
+    n0, n1, n2, n3 = snapnet.nodes[:4]
+    for halves in (((n2, n3), (n0, n1)), ((n0, n1), (n2, n3))):
+        down, up = halves
+        for node in down:
+            node.stop(timeout=30)
+        for node in up:
+            if not node.running:
+                node.start(voter=False, wait=True)
+        snapnet.wait_caught_up([*up, joined], timeout=180)
+        report = snapnet.check([*up, joined], timeout=120)
+        assert report.ok and report.conclusive, report.to_json()
+        assert report.projection_height is not None
+        assert report.projection_height >= earliest

@@ -32,7 +32,7 @@ def free_base_port() -> int:
     """A base port whose node ports (base, +1, +2, +24) are all free."""
     rng = random.Random(os.getpid() ^ time.monotonic_ns())
     for _ in range(200):
-        base = rng.randrange(20000, 60000, 32)
+        base = rng.randrange(20000, 32000, 32)  # below the ephemeral range (32768+)
         if all(_bindable(base + off) for off in PORT_OFFSETS):
             return base
     raise RuntimeError("no free port range")
