@@ -72,10 +72,16 @@ class LocalChain:
                             verify_helper=self.verify_helper)
 
     def reopen(self) -> None:
-        """Simulate a process restart: drop in-memory state, reopen stores."""
+        """Simulate a process restart: drop in-memory state, reopen stores.
+
+        Before the first Commit the app has no state yet, so CometBFT's handshake sends
+        InitChain again; so does this.
+        """
         self.close()
         self.app = self._open()
         self.height = self.app.store.last_height
+        if self.height == 0:
+            self._init()
 
     def close(self) -> None:
         self.app.verifier.close()
