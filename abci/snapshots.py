@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from abci.server import FrameError, decode_uvarint, encode_uvarint
 from abci.state import CanonicalStore, Snapshot
 
 log = logging.getLogger("memledger.snapshots")
@@ -87,15 +88,6 @@ class SnapshotInfo:
 
 
 # ----------------------------------------------------------------------------- codec
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def encode_chunks(records: Iterable[tuple[bytes, bytes]],
                   chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
     """Frame records into chunks; always at least one chunk (empty state: one empty)."""
@@ -103,7 +95,7 @@ def encode_chunks(records: Iterable[tuple[bytes, bytes]],
     size = 0
     emitted = False
     for key, value in records:
-        frame = b"".join((_uvarint(len(key)), key, _uvarint(len(value)), value))
+        frame = b"".join((encode_uvarint(len(key)), key, encode_uvarint(len(value)), value))
         if parts and size + len(frame) > chunk_bytes:
             yield b"".join(parts)
             emitted = True
@@ -119,24 +111,22 @@ def decode_chunk(chunk: bytes) -> list[tuple[bytes, bytes]]:
     out: list[tuple[bytes, bytes]] = []
     view, pos, end = memoryview(chunk), 0, len(chunk)
 
-    def varint() -> int:
+    def length() -> int:
         nonlocal pos
-        shift = value = 0
-        while True:
-            if pos >= end or shift > 28:
-                raise SnapshotError("truncated or overlong length in chunk")
-            byte = view[pos]
-            pos += 1
-            value |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return value
-            shift += 7
+        try:
+            head = decode_uvarint(view, pos)
+        except FrameError as exc:
+            raise SnapshotError(f"bad length in chunk: {exc}") from None
+        if head is None:
+            raise SnapshotError("truncated length in chunk")
+        value, pos = head
+        return value
 
     while pos < end:
-        klen = varint()
+        klen = length()
         key = bytes(view[pos:pos + klen])
         pos += klen
-        vlen = varint()
+        vlen = length()
         value = bytes(view[pos:pos + vlen])
         pos += vlen
         if pos > end or len(key) != klen:

@@ -113,6 +113,12 @@ def _check_key(key: bytes) -> None:
         raise ValueError(f"key length must be 1..{MAX_KEY_LEN}, got {len(key)}")
 
 
+def _check_record(key: bytes, value: bytes) -> None:
+    _check_key(key)
+    if type(value) is not bytes:
+        raise TypeError("values must be bytes")
+
+
 @dataclass(frozen=True, slots=True)
 class _Prepared:
     """Everything a block's commit writes, computed once against a fixed committed base."""
@@ -585,17 +591,10 @@ class CanonicalStore:
         Writes in chunked transactions for speed, so it is not atomic: a marker in meta makes
         any later open fail until the load completes. A later duplicate key overwrites.
         """
-        self._require_writer()
-        with self._env.begin(write=True) as txn:
-            if Snapshot(self, txn)._height() is not None or txn.stat(self._data)["entries"]:
-                raise StoreError("bulk_load needs an empty, never-committed store")
-            txn.put(_M_LOADING, b"1", db=self._meta)
-        self._head = None
+        self._begin_fill(_M_LOADING, "bulk_load needs an empty, never-committed store")
         buf: list[tuple[bytes, bytes]] = []
         for key, value in items:
-            _check_key(key)
-            if type(value) is not bytes:
-                raise TypeError("values must be bytes")
+            _check_record(key, value)
             buf.append((key, value))
             if len(buf) >= chunk:
                 self._load_chunk(buf)
@@ -619,20 +618,22 @@ class CanonicalStore:
 
         A marker makes a crash mid-restore roll back to empty at the next open.
         """
+        self._begin_fill(_M_RESTORING, "a snapshot can only be restored into an empty store")
+
+    def restore_chunk(self, records: list[tuple[bytes, bytes]]) -> None:
+        """Add one chunk of records (key order is checked by the caller)."""
+        for key, value in records:
+            _check_record(key, value)
+        self._load_chunk(records)
+
+    def _begin_fill(self, marker: bytes, refusal: str) -> None:
+        """Mark an empty, never-committed store as being filled outside of blocks."""
         self._require_writer()
         with self._env.begin(write=True) as txn:
             if Snapshot(self, txn)._height() is not None or txn.stat(self._data)["entries"]:
-                raise StoreError("a snapshot can only be restored into an empty store")
-            txn.put(_M_RESTORING, b"1", db=self._meta)
+                raise StoreError(refusal)
+            txn.put(marker, b"1", db=self._meta)
         self._head = None
-
-    def restore_chunk(self, records: list[tuple[bytes, bytes]]) -> None:
-        """Add one chunk of records (keys already checked by the caller)."""
-        for key, value in records:
-            _check_key(key)
-            if type(value) is not bytes:
-                raise TypeError("values must be bytes")
-        self._load_chunk(records)
 
     def restore_finish(self, height: int, app_hash: bytes, app_version: int) -> None:
         """Commit the restored state at `height` if, and only if, it hashes to `app_hash`.
