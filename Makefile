@@ -62,7 +62,7 @@ test-unit: install
 
 lint: install
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy abci node
+	$(VENV)/bin/mypy memledger
 
 proto: install
 	$(PY) scripts/gen_proto.py

@@ -24,8 +24,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from abci import codec  # noqa: E402
-from abci.state import CanonicalStore  # noqa: E402
+from memledger.consensus.store import codec  # noqa: E402
+from memledger.consensus.store.state import CanonicalStore  # noqa: E402
 
 FULL_SIZES = (10_000, 100_000, 1_000_000)
 QUICK_SIZES = (10_000, 100_000)

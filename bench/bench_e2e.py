@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from node.cometbft import CometProcess
-from node.loadgen import LoadGenerator
-from node.testnet import Testnet
-from node.txbuilder import TxBuilder
+from memledger.node.cometbft import CometProcess
+from memledger.node.loadgen import LoadGenerator
+from memledger.node.testnet import Testnet
+from memledger.node.txbuilder import TxBuilder
 from tests.support.comet import init_testnet
 
 

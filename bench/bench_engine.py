@@ -4,7 +4,8 @@ Both are measured in the same run, so the ratio is meaningful on a shared machin
 absolute numbers are not. Three ways a block's signatures get checked:
 
 - inline: every signature verified on the executing thread (one core);
-- helper: uncached signatures verified ahead on the helper process (abci.verifypool),
+- helper: uncached signatures verified ahead on the helper process
+(memledger.consensus.gate.verifypool),
   as a node does for blocks it did not CheckTx (catch-up, others' proposals);
 - warm: signatures already verified by CheckTx (the usual path for a validator).
 
@@ -25,8 +26,8 @@ from typing import Any
 
 from nacl.signing import SigningKey
 
-from abci._pb import abci_pb2 as pb
-from abci.tx import sign_bytes
+from memledger.consensus.gate.envelope import sign_bytes
+from memledger.consensus.wire._pb import abci_pb2 as pb
 from tests.support.chain import LocalChain, seeded_key
 
 MODES = ("inline", "helper", "warm")

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from abci.projection import Projection
+from memledger.projection.writer import Projection
 from tests.support.chain import LocalChain, seeded_key
 
 

@@ -22,8 +22,8 @@ from typing import Any
 
 from nacl.signing import SigningKey
 
-from node.burst import missing, run_burst, wait_mempool_empty
-from node.testnet import Testnet
+from memledger.node.burst import missing, run_burst, wait_mempool_empty
+from memledger.node.testnet import Testnet
 
 
 def _start(root: Path, app_version: int) -> Testnet:

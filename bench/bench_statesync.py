@@ -30,14 +30,14 @@ from typing import Any
 
 import httpx
 
-from abci._pb import abci_pb2 as pb
-from abci.projection import Projection
-from abci.snapshots import SnapshotStore
-from abci.state import CanonicalStore
-from abci.statesync import StateSync
 from bench.bench_read import _blocks
-from node.fill import fill
-from node.testnet import Testnet, TestnetNode
+from memledger.consensus.store.snapshots import SnapshotStore
+from memledger.consensus.store.state import CanonicalStore
+from memledger.consensus.store.statesync import StateSync
+from memledger.consensus.wire._pb import abci_pb2 as pb
+from memledger.node.fill import fill
+from memledger.node.testnet import Testnet, TestnetNode
+from memledger.projection.writer import Projection
 
 SNAPSHOT_INTERVAL = 50
 

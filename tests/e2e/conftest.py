@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from node.testnet import Testnet
+from memledger.node.testnet import Testnet
 
 
 @pytest.fixture(scope="module")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from abci.projection import memories
-from node.consistency import compare_dumps, matched_snapshots
-from node.loadgen import LoadGenerator
-from node.testnet import Testnet, TestnetNode
+from memledger.node.consistency import compare_dumps, matched_snapshots
+from memledger.node.loadgen import LoadGenerator
+from memledger.node.testnet import Testnet, TestnetNode
+from memledger.projection.writer import memories
 
 MEMORY_STATUS = [c.name for c in memories.columns].index("status")
 

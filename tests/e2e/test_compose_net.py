@@ -28,11 +28,11 @@ from pathlib import Path
 
 import pytest
 
-from node.cometbft import REPO_ROOT
-from node.loadgen import LoadGenerator
-from node.testnet import Testnet, TestnetNode
-from node.testnet_compose import DOCKERIGNORE, write_compose
-from node.testnet_layout import COMPOSE
+from memledger.node.cometbft import REPO_ROOT
+from memledger.node.loadgen import LoadGenerator
+from memledger.node.testnet import Testnet, TestnetNode
+from memledger.node.testnet_compose import DOCKERIGNORE, write_compose
+from memledger.node.testnet_layout import COMPOSE
 from tests.e2e.netcheck import assert_only_victims_lost, assert_replicated, wait_all_voted
 from tests.support.node import memledger
 

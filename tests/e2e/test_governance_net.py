@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from node import cometbft
-from node.testnet import Testnet, TestnetNode
-from node.txbuilder import TxBuilder
+from memledger.node import cometbft
+from memledger.node.testnet import Testnet, TestnetNode
+from memledger.node.txbuilder import TxBuilder
 from tests.support.chain import seeded_key
 from tests.support.node import memledger
 

@@ -34,14 +34,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from abci import records
-from abci._pb import abci_pb2 as pb
-from abci.app import KILL_POINTS, MemLedgerApp
-from abci.projection import Projection
-from abci.state import CanonicalStore
-from node import cometbft
-from node.rpc import RpcClient, RpcError
-from node.txbuilder import TxBuilder
+from memledger.consensus.app import KILL_POINTS, MemLedgerApp
+from memledger.consensus.store import records
+from memledger.consensus.store.state import CanonicalStore
+from memledger.consensus.wire._pb import abci_pb2 as pb
+from memledger.node import cometbft
+from memledger.node.rpc import RpcClient, RpcError
+from memledger.node.txbuilder import TxBuilder
+from memledger.projection.writer import Projection
 from tests.support.chain import seeded_key
 from tests.support.node import NodeRunner, memledger
 

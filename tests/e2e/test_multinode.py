@@ -15,10 +15,10 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from abci.projection import Projection
-from node.consistency import ProjectionReader
-from node.loadgen import LoadGenerator
-from node.testnet import Testnet
+from memledger.node.consistency import ProjectionReader
+from memledger.node.loadgen import LoadGenerator
+from memledger.node.testnet import Testnet
+from memledger.projection.writer import Projection
 from tests.e2e.netcheck import (
     assert_only_victims_lost,
     assert_replicated,

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from node.fill import fill
-from node.testnet import Testnet
+from memledger.node.fill import fill
+from memledger.node.testnet import Testnet
 from tests.support.node import memledger
 
 pytestmark = pytest.mark.cometbft

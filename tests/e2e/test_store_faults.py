@@ -42,11 +42,11 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from abci.app import FaultPlan, MemLedgerApp
-from abci.projection import Projection
-from abci.state import DEFAULT_MAP_SIZE, CanonicalStore
-from node.rpc import RpcClient
-from node.txbuilder import TxBuilder
+from memledger.consensus.app import FaultPlan, MemLedgerApp
+from memledger.consensus.store.state import DEFAULT_MAP_SIZE, CanonicalStore
+from memledger.node.rpc import RpcClient
+from memledger.node.txbuilder import TxBuilder
+from memledger.projection.writer import Projection
 from tests.support.chain import HaltCalled, LocalChain, seeded_key
 from tests.support.node import NodeRunner, memledger
 from tests.support.postgres import (
@@ -298,7 +298,7 @@ def test_postgres_read_only_role_at_startup_refuses_to_serve(tmp_path: Path,
     chain.block(txs[0])
     chain.close()
     pg_role.admin(f'ALTER ROLE "{pg_role.role}" SET default_transaction_read_only = on')
-    # The app process opens the projection at startup (abci/runner.py serve); on a
+    # The app process opens the projection at startup (memledger/consensus/main.py serve); on a
     # read-only database that fails before the ABCI socket is served.
     with pytest.raises(sa.exc.SQLAlchemyError, match="read-only transaction"):
         Projection(pg_role.url)
@@ -413,7 +413,7 @@ def _app_pid(runner: NodeRunner, timeout: float = 30) -> int:
             except OSError:
                 continue
             ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            if ppid == runner.proc.pid and b"app" in cmdline and b"node.cli" in cmdline:
+            if ppid == runner.proc.pid and b"app" in cmdline and b"memledger.node.cli" in cmdline:
                 return int(entry.name)
         time.sleep(0.1)
     raise AssertionError("app process not found")

@@ -7,16 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from abci import records
-from abci.projection import Projection
-from node.consistency import (
+from memledger.consensus.store import records
+from memledger.node.consistency import (
     ProjectionReader,
     compare_dumps,
     compare_headers,
     first_disagreement,
 )
-from node.loadgen import percentile
-from node.testnet_layout import (
+from memledger.node.loadgen import percentile
+from memledger.node.testnet_layout import (
     COMPOSE,
     LOCAL,
     TestnetSpec,
@@ -24,7 +23,8 @@ from node.testnet_layout import (
     node_config,
     node_specs,
 )
-from node.testnet_procs import role_of
+from memledger.node.testnet_procs import role_of
+from memledger.projection.writer import Projection
 
 
 def test_port_blocks_and_powers() -> None:
@@ -64,7 +64,7 @@ def test_spec_round_trip(tmp_path: Path) -> None:
 
 def test_process_roles_match_exact_homes(tmp_path: Path) -> None:
     home = tmp_path / "node1"
-    py = ["/venv/bin/python", "-m", "node.cli"]
+    py = ["/venv/bin/python", "-m", "memledger.node.cli"]
     assert role_of([*py, "start", "--home", str(home), "--no-api"], home) == "supervisor"
     assert role_of([*py, "app", "--home", str(home)], home) == "app"
     assert role_of([*py, "voter", "--home", str(home)], home) == "voter"

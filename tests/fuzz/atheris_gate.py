@@ -19,10 +19,10 @@ from pathlib import Path
 import atheris
 
 with atheris.instrument_imports(include=["abci"]):
-    from abci.codes import TxError
-    from abci.context import BlockInfo
-    from abci.processor import process_tx
-    from abci.tx import decode_tx
+    from memledger.consensus.block.context import BlockInfo
+    from memledger.consensus.block.execute import process_tx
+    from memledger.consensus.codes import TxError
+    from memledger.consensus.gate.envelope import decode_tx
 
 from tests.fuzz.common import GATE_CODES  # noqa: E402
 from tests.fuzz.corpus_gen import load  # noqa: E402

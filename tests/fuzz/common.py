@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, settings
 from nacl.signing import SigningKey
 
-from abci.codes import Code
-from abci.server import encode_uvarint
+from memledger.consensus.codes import Code
+from memledger.consensus.wire.server import encode_uvarint
 from tests.fuzz import world
 from tests.support.chain import seeded_key
 
 FUZZ_EXAMPLES = int(os.environ.get("MEMLEDGER_FUZZ_EXAMPLES", "0") or 0)
 KNOWN_BUGS = os.environ.get("MEMLEDGER_FUZZ_KNOWN_BUGS", "") not in ("", "0")
 
-#: codes the stateless gate (abci.tx.decode_tx) may answer with
+#: codes the stateless gate (memledger.consensus.gate.envelope.decode_tx) may answer with
 GATE_CODES = frozenset({
     Code.TX_TOO_LARGE, Code.TX_DECODE, Code.TX_NOT_CANONICAL, Code.BODY_DECODE,
     Code.BODY_NOT_CANONICAL, Code.WRONG_CHAIN_ID, Code.BAD_PUBLIC_KEY, Code.BAD_SIGNATURE,

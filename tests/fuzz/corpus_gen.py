@@ -12,8 +12,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from abci._pb import tx_pb2
-from node.txbuilder import (
+from memledger.consensus.wire._pb import tx_pb2
+from memledger.node.txbuilder import (
     TxBuilder,
     cocommit_core,
     param_proposal,

@@ -18,10 +18,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from abci import server as abci_server
-from abci._pb import abci_pb2 as pb
-from abci.application import BaseApplication
-from abci.server import ABCIServer, FrameError, decode_uvarint, encode_frame, encode_uvarint
+from memledger.consensus.wire import server as abci_server
+from memledger.consensus.wire._pb import abci_pb2 as pb
+from memledger.consensus.wire.interface import BaseApplication
+from memledger.consensus.wire.server import (
+    ABCIServer,
+    FrameError,
+    decode_uvarint,
+    encode_frame,
+    encode_uvarint,
+)
 from tests.fuzz.common import budget
 
 MAX_FRAME = 1 << 20

@@ -1,4 +1,5 @@
-"""Fuzz the stateless tx gate (abci.tx.decode_tx): decode, canonical form, chain, signature.
+"""Fuzz the stateless tx gate (memledger.consensus.gate.envelope.decode_tx): decode, canonical
+form, chain, signature.
 
 Properties, for any input bytes:
 - the gate answers with a SignedTx or raises TxError with a gate code, nothing else;
@@ -20,13 +21,19 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from nacl.signing import SigningKey
 
-from abci._pb import tx_pb2
-from abci.codes import Code, TxError
-from abci.context import BlockInfo
-from abci.handlers.registry import HANDLERS
-from abci.processor import process_tx
-from abci.sigverify import SignatureVerifier
-from abci.tx import TX_SIGN_PREFIX, SignedTx, decode_tx, sign_bytes, verify_signature
+from memledger.consensus.block.context import BlockInfo
+from memledger.consensus.block.execute import process_tx
+from memledger.consensus.codes import Code, TxError
+from memledger.consensus.families.registry import HANDLERS
+from memledger.consensus.gate.envelope import (
+    TX_SIGN_PREFIX,
+    SignedTx,
+    decode_tx,
+    sign_bytes,
+    verify_signature,
+)
+from memledger.consensus.gate.sigverify import SignatureVerifier
+from memledger.consensus.wire._pb import tx_pb2
 from tests.fuzz import corpus_gen, world
 from tests.fuzz.common import GATE_CODES, KEYS, budget, len_field, split_fields, tag, uvarint
 from tests.fuzz.strategies import mutation

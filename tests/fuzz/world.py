@@ -20,9 +20,14 @@ from typing import Any
 
 from nacl.signing import SigningKey
 
-from abci._pb import abci_pb2 as pb
-from abci._pb import tx_pb2
-from node.txbuilder import cocommit_core, param_proposal, sign_cocommit, validator_proposal
+from memledger.consensus.wire._pb import abci_pb2 as pb
+from memledger.consensus.wire._pb import tx_pb2
+from memledger.node.txbuilder import (
+    cocommit_core,
+    param_proposal,
+    sign_cocommit,
+    validator_proposal,
+)
 from tests.support.chain import LocalChain, seeded_key
 
 MAX_NONCE = (1 << 64) - 1

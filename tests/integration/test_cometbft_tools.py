@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from nacl.signing import SigningKey
 
-from node import cometbft
-from node.cometbft import CometProcess
+from memledger.node import cometbft
+from memledger.node.cometbft import CometProcess
 from tests.support.comet import init_node
 
 pytestmark = pytest.mark.cometbft

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from node import cometbft
-from node.burst import missing, run_burst, wait_mempool_empty
-from node.home import NodeHome
+from memledger.node import cometbft
+from memledger.node.burst import missing, run_burst, wait_mempool_empty
+from memledger.node.home import NodeHome
 from tests.support.chain import seeded_key
 from tests.support.node import NodeRunner, memledger, wait_api_ready
 

@@ -49,7 +49,7 @@ def test_cli_upgrade_activates_and_old_binary_halts(tmp_path: Path, cometbft_bin
             header = rpc.block(h + 1)["block"]["header"]
             assert header["version"]["app"] == "2"
         # The gated rule is live: corroborating a proposed memory is refused under v2.
-        from node.txbuilder import TxBuilder
+        from memledger.node.txbuilder import TxBuilder
 
         agent, other = TxBuilder(seeded_key("ga"), "gov-it"), TxBuilder(seeded_key("gb"), "gov-it")
         with runner.rpc() as rpc:

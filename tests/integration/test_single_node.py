@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from abci._pb import tx_pb2
-from abci.codes import Code
-from node import cometbft
-from node.txbuilder import TxBuilder
+from memledger.consensus.codes import Code
+from memledger.consensus.wire._pb import tx_pb2
+from memledger.node import cometbft
+from memledger.node.txbuilder import TxBuilder
 from tests.support.chain import seeded_key
 from tests.support.node import NodeRunner, memledger
 
@@ -125,7 +125,7 @@ def test_halt_then_restart_replays_block(tmp_path: Path, cometbft_bin: Path, hoo
     app_log = (runner.home / "logs" / "app.log").read_text()
     assert "HALT" in app_log and f"{fault_height}" in app_log
     # The app never committed the faulty height.
-    from abci.state import CanonicalStore
+    from memledger.consensus.store.state import CanonicalStore
 
     store = CanonicalStore(str(runner.home / "data" / "state"), readonly=True)
     assert store.last_height == fault_height - 1
@@ -147,7 +147,7 @@ def test_halt_then_restart_replays_block(tmp_path: Path, cometbft_bin: Path, hoo
     out = memledger("projection", "rebuild", "--home", str(runner.home), "--db-url",
                     f"sqlite:///{rebuilt}", "--json")
     assert json.loads(out.stdout)["records"] > 0
-    from abci.projection import Projection
+    from memledger.projection.writer import Projection
 
     live = Projection(f"sqlite:///{runner.home / 'data' / 'projection.db'}")
     again = Projection(f"sqlite:///{rebuilt}")

@@ -12,11 +12,11 @@ from typing import Any
 
 from nacl.signing import SigningKey
 
-from abci._pb import abci_pb2 as pb
-from abci.app import MemLedgerApp
-from abci.projection import Projection
-from abci.state import CanonicalStore
-from node.txbuilder import TxBuilder
+from memledger.consensus.app import MemLedgerApp
+from memledger.consensus.store.state import CanonicalStore
+from memledger.consensus.wire._pb import abci_pb2 as pb
+from memledger.node.txbuilder import TxBuilder
+from memledger.projection.writer import Projection
 
 CHAIN_ID = "memledger-test"
 GENESIS_TIME_S = 1_780_000_000
@@ -136,7 +136,7 @@ def apply_direct(chain: LocalChain, mutate: Any) -> None:
     Stands in for a passed governance proposal in unit tests of rules that react to
     roster changes; the governance tests drive the real path.
     """
-    from abci.context import TxBuffer
+    from memledger.consensus.block.context import TxBuffer
 
     app = chain.app
     original = app.finalize_block

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from node import cometbft
+from memledger.node import cometbft
 from tests.support.ports import free_ports
 
 

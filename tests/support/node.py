@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from node.rpc import RpcClient
+from memledger.node.rpc import RpcClient
 
 REPO = Path(__file__).parents[2]
 PORT_OFFSETS = (0, 1, 2, 24)
@@ -43,7 +43,7 @@ def memledger(
 ) -> subprocess.CompletedProcess[str]:
     """Run the CLI as a user would."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "node.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "memledger.node.cli", *args], capture_output=True,
                           text=True, check=check, timeout=timeout, env=env, cwd=REPO)
 
 
@@ -75,7 +75,7 @@ class NodeRunner:
     def start(self, *extra: str, wait: bool = True) -> NodeRunner:
         env = dict(os.environ, PYTHONPATH=str(REPO))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "node.cli", "start", "--home", str(self.home), *extra],
+            [sys.executable, "-m", "memledger.node.cli", "start", "--home", str(self.home), *extra],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO,
         )
         if wait:

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from abci._pb import abci_pb2 as pb
-from abci.application import BaseApplication, encoded_tx_size
-from abci.server import (
+from memledger.consensus.wire._pb import abci_pb2 as pb
+from memledger.consensus.wire.interface import BaseApplication, encoded_tx_size
+from memledger.consensus.wire.server import (
     APP_METHODS,
     EXIT_APP_BUG,
     ABCIServer,
@@ -338,8 +338,8 @@ def test_dispatch_covers_every_request_kind() -> None:
 
 _CRASHING_SERVER = """
 import sys
-from abci.application import BaseApplication
-from abci.server import run
+from memledger.consensus.wire.interface import BaseApplication
+from memledger.consensus.wire.server import run
 
 class Crashing(BaseApplication):
     def check_tx(self, req):
@@ -381,8 +381,9 @@ def test_app_exception_kills_process_without_response(tmp_path: Path) -> None:
 
 def test_sigterm_stops_cleanly(tmp_path: Path) -> None:
     path = tmp_path / "term.sock"
-    script = "import sys\nfrom abci.application import BaseApplication\n"
-    script += "from abci.server import run\nrun(BaseApplication(), sys.argv[1])\n"
+    script = "import sys\nfrom memledger.consensus.wire.interface import BaseApplication\n"
+    script += "from memledger.consensus.wire.server import run\n"
+    script += "run(BaseApplication(), sys.argv[1])\n"
     proc = subprocess.Popen([sys.executable, "-c", script, f"unix://{path}"], cwd=ROOT)
     try:
         deadline = time.monotonic() + 20

@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 from nacl.signing import SigningKey
 
-from abci._pb import abci_pb2 as pb
-from abci._pb import tx_pb2
-from abci.codes import CODESPACE, Code
-from abci.limits import MAX_CONTENT_BYTES, MAX_REASON_BYTES, MAX_TX_BYTES
-from abci.tx import TX_SIGN_PREFIX, sign_bytes
-from node.txbuilder import (
+from memledger.consensus.codes import CODESPACE, Code
+from memledger.consensus.gate.envelope import TX_SIGN_PREFIX, sign_bytes
+from memledger.consensus.limits import MAX_CONTENT_BYTES, MAX_REASON_BYTES, MAX_TX_BYTES
+from memledger.consensus.wire._pb import abci_pb2 as pb
+from memledger.consensus.wire._pb import tx_pb2
+from memledger.node.txbuilder import (
     COCOMMIT_SIGN_PREFIX,
     TxBuilder,
     cocommit_core,

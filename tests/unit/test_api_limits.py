@@ -8,8 +8,8 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from node.api import problems
-from node.api.limits import RateLimitMiddleware, TimeoutMiddleware
+from memledger.node.api import problems
+from memledger.node.api.limits import RateLimitMiddleware, TimeoutMiddleware
 
 
 def _app(**limits: Any) -> FastAPI:

@@ -6,9 +6,9 @@ import sqlite3
 
 import pytest
 
-from abci.codes import DESCRIPTIONS, Code
-from node.api.problems import Problem, code_name, http_status_for_code, tx_rejected
-from node.api.search import fts5_query, query_words
+from memledger.consensus.codes import DESCRIPTIONS, Code
+from memledger.node.api.problems import Problem, code_name, http_status_for_code, tx_rejected
+from memledger.node.api.search import fts5_query, query_words
 
 
 @pytest.mark.parametrize("code", [c for c in Code if c != Code.OK])

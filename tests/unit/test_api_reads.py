@@ -15,8 +15,8 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
-from node.api import ApiSettings, create_app
-from node.api.db import readonly_engine
+from memledger.node.api import ApiSettings, create_app
+from memledger.node.api.db import readonly_engine
 from tests.support.chain import LocalChain, seeded_key
 
 ALICE = seeded_key("api-alice")
@@ -250,9 +250,9 @@ def test_engine_is_read_only(chain: LocalChain) -> None:
 
 def test_json_form_rebuilds_the_sdk_tx(chain: LocalChain) -> None:
     """The JSON form of POST /v1/memories yields byte-identical txs to TxBuilder's."""
-    from abci._pb import tx_pb2
-    from node.api.routes_txs import _tx_from_form
-    from node.api.schemas import MemorySubmitForm
+    from memledger.consensus.wire._pb import tx_pb2
+    from memledger.node.api.routes_txs import _tx_from_form
+    from memledger.node.api.schemas import MemorySubmitForm
 
     tx = chain.builder(ALICE).submit(77, "j-1", "same bytes either way", tags=["b", "a"],
                                      confidence_ppm=500_000, memory_type="task")
@@ -266,7 +266,7 @@ def test_json_form_rebuilds_the_sdk_tx(chain: LocalChain) -> None:
 
 
 def test_search_ddl_survives_rebuild(chain: LocalChain, tmp_path: Path) -> None:
-    from abci.projection import Projection
+    from memledger.projection.writer import Projection
 
     target = Projection(f"sqlite:///{tmp_path / 'rebuilt.db'}")
     store = chain.app.store
@@ -301,7 +301,7 @@ def test_unexpected_errors_are_problems_without_traces(chain: LocalChain) -> Non
 def test_ordered_scan_plan_returns_the_same_pages(chain: LocalChain, q: str,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Common words take a different SQLite plan; pages must not change with it."""
-    from node.api import queries, search
+    from memledger.node.api import queries, search
 
     engine = readonly_engine(chain.db_url)
 

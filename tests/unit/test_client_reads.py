@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 import uvicorn
 
-from node.api import ApiSettings, create_app
-from node.client import (
+from memledger.node.api import ApiSettings, create_app
+from memledger.node.client import (
     AsyncMemLedgerClient,
     MemLedgerClient,
     MemLedgerConnectionError,

@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from node import client as client_module
-from node.client import AsyncMemLedgerClient, MemLedgerClient, MemLedgerError, RetryPolicy
+from memledger.node import client as client_module
+from memledger.node.client import AsyncMemLedgerClient, MemLedgerClient, MemLedgerError, RetryPolicy
 from tests.support.chain import seeded_key
 
 KEY = seeded_key("retry-agent")

@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from abci import codec
+from memledger.consensus.store import codec
 
 _TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=24)
 _SCALARS = (

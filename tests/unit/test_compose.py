@@ -15,13 +15,18 @@ import tomlkit
 import yaml
 from click.testing import CliRunner
 
-from node import cometbft
-from node.cli import main
-from node.cometbft import COMETBFT_VERSION, REPO_ROOT
-from node.home import NodeHome
-from node.testnet import Testnet
-from node.testnet_compose import DOCKERFILE, DOCKERIGNORE, project_name, write_compose
-from node.testnet_layout import COMPOSE, CONTAINER_HOME, POSTGRES_SERVICE, POSTGRES_TEMPLATE
+from memledger.node import cometbft
+from memledger.node.cli import main
+from memledger.node.cometbft import COMETBFT_VERSION, REPO_ROOT
+from memledger.node.home import NodeHome
+from memledger.node.testnet import Testnet
+from memledger.node.testnet_compose import DOCKERFILE, DOCKERIGNORE, project_name, write_compose
+from memledger.node.testnet_layout import (
+    COMPOSE,
+    CONTAINER_HOME,
+    POSTGRES_SERVICE,
+    POSTGRES_TEMPLATE,
+)
 
 N = 4
 BASE = 26656

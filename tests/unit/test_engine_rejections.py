@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from abci._pb import tx_pb2
-from abci.codes import Code
-from abci.limits import MAX_TX_BYTES
-from abci.tx import encode_tx, sign_bytes
+from memledger.consensus.codes import Code
+from memledger.consensus.gate.envelope import encode_tx, sign_bytes
+from memledger.consensus.limits import MAX_TX_BYTES
+from memledger.consensus.wire._pb import tx_pb2
 from tests.support.chain import LocalChain, seeded_key
 
 AGENT = seeded_key("agent")
@@ -238,11 +238,11 @@ def test_identical_resubmit_is_idempotent(chain: LocalChain) -> None:
 
 
 def test_codes_are_distinct_and_documented() -> None:
-    from abci.codes import DESCRIPTIONS
+    from memledger.consensus.codes import DESCRIPTIONS
 
     assert set(DESCRIPTIONS) == set(Code)
     assert len({int(c) for c in Code}) == len(Code)
     doc = (Path(__file__).parents[2] / "docs" / "CODES.md").read_text()
-    from abci.codes import markdown_table
+    from memledger.consensus.codes import markdown_table
 
     assert markdown_table() in doc, "docs/CODES.md is stale: regenerate the table"

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from nacl.signing import SigningKey
 
-from abci._pb import abci_pb2 as pb
-from abci.codes import Code
-from node.txbuilder import (
+from memledger.consensus.codes import Code
+from memledger.consensus.wire._pb import abci_pb2 as pb
+from memledger.node.txbuilder import (
     param_proposal,
     scope_proposal,
     upgrade_proposal,
@@ -166,9 +166,9 @@ def test_upgrade_activates_gated_rule_and_old_binary_halts(tmp_path: Path) -> No
     assert run(c, other, "corroborate", "post").code == Code.MEMORY_NOT_COMMITTED  # v2 rule
     # A binary that only knows v1 halts before executing the next block.
     c.close()
-    from abci.app import MemLedgerApp
-    from abci.projection import Projection
-    from abci.state import CanonicalStore
+    from memledger.consensus.app import MemLedgerApp
+    from memledger.consensus.store.state import CanonicalStore
+    from memledger.projection.writer import Projection
 
     halts: list[str] = []
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from abci._pb import abci_pb2 as pb
+from memledger.consensus.wire._pb import abci_pb2 as pb
 from tests.support.chain import HaltCalled, LocalChain
 from tests.support.workload import blocks
 
@@ -113,7 +113,7 @@ def test_projection_with_a_different_hash_halts(tmp_path: Path) -> None:
     chain.block(plan[0])
     import sqlalchemy as sa
 
-    from abci.projection import receipts
+    from memledger.projection.writer import receipts
 
     with chain.app.projection.engine.begin() as conn:
         conn.execute(receipts.insert().values(height=2, app_hash="00" * 32))
@@ -138,7 +138,7 @@ def test_info_reports_last_committed_height_and_hash(tmp_path: Path) -> None:
 
 
 def test_rebuild_equals_incremental_projection(tmp_path: Path) -> None:
-    from abci.projection import Projection
+    from memledger.projection.writer import Projection
 
     plan = _plan(tmp_path)
     ref = _reference(tmp_path, plan)

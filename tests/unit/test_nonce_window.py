@@ -1,4 +1,5 @@
-"""The v3 nonce window (abci/accounts.py): order-free, replay-proof, bounded.
+"""The v3 nonce window (memledger/consensus/families/accounts/nonces.py): order-free, replay-proof,
+bounded.
 
 Runs on the in-process chain; the real-cometbft runs are in
 tests/integration/test_concurrent_writers.py and tests/e2e/test_concurrent_writers_net.py.
@@ -18,11 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nacl.signing import SigningKey
 
-from abci._pb import abci_pb2 as pb
-from abci.codes import Code
-from abci.proposal import order_by_nonce
-from abci.txcache import DecodedTxCache
-from node.txbuilder import TxBuilder, param_proposal, upgrade_proposal
+from memledger.consensus.block.proposal import order_by_nonce
+from memledger.consensus.codes import Code
+from memledger.consensus.gate.txcache import DecodedTxCache
+from memledger.consensus.wire._pb import abci_pb2 as pb
+from memledger.node.txbuilder import TxBuilder, param_proposal, upgrade_proposal
 from tests.support.chain import HaltCalled, LocalChain, seeded_key
 
 REPO = Path(__file__).parents[2]

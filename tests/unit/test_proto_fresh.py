@@ -1,4 +1,5 @@
-"""The committed abci/_pb modules must match what scripts/gen_proto.py generates today."""
+"""The committed memledger/consensus/wire/_pb modules must match what scripts/gen_proto.py
+generates today."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def test_committed_generated_code_is_fresh() -> None:
 def test_check_detects_stale_copy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     gen = _load_script()
     copy = tmp_path / "_pb"
-    shutil.copytree(ROOT / "abci" / "_pb", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    pb_dir = ROOT / "memledger" / "consensus" / "wire" / "_pb"
+    shutil.copytree(pb_dir, copy, ignore=shutil.ignore_patterns("__pycache__"))
     assert gen.check(copy) == 0
     stale = copy / "abci_pb2.py"
     stale.write_text(stale.read_text() + "# edited by hand\n")
@@ -42,8 +44,8 @@ def test_check_detects_stale_copy(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 def test_generated_modules_import_from_package() -> None:
-    from abci._pb import abci_pb2, tx_pb2
+    from memledger.consensus.wire._pb import abci_pb2, tx_pb2
 
     assert abci_pb2.Request.DESCRIPTOR.full_name == "memledger.abci.v1.Request"
-    assert abci_pb2.Request.__module__ == "abci._pb.abci_pb2"
+    assert abci_pb2.Request.__module__ == "memledger.consensus.wire._pb.abci_pb2"
     assert tx_pb2.Tx.DESCRIPTOR.full_name == "memledger.tx.v1.Tx"

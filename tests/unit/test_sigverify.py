@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nacl.signing import SigningKey
 
-from abci.sigverify import SignatureVerifier
+from memledger.consensus.gate.sigverify import SignatureVerifier
 
 
 def test_cache_hits_only_for_identical_triples() -> None:

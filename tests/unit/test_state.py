@@ -21,9 +21,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from abci import codec
-from abci.commitment import ZERO_HASH, root_of, verify_proof
-from abci.state import (
+from memledger.consensus.store import codec
+from memledger.consensus.store.commitment import ZERO_HASH, root_of, verify_proof
+from memledger.consensus.store.state import (
     MAX_KEY_LEN,
     AppHashMismatch,
     CanonicalStore,
@@ -383,8 +383,8 @@ def test_committed_roots_match_from_scratch(blocks: list[dict[bytes, bytes | Non
 _READER = textwrap.dedent(
     """
     import json, sys
-    from abci.commitment import verify_proof
-    from abci.state import CanonicalStore, StoreError
+    from memledger.consensus.store.commitment import verify_proof
+    from memledger.consensus.store.state import CanonicalStore, StoreError
     path, target = sys.argv[1], int(sys.argv[2])
     s = CanonicalStore(path, map_size=64 << 20, readonly=True)
     try:

@@ -1,4 +1,5 @@
-"""Snapshots and restore (abci/snapshots.py, abci/statesync.py) on the in-process chain."""
+"""Snapshots and restore (memledger/consensus/store/snapshots.py,
+memledger/consensus/store/statesync.py) on the in-process chain."""
 
 from __future__ import annotations
 
@@ -7,10 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from abci._pb import abci_pb2 as pb
-from abci.app import MemLedgerApp
-from abci.projection import Projection
-from abci.snapshots import (
+from memledger.consensus.app import MemLedgerApp
+from memledger.consensus.store.snapshots import (
     SnapshotError,
     SnapshotInfo,
     SnapshotStore,
@@ -18,7 +17,9 @@ from abci.snapshots import (
     decode_chunk,
     encode_chunks,
 )
-from abci.state import CanonicalStore
+from memledger.consensus.store.state import CanonicalStore
+from memledger.consensus.wire._pb import abci_pb2 as pb
+from memledger.projection.writer import Projection
 from tests.support.chain import LocalChain
 from tests.support.workload import blocks
 

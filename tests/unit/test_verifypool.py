@@ -1,6 +1,7 @@
 """Signatures checked on the helper process give exactly the inline outcomes.
 
-The helper is a real second interpreter (abci.verifypool); these tests compare whole
+The helper is a real second interpreter (memledger.consensus.gate.verifypool); these tests compare
+whole
 blocks — tx codes and app hashes — between a chain verifying inline and one using the
 helper, including forged signatures, undecodable txs, duplicates, answers left unread
 by an earlier block, and a helper killed in the middle of a block.
@@ -13,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from abci._pb import tx_pb2
-from abci.codes import Code
+from memledger.consensus.codes import Code
+from memledger.consensus.wire._pb import tx_pb2
 from tests.support.chain import LocalChain, seeded_key
 
 AGENTS = [seeded_key(f"pool-agent-{i}") for i in range(8)]

@@ -1,0 +1,384 @@
+"""The ABCI application: method dispatch and the block lifecycle (DESIGN §6).
+
+FinalizeBlock executes every tx against one uncommitted overlay. Commit makes it durable
+in a fixed order — SQL projection (with its receipt), then LMDB — and halts the process
+rather than answer a Commit it could not make durable.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from memledger.consensus import versions
+from memledger.consensus.block import genesis
+from memledger.consensus.block.context import BlockInfo, TxBuffer
+from memledger.consensus.block.execute import TxOutcome, process_tx
+from memledger.consensus.block.proposal import order_by_nonce
+from memledger.consensus.codes import CODESPACE
+from memledger.consensus.families.governance import proposals
+from memledger.consensus.gate.pending import PendingNonces
+from memledger.consensus.gate.sigverify import SignatureVerifier
+from memledger.consensus.gate.txcache import DecodedTxCache
+from memledger.consensus.gate.verifypool import VerifyPool
+from memledger.consensus.store import records
+from memledger.consensus.store.snapshots import SnapshotStore, SnapshotTaker
+from memledger.consensus.store.state import BlockOverlay, CanonicalStore
+from memledger.consensus.store.statesync import StateSync
+from memledger.consensus.versions import INITIAL_APP_VERSION, SUPPORTED_APP_VERSIONS
+from memledger.consensus.wire._pb import abci_pb2 as pb
+from memledger.consensus.wire.interface import BaseApplication
+from memledger.projection.writer import Projection
+
+log = logging.getLogger("memledger.abci")
+MAX_QUERY_KEY = 509
+
+APP_NAME = "memledger"
+SOFTWARE_VERSION = "0.1.0"
+
+
+def halt(message: str) -> None:
+    """Stop the process before answering: a node never reports what it did not persist."""
+    log.critical("HALT: %s", message)
+    sys.stderr.write(f"memledger: HALT: {message}\n")
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(3)
+
+
+KILL_POINTS = ("after_finalize", "before_flush", "in_flush", "after_flush", "in_lmdb",
+               "after_lmdb")
+
+
+@dataclass
+class FaultPlan:
+    """Test-only fault injection, set from the command line of `memledger app`.
+
+    `kill_point`/`kill_height` SIGKILL the process at one point of the block lifecycle
+    (see KILL_POINTS), the way a power cut or OOM kill would.
+    """
+
+    exit_before_commit_height: int = 0
+    fail_flush_height: int = 0
+    kill_point: str = ""
+    kill_height: int = 0
+    corrupt_snapshot_chunks: bool = False  # serve every snapshot chunk with a flipped byte
+
+    def maybe_kill(self, point: str, height: int) -> None:
+        if self.kill_point == point and self.kill_height == height:
+            log.critical("fault injection: SIGKILL at %s of height %d", point, height)
+            logging.shutdown()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass
+class _PendingBlock:
+    height: int
+    overlay: BlockOverlay
+    app_hash: bytes
+    app_version: int
+
+
+class _CommittedView:
+    """Read-only view of committed state for CheckTx and Query."""
+
+    def __init__(self, store: CanonicalStore) -> None:
+        self._store = store
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._store.get(key)
+
+    def put(self, key: bytes, value: bytes) -> None:  # pragma: no cover - guarded
+        raise RuntimeError("committed view is read-only")
+
+    def delete(self, key: bytes) -> None:  # pragma: no cover - guarded
+        raise RuntimeError("committed view is read-only")
+
+
+class MemLedgerApp(BaseApplication):
+    """memledger's ABCI 2.0 application."""
+
+    def __init__(
+        self,
+        store: CanonicalStore,
+        projection: Projection,
+        *,
+        faults: FaultPlan | None = None,
+        on_halt: Callable[[str], None] = halt,
+        supported_versions: frozenset[int] = SUPPORTED_APP_VERSIONS,
+        verify_helper: bool = False,
+        snapshots: SnapshotStore | None = None,
+        snapshot_interval: int = 0,
+    ) -> None:
+        self.supported_versions = supported_versions
+        pool = None
+        if verify_helper:
+            pool = VerifyPool()
+            pool.start()
+        self.verifier = SignatureVerifier(pool=pool)
+        self.decoded = DecodedTxCache()
+        self.store = store
+        self.projection = projection
+        self.faults = faults or FaultPlan()
+        self.on_halt = on_halt
+        self._genesis: list[tuple[bytes, bytes | None]] | None = None
+        self._genesis_height = 0
+        self._pending: _PendingBlock | None = None
+        self._genesis_version = INITIAL_APP_VERSION
+        self.mempool_nonces = PendingNonces()
+        self._chain_id = self._load_chain_id()
+        self.statesync = StateSync(store, projection, snapshots, on_restored=self._restored)
+        self.snapshot_taker = (None if snapshots is None
+                               else SnapshotTaker(store, snapshots, snapshot_interval))
+
+    # ----------------------------------------------------------------- helpers
+    def _load_chain_id(self) -> str:
+        raw = self.store.get(records.CHAIN)
+        return "" if raw is None else str(json.loads(raw)["chain_id"])
+
+    def _restored(self) -> None:
+        """State sync filled the store: pick up the chain facts it now holds."""
+        self._chain_id = self._load_chain_id()
+
+    @property
+    def app_version(self) -> int:
+        """The committed version; before the first Commit, the one genesis named."""
+        return self.store.app_version or self._genesis_version
+
+    # ----------------------------------------------------------------- info / init
+    def info(self, req: pb.RequestInfo) -> pb.ResponseInfo:
+        return pb.ResponseInfo(
+            data=APP_NAME,
+            version=SOFTWARE_VERSION,
+            app_version=self.app_version,
+            last_block_height=self.store.last_height,
+            last_block_app_hash=self.store.last_app_hash if self.store.last_height else b"",
+        )
+
+    def init_chain(self, req: pb.RequestInitChain) -> pb.ResponseInitChain:
+        members: list[tuple[str, int]] = []
+        for update in req.validators:
+            if update.pub_key.WhichOneof("sum") != "ed25519":
+                self.on_halt("genesis validators must use ed25519 keys")
+            members.append((update.pub_key.ed25519.hex(), int(update.power)))
+        overlay = self.store.begin_block()
+        buffer = TxBuffer(overlay)
+        try:
+            app_state = genesis.parse_app_state(req.app_state_bytes)
+            version = genesis.initial_app_version(app_state, self.supported_versions)
+            genesis.apply_genesis(buffer, req.chain_id, int(req.initial_height or 1), members,
+                                  app_state)
+        except genesis.GenesisError as exc:
+            self.on_halt(str(exc))
+            raise
+        buffer.apply()
+        self._genesis = overlay.changes()
+        self._genesis_height = int(req.initial_height or 1)
+        self._chain_id = req.chain_id
+        self._genesis_version = version
+        params = pb.ConsensusParams(version=pb.VersionParams(app=version))
+        return pb.ResponseInitChain(app_hash=overlay.app_hash(), consensus_params=params)
+
+    # ----------------------------------------------------------------- mempool
+    def check_tx(self, req: pb.RequestCheckTx) -> pb.ResponseCheckTx:
+        """Advisory: the full processTx against committed state, writes discarded.
+
+        From the nonce-window rule on, the nonce check also sees what the mempool holds
+        (new txs and rechecks alike add to that view; Commit clears it).
+        """
+        version = self.app_version
+        block = BlockInfo(
+            height=self.store.last_height + 1,
+            time_ns=time.time_ns(),
+            chain_id=self._chain_id,
+            app_version=version,
+        )
+        pending = self.mempool_nonces if versions.active("nonce_window", version) else None
+        outcome = process_tx(_CommittedView(self.store), block, req.tx, apply=False,
+                             check=self.verifier, decoded=self.decoded, pending=pending)
+        if pending is not None and outcome.code == 0:
+            pending.add(outcome.signer_key, outcome.nonce)
+        return pb.ResponseCheckTx(
+            code=int(outcome.code),
+            log=outcome.log,
+            codespace=CODESPACE if outcome.code else "",
+            gas_wanted=1,
+        )
+
+    # ----------------------------------------------------------------- proposals
+    def prepare_proposal(self, req: pb.RequestPrepareProposal) -> pb.ResponsePrepareProposal:
+        """CometBFT's cut, then each signer's txs in nonce order (a proposer's choice)."""
+        cut = super().prepare_proposal(req)
+        return pb.ResponsePrepareProposal(txs=order_by_nonce(list(cut.txs), self.decoded))
+
+    def process_proposal(self, req: pb.RequestProcessProposal) -> pb.ResponseProcessProposal:
+        # Invalid txs get deterministic error codes in FinalizeBlock; rejecting a block
+        # for them would let one bad tx stall liveness.
+        return pb.ResponseProcessProposal(status=pb.ResponseProcessProposal.ACCEPT)
+
+    # ----------------------------------------------------------------- execution
+    def finalize_block(self, req: pb.RequestFinalizeBlock) -> pb.ResponseFinalizeBlock:
+        height = int(req.height)
+        version = self.app_version
+        if version not in self.supported_versions:
+            self._halt_upgrade_required(version)
+        overlay = self.store.begin_block()
+        if self._genesis is not None and height == self._genesis_height:
+            for key, value in self._genesis:
+                if value is None:
+                    overlay.delete(key)
+                else:
+                    overlay.put(key, value)
+        block = BlockInfo(
+            height=height,
+            time_ns=int(req.time.seconds) * 1_000_000_000 + int(req.time.nanos),
+            chain_id=self._chain_id,
+            app_version=version,
+        )
+        opening = TxBuffer(overlay)
+        proposals.begin_block(opening, height)
+        opening.apply()
+        response = pb.ResponseFinalizeBlock()
+        add_result, verifier, decoded = response.tx_results.add, self.verifier, self.decoded
+        verifier.prefetch(req.txs, known=decoded)
+        for tx in req.txs:
+            outcome = process_tx(overlay, block, tx, check=verifier, decoded=decoded)
+            self._fill_result(add_result(), outcome)
+        verifier.end_block()
+        closing = TxBuffer(overlay)
+        effects = proposals.end_block(closing, height, version)
+        closing.apply()
+        app_hash = overlay.app_hash()
+        new_version = effects.new_app_version or version
+        self._pending = _PendingBlock(height, overlay, app_hash, new_version)
+        self.faults.maybe_kill("after_finalize", height)
+        response.app_hash = app_hash
+        self._add_events(response.events, effects.events)
+        response.validator_updates.extend(
+            pb.ValidatorUpdate(pub_key=pb.PublicKey(ed25519=key), power=power)
+            for key, power in effects.validator_updates
+        )
+        if effects.new_app_version is not None:
+            response.consensus_param_updates.CopyFrom(
+                pb.ConsensusParams(version=pb.VersionParams(app=effects.new_app_version)))
+        return response
+
+    def _halt_upgrade_required(self, version: int) -> None:
+        raw = self.store.get(records.APP_VERSION)
+        name = json.loads(raw)["name"] if raw is not None else f"v{version}"
+        self.on_halt(
+            f"upgrade required: {name} (chain runs app version {version}; this binary "
+            f"supports {sorted(self.supported_versions)})"
+        )
+
+    @staticmethod
+    def _add_events(container: Any, events: list[tuple[str, list[tuple[str, str]]]]) -> None:
+        """Append events in place with add(): nested constructors copy, at twice the cost."""
+        add_event = container.add
+        for kind, attrs in events:
+            add = add_event(type=kind).attributes.add
+            for key, value in attrs:
+                add(key=key, value=value, index=True)
+
+    @staticmethod
+    def _fill_result(result: pb.ExecTxResult, outcome: TxOutcome) -> None:
+        """Write an outcome into its slot of the response."""
+        if outcome.code:
+            result.code = int(outcome.code)
+            result.log = outcome.log
+            result.codespace = CODESPACE
+        MemLedgerApp._add_events(result.events, outcome.events)
+
+    def commit(self, req: pb.RequestCommit) -> pb.ResponseCommit:
+        pending = self._pending
+        if pending is None:
+            self.on_halt("Commit without a finalized block")
+            raise RuntimeError("unreachable")
+        if self.faults.exit_before_commit_height == pending.height:
+            halt(f"fault injection: exit before Commit at height {pending.height}")
+        changes = pending.overlay.changes()
+        faults, height = self.faults, pending.height
+        faults.maybe_kill("before_flush", height)
+        try:
+            if self.faults.fail_flush_height == pending.height:
+                raise OSError(f"fault injection: projection flush fails at {pending.height}")
+            self.projection.flush(pending.height, pending.app_hash, changes,
+                                  before_commit=lambda: faults.maybe_kill("in_flush", height))
+        except Exception as exc:  # noqa: BLE001 - any failure must halt
+            self.on_halt(f"projection flush failed at height {pending.height}: {exc!r}")
+            raise
+        faults.maybe_kill("after_flush", height)
+        try:
+            self.store.set_before_commit(lambda: faults.maybe_kill("in_lmdb", height))
+            self.store.commit(pending.overlay, pending.height, pending.app_hash,
+                              pending.app_version)
+        except Exception as exc:  # noqa: BLE001
+            self.on_halt(f"canonical store commit failed at height {pending.height}: {exc!r}")
+            raise
+        faults.maybe_kill("after_lmdb", height)
+        self._pending = None
+        self.mempool_nonces.clear()  # CometBFT rechecks what is left before new txs
+        if self.snapshot_taker is not None:
+            self.snapshot_taker.after_commit(pending.height)
+        if pending.height == self._genesis_height:
+            self._genesis = None
+        return pb.ResponseCommit(retain_height=0)
+
+    # ----------------------------------------------------------------- state sync
+    def list_snapshots(self, req: pb.RequestListSnapshots) -> pb.ResponseListSnapshots:
+        return self.statesync.list_snapshots()
+
+    def load_snapshot_chunk(self, req: pb.RequestLoadSnapshotChunk
+                            ) -> pb.ResponseLoadSnapshotChunk:
+        chunk = self.statesync.load_snapshot_chunk(req)
+        if chunk and self.faults.corrupt_snapshot_chunks:
+            chunk = bytes([chunk[0] ^ 0xFF]) + chunk[1:]
+        return pb.ResponseLoadSnapshotChunk(chunk=chunk)
+
+    def offer_snapshot(self, req: pb.RequestOfferSnapshot) -> pb.ResponseOfferSnapshot:
+        return self.statesync.offer_snapshot(req)
+
+    def apply_snapshot_chunk(self, req: pb.RequestApplySnapshotChunk
+                             ) -> pb.ResponseApplySnapshotChunk:
+        return self.statesync.apply_snapshot_chunk(req)
+
+    # ----------------------------------------------------------------- queries
+    def query(self, req: pb.RequestQuery) -> pb.ResponseQuery:
+        """Committed-state reads; never lets a malformed query take the node down."""
+        try:
+            return self._query(req)
+        except Exception as exc:  # noqa: BLE001 - public RPC input must not kill the node
+            log.warning("query %r failed: %r", req.path[:64], exc)
+            return pb.ResponseQuery(code=4, log="query failed", codespace=CODESPACE,
+                                    height=self.store.last_height)
+
+    def _query(self, req: pb.RequestQuery) -> pb.ResponseQuery:
+        """`/key` (raw key in data) and `/account` (hex key)."""
+        height = self.store.last_height
+        if req.path == "/key":
+            if not 1 <= len(req.data) <= MAX_QUERY_KEY:
+                return pb.ResponseQuery(code=2, log="key must be 1..509 bytes", height=height,
+                                        codespace=CODESPACE)
+            value = self.store.get(bytes(req.data))
+            if value is None:
+                return pb.ResponseQuery(code=1, log="not found", height=height,
+                                        codespace=CODESPACE)
+            return pb.ResponseQuery(key=req.data, value=value, height=height)
+        if req.path == "/account":
+            try:
+                key = bytes.fromhex(req.data.decode())
+            except ValueError:
+                return pb.ResponseQuery(code=2, log="account must be hex", height=height,
+                                        codespace=CODESPACE)
+            raw = self.store.get(records.account_key(key))
+            nonce = 0 if raw is None else int(json.loads(raw)["nonce"])
+            return pb.ResponseQuery(value=json.dumps({"nonce": nonce}).encode(), height=height)
+        return pb.ResponseQuery(code=3, log=f"unknown query path {req.path!r}", height=height,
+                                codespace=CODESPACE)

@@ -1,0 +1,83 @@
+"""processTx: the deterministic path every tx in a block takes (DESIGN §3).
+
+Order: size, decode, canonical form, chain id, signature, nonce, then the handler, all
+against a per-tx buffer so that a rejected tx changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from memledger.consensus.block.context import BlockInfo, KeyValueView, TxBuffer, TxContext
+from memledger.consensus.codes import Code, TxError
+from memledger.consensus.families import registry
+from memledger.consensus.families.accounts import nonces
+from memledger.consensus.gate.envelope import SignatureCheck, decode_tx
+from memledger.consensus.gate.pending import PendingNonces
+from memledger.consensus.gate.txcache import DecodedTxCache
+
+
+@dataclass(slots=True)
+class TxOutcome:
+    """The result of one tx, ready to become an ExecTxResult or ResponseCheckTx."""
+
+    code: Code
+    log: str
+    events: list[tuple[str, list[tuple[str, str]]]] = field(default_factory=list)
+    kind: str = ""
+    signer: str = ""
+    signer_key: bytes = b""
+    nonce: int = 0
+
+
+Handler = Callable[[TxContext, Any], None]
+
+
+def process_tx(
+    view: KeyValueView,
+    block: BlockInfo,
+    raw: bytes,
+    *,
+    apply: bool = True,
+    check: SignatureCheck | None = None,
+    decoded: DecodedTxCache | None = None,
+    pending: PendingNonces | None = None,
+) -> TxOutcome:
+    """Run one tx; on success its writes reach `view` (unless `apply` is False).
+
+    `decoded` remembers txs that passed the stateless gate (same bytes, same chain id:
+    same result), so mempool rechecks and the block do not decode them again. `pending`
+    (CheckTx only) is what the mempool already holds, for the nonce check.
+    """
+    signed = None if decoded is None else decoded.get(raw)
+    if signed is None:
+        try:
+            signed = decode_tx(raw, block.chain_id, check)
+        except TxError as err:
+            return TxOutcome(err.code, err.log)
+        if decoded is not None:
+            decoded.put(raw, signed)
+    buffer = TxBuffer(view)
+    ctx = TxContext(
+        state=buffer, block=block, signer=signed.signer, nonce=signed.nonce,
+        tx_hash=signed.tx_hash,
+    )
+    version = block.app_version
+    try:
+        account = nonces.check_nonce(
+            buffer, signed.signer, signed.nonce, version,
+            None if pending is None else pending.for_signer(signed.signer))
+        handler = registry.handler_for(signed.kind, version)
+        handler(ctx, getattr(signed.body, signed.kind))
+        nonces.advance(buffer, signed.signer, signed.nonce, version, account)
+    except TxError as err:
+        return TxOutcome(err.code, err.log, kind=signed.kind, signer=signed.signer_hex)
+    if apply:
+        buffer.apply()
+    events = [("tx", [("kind", signed.kind), ("signer", signed.signer_hex),
+                      ("nonce", str(signed.nonce))])]
+    events.extend(ctx.events)
+    return TxOutcome(Code.OK, "", events, signed.kind, signed.signer_hex, signed.signer,
+                     signed.nonce)

@@ -1,0 +1,94 @@
+"""Domain ownership and grants: who may write where (DESIGN §4)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from memledger.consensus.block.context import TxBuffer
+from memledger.consensus.codes import Code, TxError
+from memledger.consensus.limits import MAX_ID_BYTES
+from memledger.consensus.store import records
+
+LEVELS = {"read": 1, "write": 2, "modify": 3}
+_NAME = re.compile(r"[A-Za-z0-9._:/@-]+")
+
+
+def check_name(value: str, code: Code, what: str) -> None:
+    """Ids and domains: 1..128 bytes of a conservative, URL-safe alphabet."""
+    size = len(value.encode())
+    if size == 0 or size > MAX_ID_BYTES or _NAME.fullmatch(value) is None:
+        raise TxError(
+            code, f"invalid {what} {value[:40]!r}: 1..{MAX_ID_BYTES} of [A-Za-z0-9._:/@-]"
+        )
+
+
+def params(state: TxBuffer) -> dict[str, Any]:
+    record = state.get_record(records.PARAMS)
+    return dict(records.DEFAULT_PARAMS) if record is None else dict(record)
+
+
+def is_shared(state: TxBuffer, domain: str) -> bool:
+    return domain in params(state)["shared_domains"]
+
+
+def grant_level(state: TxBuffer, domain: str, agent: bytes, height: int) -> int:
+    """The agent's unexpired grant level in `domain` (0 = none)."""
+    grant = state.get_record(records.grant_key(domain, agent))
+    if grant is None:
+        return 0
+    expires = int(grant["expires"])
+    if expires and height >= expires:
+        return 0
+    return LEVELS[grant["level"]]
+
+
+def scope_of(state: TxBuffer, domain: str) -> dict[str, Any] | None:
+    """The scope record governing `domain`, if any."""
+    record = state.get_record(records.domain_key(domain))
+    if record is None or record.get("scope") is None:
+        return None
+    scope = state.get_record(records.scope_key(record["scope"]))
+    return scope  # type: ignore[no-any-return]
+
+
+def authorize_write(
+    state: TxBuffer, domain: str, agent: bytes, height: int
+) -> dict[str, Any] | None:
+    """Allow the write or raise; the first writer of an unowned domain becomes its owner.
+
+    Shared domains are open to all. Scoped domains are writable by the scope's members.
+    Other domains belong to their first writer; anyone else needs a write grant.
+    Returns the (active) scope record of a scoped domain, so callers need not read it
+    again, else None.
+    """
+    key = records.domain_key(domain)
+    record = state.get_record(key)
+    agent_hex = agent.hex()
+    if record is not None and record.get("scope") is not None:
+        scope = state.get_record(records.scope_key(record["scope"]))
+        if scope is None or scope["state"] != "active":
+            raise TxError(Code.SCOPE_NOT_ACTIVE, f"scope of domain {domain!r} is not active")
+        if agent_hex not in {m for m, _ in scope["members"]}:
+            raise TxError(Code.DOMAIN_WRITE_DENIED, f"not a member of scope {scope['id']!r}")
+        return scope  # type: ignore[no-any-return]
+    if is_shared(state, domain):
+        if record is None:
+            state.put_record(key, {"owner": None, "scope": None, "created": height})
+        return None
+    if record is None:
+        state.put_record(key, {"owner": agent_hex, "scope": None, "created": height})
+        return None
+    if record["owner"] == agent_hex:
+        return None
+    if grant_level(state, domain, agent, height) < LEVELS["write"]:
+        raise TxError(Code.DOMAIN_WRITE_DENIED, f"domain {domain!r} needs a write grant")
+    return None
+
+
+def can_modify(state: TxBuffer, domain: str, agent: bytes, height: int) -> bool:
+    """Owner or modify-grant holder (the challenge right)."""
+    record = state.get_record(records.domain_key(domain))
+    if record is not None and record.get("owner") == agent.hex():
+        return True
+    return grant_level(state, domain, agent, height) >= LEVELS["modify"]

@@ -1,0 +1,100 @@
+"""GovPropose / GovVote / GovCancel: validator-signed governance txs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memledger.consensus.block.context import TxContext
+from memledger.consensus.codes import Code, TxError
+from memledger.consensus.families.governance import proposals, validators
+from memledger.consensus.families.memory.handlers import _DECISIONS
+from memledger.consensus.limits import MAX_REASON_BYTES
+from memledger.consensus.store import records
+from memledger.consensus.wire._pb import tx_pb2
+
+
+def _require_validator(ctx: TxContext) -> None:
+    if validators.power_of(ctx.state, ctx.signer_hex) == 0:
+        raise TxError(Code.GOV_NOT_VALIDATOR)
+
+
+def _payload(msg: tx_pb2.GovPropose) -> tuple[str, dict[str, Any]]:
+    kind = msg.WhichOneof("kind")
+    if kind is None:
+        raise TxError(Code.GOV_INVALID_PROPOSAL, "proposal has no kind")
+    if kind == "validator":
+        v = msg.validator
+        if len(v.public_key) != 32:
+            raise TxError(Code.GOV_INVALID_PROPOSAL, "validator key must be 32 bytes")
+        return kind, {"public_key": v.public_key.hex(), "power": int(v.power)}
+    if kind in ("scope_create", "scope_revise"):
+        spec = getattr(msg, kind)
+        for m in spec.members:
+            if len(m.public_key) != 32:
+                raise TxError(Code.GOV_INVALID_PROPOSAL, "member key must be 32 bytes")
+        return kind, {"id": spec.scope_id, "domains": list(spec.domains),
+                      "members": [[m.public_key.hex(), int(m.weight)] for m in spec.members]}
+    if kind in ("scope_pause", "scope_resume", "scope_retire"):
+        return kind, {"id": getattr(msg, kind)}
+    if kind == "param":
+        return kind, {"key": msg.param.key, "value": int(msg.param.value)}
+    up = msg.upgrade
+    return "upgrade", {"name": up.name, "app_version": int(up.app_version),
+                       "activation_height": int(up.activation_height),
+                       "binary_sha256": up.binary_sha256}
+
+
+def propose(ctx: TxContext, msg: tx_pb2.GovPropose) -> None:
+    _require_validator(ctx)
+    if len(msg.title.encode()) > MAX_REASON_BYTES:
+        raise TxError(Code.GOV_INVALID_PROPOSAL, "title longer than 4 KiB")
+    kind, payload = _payload(msg)
+    proposals.validate(ctx.state, kind, payload, ctx.block.height, ctx.block.app_version)
+    gov = proposals.gov_state(ctx.state)
+    proposal_id = f"p{gov['next_id']}"
+    period = int(proposals.params(ctx.state)["gov_voting_period"])
+    ctx.state.put_record(records.proposal_key(proposal_id), {
+        "id": proposal_id, "kind": kind, "payload": payload, "title": msg.title,
+        "proposer": ctx.signer_hex, "submit_height": ctx.block.height,
+        "voting_end": ctx.block.height + period, "votes": {}, "status": "open",
+    })
+    gov["next_id"] += 1
+    gov["open"] = [*gov["open"], proposal_id]
+    ctx.state.put_record(records.GOV_STATE, gov)
+    ctx.emit("proposal", id=proposal_id, kind=kind, status="open")
+
+
+def vote(ctx: TxContext, msg: tx_pb2.GovVote) -> None:
+    key = records.proposal_key(msg.proposal_id)
+    proposal = ctx.state.get_record(key)
+    if proposal is None:
+        raise TxError(Code.GOV_PROPOSAL_NOT_FOUND)
+    _require_validator(ctx)
+    decision = _DECISIONS.get(msg.decision)
+    if decision is None:
+        raise TxError(Code.INVALID_DECISION)
+    if proposal["status"] != "open" or ctx.block.height > proposal["voting_end"]:
+        raise TxError(Code.GOV_PROPOSAL_CLOSED, f"proposal is {proposal['status']}")
+    if ctx.signer_hex in proposal["votes"]:
+        raise TxError(Code.GOV_ALREADY_VOTED)
+    proposal["votes"][ctx.signer_hex] = [decision, ctx.block.height]
+    ctx.state.put_record(key, proposal)
+    ctx.emit("proposal_vote", id=msg.proposal_id, voter=ctx.signer_hex, decision=decision)
+
+
+def cancel(ctx: TxContext, msg: tx_pb2.GovCancel) -> None:
+    key = records.proposal_key(msg.proposal_id)
+    proposal = ctx.state.get_record(key)
+    if proposal is None:
+        raise TxError(Code.GOV_PROPOSAL_NOT_FOUND)
+    if proposal["proposer"] != ctx.signer_hex:
+        raise TxError(Code.GOV_CANCEL_DENIED)
+    if proposal["status"] != "open":
+        raise TxError(Code.GOV_PROPOSAL_CLOSED, f"proposal is {proposal['status']}")
+    proposal["status"] = "cancelled"
+    proposal["closed_height"] = ctx.block.height
+    ctx.state.put_record(key, proposal)
+    gov = proposals.gov_state(ctx.state)
+    gov["open"] = [p for p in gov["open"] if p != msg.proposal_id]
+    ctx.state.put_record(records.GOV_STATE, gov)
+    ctx.emit("proposal", id=msg.proposal_id, status="cancelled")

@@ -1,0 +1,119 @@
+"""Scope records: exact domains bound to a weighted member list (DESIGN §4).
+
+One code path (`apply_scope`) writes a scope, whether it comes from genesis or from a
+passed governance proposal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from memledger.consensus.block.context import TxBuffer
+from memledger.consensus.codes import Code, TxError
+from memledger.consensus.families.access.domains import check_name
+from memledger.consensus.store import records
+
+MAX_MEMBERS = 256
+MAX_SCOPE_DOMAINS = 64
+MAX_WEIGHT = 1 << 40
+
+
+class ScopeError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ScopeSpec:
+    scope_id: str
+    domains: tuple[str, ...]
+    members: tuple[tuple[str, int], ...]  # sorted by key
+
+
+def parse_spec(spec: Any) -> ScopeSpec:
+    """Validate a scope spec from JSON (genesis) form."""
+    if not isinstance(spec, dict) or set(spec) != {"id", "domains", "members"}:
+        raise ScopeError("scope needs exactly the keys id, domains, members")
+    members = []
+    for entry in spec["members"]:
+        if not (isinstance(entry, list) and len(entry) == 2):
+            raise ScopeError("member must be [hex key, weight]")
+        members.append((entry[0], entry[1]))
+    return make_spec(spec["id"], list(spec["domains"]), members)
+
+
+def make_spec(scope_id: Any, domains: list[Any], members: list[tuple[Any, Any]]) -> ScopeSpec:
+    """Check ids, domains, keys and weights; normalise ordering."""
+    try:
+        check_name(str(scope_id), Code.GOV_INVALID_PROPOSAL, "scope id")
+        for domain in domains:
+            check_name(str(domain), Code.GOV_INVALID_PROPOSAL, "domain")
+    except TxError as exc:
+        raise ScopeError(exc.log) from None
+    if not isinstance(scope_id, str) or not domains or len(domains) > MAX_SCOPE_DOMAINS:
+        raise ScopeError("scope needs 1..64 domains")
+    if len(set(domains)) != len(domains):
+        raise ScopeError("duplicate scope domains")
+    if not members or len(members) > MAX_MEMBERS:
+        raise ScopeError("scope needs 1..256 members")
+    seen = set()
+    for key, weight in members:
+        if not isinstance(key, str) or len(key) != 64 or key != key.lower():
+            raise ScopeError("member key must be 64 lowercase hex chars")
+        try:
+            bytes.fromhex(key)
+        except ValueError:
+            raise ScopeError("member key must be hex") from None
+        if type(weight) is not int or weight <= 0 or weight > MAX_WEIGHT:
+            raise ScopeError("member weight must be a positive integer")
+        if key in seen:
+            raise ScopeError("duplicate scope member")
+        seen.add(key)
+    return ScopeSpec(scope_id, tuple(sorted(domains)), tuple(sorted(members)))
+
+
+def apply_scope(state: TxBuffer, spec: ScopeSpec, height: int) -> dict[str, Any]:
+    """Create or revise a scope and bind its domains. Domains owned by someone else, or
+    bound to another scope, are refused."""
+    key = records.scope_key(spec.scope_id)
+    current = state.get_record(key)
+    shared = set((state.get_record(records.PARAMS) or records.DEFAULT_PARAMS)["shared_domains"])
+    for domain in spec.domains:
+        if domain in shared:
+            raise ScopeError(f"shared domain {domain!r} cannot be scoped")
+        bound = state.get_record(records.domain_key(domain))
+        if bound is None:
+            continue
+        if bound.get("scope") not in (None, spec.scope_id) or bound.get("owner") is not None:
+            raise ScopeError(f"domain {domain!r} is already owned or scoped")
+    if current is not None:
+        for domain in current["domains"]:
+            if domain not in spec.domains:
+                state.put_record(records.domain_key(domain),
+                                 {"owner": None, "scope": None, "created": height})
+    record = {
+        "id": spec.scope_id,
+        "domains": list(spec.domains),
+        "members": [[m, w] for m, w in spec.members],
+        "revision": 1 if current is None else int(current["revision"]) + 1,
+        "state": "active" if current is None else current["state"],
+        "updated_height": height,
+    }
+    state.put_record(key, record)
+    for domain in spec.domains:
+        state.put_record(records.domain_key(domain),
+                         {"owner": None, "scope": spec.scope_id, "created": height})
+    return record
+
+
+def set_state(state: TxBuffer, scope_id: str, new_state: str, height: int) -> None:
+    """Pause, resume or retire a scope (retired is final)."""
+    key = records.scope_key(scope_id)
+    record = state.get_record(key)
+    if record is None:
+        raise ScopeError(f"unknown scope {scope_id!r}")
+    if record["state"] == "retired":
+        raise ScopeError("scope is retired")
+    record["state"] = new_state
+    record["updated_height"] = height
+    state.put_record(key, record)

@@ -1,0 +1,144 @@
+"""Transaction envelope: decode, canonical-form gate, sign bytes and signature check.
+
+Everything here is a pure function of the tx bytes and the chain id, so CheckTx and
+FinalizeBlock apply exactly the same gate. The nonce check needs state and lives in
+`memledger.consensus.families.accounts.nonces`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from google.protobuf.message import DecodeError, Message
+from nacl.exceptions import BadSignatureError
+from nacl.signing import VerifyKey
+
+from memledger.consensus.codes import Code, TxError
+from memledger.consensus.limits import MAX_TX_BYTES
+from memledger.consensus.wire._pb import tx_pb2
+
+TX_SIGN_PREFIX = b"memledger/tx/v1\x00"
+PUBLIC_KEY_LEN = 32
+SIGNATURE_LEN = 64
+
+
+@dataclass(slots=True)
+class SignedTx:
+    """A tx that passed the stateless gate: decoded, canonical, signed, on this chain.
+
+    Not frozen: a frozen dataclass pays object.__setattr__ per field on every tx.
+    """
+
+    raw: bytes
+    tx_hash: bytes
+    signer: bytes
+    nonce: int
+    body: tx_pb2.TxBody
+    kind: str
+
+    @property
+    def signer_hex(self) -> str:
+        return self.signer.hex()
+
+
+def tx_hash(raw: bytes) -> bytes:
+    """CometBFT's tx hash: SHA-256 of the raw tx bytes."""
+    return hashlib.sha256(raw).digest()
+
+
+def sign_bytes(body: bytes) -> bytes:
+    """The exact bytes an Ed25519 tx signature covers."""
+    return TX_SIGN_PREFIX + body
+
+
+def is_canonical(message: Message, raw: bytes) -> bool:
+    """True when `raw` is exactly the deterministic encoding of what it decodes to.
+
+    Unknown fields, duplicated singular fields, repeated oneof members, unpacked
+    repeated scalars, explicit default values and non-minimal varints all change the
+    re-encoding, so each signed action has exactly one byte string and one tx hash.
+    """
+    message.DiscardUnknownFields()
+    return message.SerializeToString(deterministic=True) == raw
+
+
+def parse_canonical(cls: type[Message], raw: bytes, decode_code: Code, canon_code: Code) -> Message:
+    """Decode `raw` as `cls`, rejecting undecodable or non-canonical bytes."""
+    message = cls()
+    try:
+        message.ParseFromString(raw)
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise TxError(decode_code, f"{cls.__name__} does not decode: {exc}") from None
+    if not is_canonical(message, raw):
+        raise TxError(canon_code)
+    return message
+
+
+def verify_signature(public_key: bytes, message: bytes, signature: bytes) -> bool:
+    """Strict Ed25519 verification (libsodium rejects non-canonical S and small order)."""
+    if len(public_key) != PUBLIC_KEY_LEN or len(signature) != SIGNATURE_LEN:
+        return False
+    try:
+        VerifyKey(public_key).verify(message, signature)
+    except (BadSignatureError, ValueError, TypeError):
+        return False
+    return True
+
+
+SignatureCheck = Callable[[bytes, bytes, bytes], bool]
+
+
+def decode_tx(raw: bytes, chain_id: str, check: SignatureCheck | None = None) -> SignedTx:
+    """Apply the stateless gate in spec order: size, decode, canonical, chain, signature.
+
+    `check` may be a cached/parallel verifier (memledger.consensus.gate.sigverify); it must answer
+    exactly
+    what `verify_signature` would.
+    """
+    if len(raw) > MAX_TX_BYTES:
+        raise TxError(Code.TX_TOO_LARGE, f"tx is {len(raw)} bytes, limit {MAX_TX_BYTES}")
+    envelope = parse_canonical(tx_pb2.Tx, raw, Code.TX_DECODE, Code.TX_NOT_CANONICAL)
+    assert isinstance(envelope, tx_pb2.Tx)
+    body = parse_canonical(tx_pb2.TxBody, envelope.body, Code.BODY_DECODE, Code.BODY_NOT_CANONICAL)
+    assert isinstance(body, tx_pb2.TxBody)
+    if body.chain_id != chain_id:
+        raise TxError(Code.WRONG_CHAIN_ID, f"tx is for chain {body.chain_id!r}, not {chain_id!r}")
+    if len(envelope.public_key) != PUBLIC_KEY_LEN:
+        raise TxError(Code.BAD_PUBLIC_KEY)
+    verify = check or verify_signature
+    if not verify(envelope.public_key, sign_bytes(envelope.body), envelope.signature):
+        raise TxError(Code.BAD_SIGNATURE)
+    if body.nonce == 0:
+        raise TxError(Code.NONCE_ZERO)
+    kind = body.WhichOneof("msg")
+    if kind is None:
+        raise TxError(Code.EMPTY_MESSAGE)
+    return SignedTx(
+        raw=raw,
+        tx_hash=tx_hash(raw),
+        signer=bytes(envelope.public_key),
+        nonce=body.nonce,
+        body=body,
+        kind=kind,
+    )
+
+
+def encode_tx(body: tx_pb2.TxBody, signing_key: object) -> bytes:
+    """Build and sign a canonical Tx (used by the SDK and tests).
+
+    `signing_key` is a `nacl.signing.SigningKey`.
+    """
+    from nacl.signing import SigningKey
+
+    assert isinstance(signing_key, SigningKey)
+    body_bytes = body.SerializeToString(deterministic=True)
+    signature = signing_key.sign(sign_bytes(body_bytes)).signature
+    envelope = tx_pb2.Tx(
+        body=body_bytes,
+        public_key=bytes(signing_key.verify_key),
+        signature=signature,
+    )
+    return envelope.SerializeToString(deterministic=True)
+

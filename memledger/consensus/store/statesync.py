@@ -1,0 +1,167 @@
+"""The snapshot half of ABCI: serve snapshots, and restore one trusting only the app hash.
+
+Restore rules (docs/SNAPSHOTS.md):
+- OfferSnapshot: only into an empty store; the format must be ours, the metadata must be
+  canonical and match what is advertised, and its app hash must be the trusted one that
+  CometBFT's light client hands in.
+- ApplySnapshotChunk (CometBFT applies chunks in order): a chunk whose SHA-256 is not the
+  one in the metadata is refetched from another peer (RETRY, its sender rejected); a chunk
+  that matches its hash but does not decode, or breaks key order, condemns the snapshot.
+- After the last chunk, the restored records must hash to the trusted app hash, or the
+  snapshot is rejected (REJECT_SNAPSHOT, its senders reported) and nothing of it remains.
+- Then the SQL projection is rebuilt from the restored canonical state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from memledger.consensus.store import records
+from memledger.consensus.store.snapshots import (
+    FORMAT,
+    SnapshotError,
+    SnapshotInfo,
+    SnapshotStore,
+    decode_chunk,
+)
+from memledger.consensus.store.state import AppHashMismatch, CanonicalStore
+from memledger.consensus.versions import INITIAL_APP_VERSION
+from memledger.consensus.wire._pb import abci_pb2 as pb
+from memledger.projection.writer import Projection
+
+log = logging.getLogger("memledger.statesync")
+
+Offer = pb.ResponseOfferSnapshot
+Apply = pb.ResponseApplySnapshotChunk
+
+
+@dataclass
+class _Restore:
+    info: SnapshotInfo
+    trusted_app_hash: bytes
+    next_chunk: int = 0
+    last_key: bytes = b""
+    records: int = 0
+    senders: list[str] = field(default_factory=list)
+
+
+class StateSync:
+    """ABCI snapshot methods for one store; `snapshots` is None on a node that serves none."""
+
+    def __init__(self, store: CanonicalStore, projection: Projection,
+                 snapshots: SnapshotStore | None,
+                 on_restored: Callable[[], None] = lambda: None) -> None:
+        self.store = store
+        self.projection = projection
+        self.snapshots = snapshots
+        self.on_restored = on_restored
+        self._restore: _Restore | None = None
+
+    # ----------------------------------------------------------------- serving
+    def list_snapshots(self) -> pb.ResponseListSnapshots:
+        if self.snapshots is None:
+            return pb.ResponseListSnapshots()
+        return pb.ResponseListSnapshots(snapshots=[
+            pb.Snapshot(height=s.height, format=s.format, chunks=s.chunks, hash=s.hash,
+                        metadata=s.metadata())
+            for s in self.snapshots.list()])
+
+    def load_snapshot_chunk(self, req: pb.RequestLoadSnapshotChunk) -> bytes:
+        if self.snapshots is None:
+            return b""
+        return self.snapshots.load_chunk(int(req.height), int(req.format), int(req.chunk))
+
+    # ----------------------------------------------------------------- restoring
+    def offer_snapshot(self, req: pb.RequestOfferSnapshot) -> pb.ResponseOfferSnapshot:
+        self._abandon()
+        if self.store.last_height != 0:
+            log.warning("snapshot offered to a node that already has state: abort")
+            return Offer(result=Offer.ABORT)
+        snap = req.snapshot
+        try:
+            info = SnapshotInfo.parse(int(snap.height), int(snap.format), int(snap.chunks),
+                                      bytes(snap.metadata))
+        except SnapshotError as exc:
+            log.warning("snapshot at height %d refused: %s", snap.height, exc)
+            fmt_bad = int(snap.format) != FORMAT
+            return Offer(result=Offer.REJECT_FORMAT if fmt_bad else Offer.REJECT)
+        if info.hash != bytes(snap.hash) or info.app_hash != bytes(req.app_hash):
+            log.warning("snapshot at height %d refused: its hash or app hash is not the "
+                        "trusted one", snap.height)
+            return Offer(result=Offer.REJECT)
+        self.store.restore_begin()
+        self._restore = _Restore(info, bytes(req.app_hash))
+        log.info("restoring snapshot at height %d: %d chunks, %d records", info.height,
+                 info.chunks, info.records)
+        return Offer(result=Offer.ACCEPT)
+
+    def apply_snapshot_chunk(self, req: pb.RequestApplySnapshotChunk
+                             ) -> pb.ResponseApplySnapshotChunk:
+        restore = self._restore
+        if restore is None:
+            return Apply(result=Apply.ABORT)
+        index, chunk, sender = int(req.index), bytes(req.chunk), str(req.sender)
+        if index < restore.next_chunk:
+            return Apply(result=Apply.ACCEPT)  # already applied (a retried delivery)
+        if index != restore.next_chunk or index >= restore.info.chunks:
+            return Apply(result=Apply.RETRY_SNAPSHOT)
+        if hashlib.sha256(chunk).digest() != restore.info.chunk_hashes[index]:
+            log.warning("chunk %d from %r does not match its hash: refetching", index, sender)
+            return Apply(result=Apply.RETRY, refetch_chunks=[index],
+                         reject_senders=[sender] if sender else [])
+        if sender and sender not in restore.senders:
+            restore.senders.append(sender)
+        try:
+            items = decode_chunk(chunk)
+            for key, _ in items:
+                if key <= restore.last_key:
+                    raise SnapshotError("keys are not strictly ascending")
+                restore.last_key = key
+        except SnapshotError as exc:
+            return self._reject(f"chunk {index} is malformed: {exc}")
+        self.store.restore_chunk(items)
+        restore.records += len(items)
+        restore.next_chunk += 1
+        if restore.next_chunk < restore.info.chunks:
+            return Apply(result=Apply.ACCEPT)
+        return self._finish(restore)
+
+    def _finish(self, restore: _Restore) -> pb.ResponseApplySnapshotChunk:
+        if restore.records != restore.info.records:
+            return self._reject(f"snapshot holds {restore.records} records, metadata says "
+                                f"{restore.info.records}")
+        version = _app_version(self.store)
+        try:
+            self.store.restore_finish(restore.info.height, restore.trusted_app_hash, version)
+        except AppHashMismatch as exc:
+            return self._reject(str(exc))
+        self._restore = None
+        count = self.projection.rebuild(self.store.iter_prefix(b""), restore.info.height,
+                                        restore.trusted_app_hash)
+        self.on_restored()
+        log.info("restored height %d (app version %d): %d records, projection rebuilt (%d)",
+                 restore.info.height, version, restore.records, count)
+        return Apply(result=Apply.ACCEPT)
+
+    def _reject(self, reason: str) -> pb.ResponseApplySnapshotChunk:
+        restore = self._restore
+        senders = [] if restore is None else list(restore.senders)
+        log.warning("snapshot rejected: %s (senders %s)", reason, senders)
+        self._abandon()
+        return Apply(result=Apply.REJECT_SNAPSHOT, reject_senders=senders)
+
+    def _abandon(self) -> None:
+        """Drop a restore in progress: nothing of it remains in the store."""
+        if self._restore is not None:
+            self._restore = None
+            self.store.restore_abort()
+
+
+def _app_version(store: CanonicalStore) -> int:
+    """The restored chain's app version, from its own (hashed) state."""
+    raw = store.get(records.APP_VERSION)
+    return INITIAL_APP_VERSION if raw is None else int(json.loads(raw)["version"])

@@ -1,0 +1,100 @@
+"""The REST app factory: wiring only (settings -> engine, RPC, metrics, routes, errors)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.openapi.utils import get_openapi
+
+from memledger.node.api import problems, routes_memories, routes_state, routes_status, routes_txs
+from memledger.node.api.db import readonly_engine
+from memledger.node.api.deps import ApiState
+from memledger.node.api.limits import RateLimitMiddleware, TimeoutMiddleware
+from memledger.node.api.metrics import ApiMetrics
+from memledger.node.api.middleware import BodyLimitMiddleware, RequestMetricsMiddleware
+from memledger.node.api.schemas import ProblemModel, TxRequest
+from memledger.node.api.settings import ApiSettings
+from memledger.node.home import NodeHome
+from memledger.node.rpc import RpcClient
+
+DESCRIPTION = """Consensus-replicated memory ledger for AI agents.
+
+Writes are signed transactions built by the client (agent keys never leave it); reads
+come from the node's SQL projection of committed state. Every error is an RFC 7807
+`application/problem+json` document; transaction rejections carry the ledger's numeric
+result `code` and its stable `name`.
+"""
+
+
+def _version() -> str:
+    try:
+        return version("memledger")
+    except PackageNotFoundError:
+        return "0.0.0"
+
+
+def _settings(source: ApiSettings | NodeHome | str | os.PathLike[str]) -> ApiSettings:
+    if isinstance(source, ApiSettings):
+        return source
+    return ApiSettings.from_home(source)
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """The generated schema plus the shared component schemas routes refer to by $ref."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    schema = get_openapi(title=app.title, version=app.version, description=app.description,
+                         routes=app.routes)
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    for model in (ProblemModel, TxRequest):
+        doc = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        components.setdefault(str(doc.get("title", model.__name__)), doc)
+    # The two submit forms have disjoint keys and forbid extras: exactly one matches.
+    body = schema["paths"]["/v1/memories"]["post"]["requestBody"]["content"]
+    form = body["application/json"]["schema"]
+    form["oneOf"] = form.pop("anyOf")
+    form["title"] = "MemorySubmitRequest"
+    app.openapi_schema = schema
+    return schema
+
+
+def create_app(source: ApiSettings | NodeHome | str | os.PathLike[str]) -> FastAPI:
+    """Build the REST app for a node home (path or NodeHome) or explicit ApiSettings."""
+    settings = _settings(source)
+    engine = readonly_engine(settings.db_url)
+    state = ApiState(
+        settings=settings,
+        engine=engine,
+        rpc=RpcClient(settings.rpc_url, timeout=settings.rpc_timeout_s),
+        probe=RpcClient(settings.rpc_url, timeout=2.0),
+        metrics=ApiMetrics(engine),
+    )
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        state.close()
+
+    app = FastAPI(title="memledger", version=_version(), description=DESCRIPTION,
+                  lifespan=lifespan)
+    app.state.memledger = state
+    problems.install(app)
+    for module in (routes_txs, routes_memories, routes_state, routes_status):
+        app.include_router(module.router)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
+                           allow_methods=["GET", "POST"], allow_headers=["content-type"])
+    app.add_middleware(TimeoutMiddleware, seconds=max(settings.request_timeout_s,
+                                                      settings.commit_timeout_s + 10))
+    app.add_middleware(RateLimitMiddleware, rate=settings.rate_limit_per_s,
+                       burst=settings.rate_limit_burst)
+    app.add_middleware(RequestMetricsMiddleware, observe=state.metrics.observe_request)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app

@@ -1,0 +1,164 @@
+"""Submit signed transactions to cometbft and report exactly what is known about them.
+
+Three honest answers: rejected (a result code, from CheckTx or from the block),
+accepted/committed, or unknown. A timeout or a dropped connection after the bytes went
+out is *unknown* — the tx may still commit — and is never reported as failure or success;
+the client polls GET /v1/txs/{hash}. Waiting for a block is done by polling the tx
+index with async sleeps, so slow commits hold no worker thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import httpx
+
+from memledger.consensus.codes import Code
+from memledger.node.api.deps import ApiState
+from memledger.node.api.problems import Problem, code_name, tx_rejected
+from memledger.node.api.schemas import WaitMode
+from memledger.node.rpc import RpcError
+
+ACCEPTED = 202
+COMMITTED = 200
+
+
+def tx_hash_hex(tx: bytes) -> str:
+    return hashlib.sha256(tx).hexdigest()
+
+
+def _events(result: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"type": str(ev.get("type", "")),
+         "attributes": {str(a.get("key", "")): str(a.get("value") or "")
+                        for a in ev.get("attributes") or []}}
+        for ev in result.get("events") or []
+    ]
+
+
+def outcome_from_tx(found: dict[str, Any]) -> dict[str, Any]:
+    """A /tx RPC answer as a TxOutcome body (code 0 -> committed, else rejected)."""
+    result = found.get("tx_result") or {}
+    code = int(result.get("code") or 0)
+    return {
+        "status": "committed" if code == 0 else "rejected",
+        "hash": str(found.get("hash", "")).lower(),
+        "code": code,
+        "name": "ok" if code == 0 else code_name(code),
+        "log": str(result.get("log") or ""),
+        "height": int(found.get("height") or 0),
+        "events": _events(result),
+    }
+
+
+def _unknown(tx_hash: str, why: str) -> dict[str, Any]:
+    return {"status": "unknown", "hash": tx_hash,
+            "log": f"{why}; poll GET /v1/txs/{tx_hash} — it may still commit"}
+
+
+async def _blocking(func: Any, *args: Any) -> Any:
+    return await anyio.to_thread.run_sync(partial(func, *args))
+
+
+def _rpc_problem(exc: RpcError, tx_hash: str) -> Problem | None:
+    """Map cometbft's mempool refusals; None for 'already in cache' (not an error)."""
+    text = f"{exc.message} {exc.data}".lower()
+    if "already exists in cache" in text:
+        return None
+    if "mempool is full" in text:
+        problem = Problem(503, "mempool_full", "cometbft's mempool is full; retry later",
+                          hash=tx_hash)
+        problem.headers["Retry-After"] = "1"
+        return problem
+    if "too large" in text:
+        return tx_rejected(int(Code.TX_TOO_LARGE), exc.data or exc.message, tx_hash)
+    return Problem(502, "cometbft_error", f"cometbft refused the tx: {exc.data or exc.message}",
+                   hash=tx_hash)
+
+
+async def submit(state: ApiState, tx: bytes, wait: WaitMode,
+                 timeout_s: float | None = None) -> tuple[int, dict[str, Any]]:
+    """Broadcast `tx`; returns (HTTP status, TxOutcome body) or raises a Problem."""
+    tx_hash = tx_hash_hex(tx)
+    metrics = state.metrics
+    if not tx:
+        raise Problem(400, "empty_tx", "the transaction is empty")
+    try:
+        if wait is WaitMode.none:
+            await _blocking(state.rpc.broadcast_tx_async, tx)
+            metrics.count_tx(wait.value, "", "submitted")
+            return ACCEPTED, {"status": "submitted", "hash": tx_hash}
+        checked = await _blocking(state.rpc.broadcast_tx_sync, tx)
+    except (httpx.ConnectError, httpx.ConnectTimeout):
+        metrics.count_tx(wait.value, "", "rpc_unavailable")
+        raise Problem(503, "cometbft_unavailable", "cometbft RPC is not reachable; the tx "
+                      "was not submitted", hash=tx_hash) from None
+    except httpx.HTTPError as exc:
+        metrics.count_tx(wait.value, "", "unknown")
+        return ACCEPTED, _unknown(tx_hash, f"connection to cometbft failed mid-request "
+                                  f"({type(exc).__name__})")
+    except RpcError as exc:
+        problem = _rpc_problem(exc, tx_hash)
+        if problem is not None:
+            metrics.count_tx(wait.value, problem.extra.get("code", ""), problem.name)
+            raise problem from None
+        checked = None  # already in the mempool cache: same bytes were broadcast before
+        if wait is WaitMode.none:
+            metrics.count_tx(wait.value, "", "submitted")
+            return ACCEPTED, {"status": "submitted", "hash": tx_hash,
+                              "log": "already in the mempool cache"}
+    if checked is not None and checked.code != 0:
+        metrics.count_tx(wait.value, checked.code, code_name(checked.code))
+        raise tx_rejected(checked.code, checked.log, tx_hash)
+    if wait is WaitMode.sync:
+        metrics.count_tx(wait.value, 0, "ok")
+        log = "passed CheckTx" if checked is not None else "already in the mempool cache"
+        return ACCEPTED, {"status": "accepted", "hash": tx_hash, "code": 0, "name": "ok",
+                          "log": log}
+    found = await wait_for_block(state, tx_hash, timeout_s or state.settings.commit_timeout_s)
+    if found is None:
+        metrics.count_tx(wait.value, "", "unknown")
+        return ACCEPTED, _unknown(tx_hash, "not in a block before the timeout")
+    body = outcome_from_tx(found)
+    metrics.count_tx(wait.value, body["code"], body["name"])
+    if body["code"] != 0:
+        raise tx_rejected(body["code"], body["log"], tx_hash, body["height"],
+                          stage="finalize_block")
+    return COMMITTED, body
+
+
+async def wait_for_block(state: ApiState, tx_hash: str, timeout_s: float) -> dict[str, Any] | None:
+    """Poll the tx index until the tx shows up in a block, or give up (None)."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.05
+    while True:
+        try:
+            found: dict[str, Any] = await _blocking(state.rpc.tx, tx_hash)
+            return found
+        except (RpcError, httpx.HTTPError):
+            pass  # not indexed yet (or cometbft briefly unreachable): keep polling
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        await anyio.sleep(min(delay, remaining))
+        delay = min(delay * 1.5, 0.5)
+
+
+async def lookup(state: ApiState, tx_hash: str) -> dict[str, Any]:
+    """GET /v1/txs/{hash}: the block outcome of a tx, or a 404 if no block has it (yet)."""
+    try:
+        found: dict[str, Any] = await _blocking(state.rpc.tx, tx_hash)
+    except RpcError as exc:
+        if "not found" in f"{exc.message} {exc.data}".lower():
+            raise Problem(404, "tx_not_found", f"no committed block contains tx {tx_hash} "
+                          "(it may still be pending in the mempool)") from None
+        raise Problem(502, "cometbft_error", f"cometbft RPC error: {exc.data or exc.message}"
+                      ) from None
+    except httpx.HTTPError:
+        raise Problem(503, "cometbft_unavailable", "cometbft RPC is not reachable") from None
+    return outcome_from_tx(found)

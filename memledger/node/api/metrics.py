@@ -1,0 +1,85 @@
+"""Prometheus metrics of one REST process (its own registry, so apps never collide).
+
+Ledger gauges (height, proposed backlog) are computed at scrape time from the
+projection, so they are right even right after a restart and cost nothing between
+scrapes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import sqlalchemy as sa
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from sqlalchemy.engine import Engine
+
+from memledger.node.api.db import projection_height
+from memledger.projection.writer import memories
+
+log = logging.getLogger("memledger.api")
+
+
+class _LedgerCollector(Collector):
+    """Block height and the voting backlog, read from the projection per scrape."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        height = GaugeMetricFamily("memledger_block_height",
+                                   "Last block height flushed into the SQL projection")
+        backlog = GaugeMetricFamily("memledger_proposed_backlog",
+                                    "Memories in status proposed (awaiting a quorum)")
+        oldest = GaugeMetricFamily("memledger_oldest_proposed_age_blocks",
+                                   "Age in blocks of the oldest proposed memory (0 if none)")
+        up = GaugeMetricFamily("memledger_projection_up",
+                               "1 when the projection could be read at scrape time")
+        try:
+            with self.engine.connect() as conn:
+                h = projection_height(conn)
+                count, first = conn.execute(
+                    sa.select(sa.func.count(), sa.func.min(memories.c.submitted_height))
+                    .where(memories.c.status == "proposed")
+                ).one()
+        except sa.exc.SQLAlchemyError as exc:
+            log.warning("metrics: projection unreadable: %s", exc)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        height.add_metric([], h)
+        backlog.add_metric([], int(count or 0))
+        oldest.add_metric([], max(0, h - int(first)) if first is not None else 0)
+        yield from (up, height, backlog, oldest)
+
+
+class ApiMetrics:
+    """All metrics of one app instance."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.tx_submissions = Counter(
+            "memledger_tx_submissions_total",
+            "Transactions submitted through the REST API, by wait mode and result code",
+            ["wait", "code", "name"], registry=self.registry)
+        self.requests = Counter(
+            "memledger_api_requests_total", "HTTP requests by method, route and status",
+            ["method", "route", "status"], registry=self.registry)
+        self.latency = Histogram(
+            "memledger_api_request_seconds", "HTTP request latency by method and route",
+            ["method", "route"], registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+        self.registry.register(_LedgerCollector(engine))
+
+    def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        self.requests.labels(method, route, str(status)).inc()
+        self.latency.labels(method, route).observe(seconds)
+
+    def count_tx(self, wait: str, code: int | str, name: str) -> None:
+        self.tx_submissions.labels(wait, str(code), name).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

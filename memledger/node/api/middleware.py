@@ -1,0 +1,120 @@
+"""ASGI middleware: request body limit and per-route request metrics.
+
+The body limit is enforced before any route or JSON parser runs, on the declared
+Content-Length and on the bytes actually streamed, so a chunked upload cannot get past
+it either. Oversized bodies are drained (up to a hard cap) before the 413 answer so the
+client reliably reads the problem document instead of a reset connection.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from memledger.node.api.problems import Problem
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+DRAIN_CAP_FACTOR = 8
+
+
+async def _send_problem(problem: Problem, scope: Scope, send: Send) -> None:
+    response = problem.response(scope.get("path"))
+    response.headers["connection"] = "close"
+    await response(scope, _no_receive, send)  # type: ignore[arg-type]
+
+
+async def _no_receive() -> Message:
+    return {"type": "http.disconnect"}
+
+
+class BodyLimitMiddleware:
+    """Buffer request bodies up to `max_bytes`; answer 413 problem+json beyond that."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def _too_large(self, size: int | None) -> Problem:
+        shown = f"{size} bytes" if size is not None else "more"
+        return Problem(413, "body_too_large",
+                       f"request body is {shown}; the limit is {self.max_bytes} bytes",
+                       limit=self.max_bytes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared: int | None = None
+        for key, value in scope.get("headers", ()):
+            if key == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    await _send_problem(Problem(400, "bad_request",
+                                                "Content-Length is not a number"), scope, send)
+                    return
+        chunks: list[bytes] = []
+        total = 0
+        over = declared is not None and declared > self.max_bytes
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body = message.get("body", b"")
+            total += len(body)
+            if total > self.max_bytes:
+                over = True
+            if not over:
+                chunks.append(body)
+            if not message.get("more_body", False):
+                break
+            if total > self.max_bytes * DRAIN_CAP_FACTOR:
+                break
+        if over:
+            await _send_problem(self._too_large(max(total, declared or 0)), scope, send)
+            return
+        buffered = b"".join(chunks)
+        delivered = False
+
+        async def replay() -> Message:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": buffered, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+class RequestMetricsMiddleware:
+    """Count requests and time them per route template (not per raw path)."""
+
+    def __init__(self, app: ASGIApp, observe: Callable[[str, str, int, float], None]) -> None:
+        self.app = app
+        self.observe = observe
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = [500]
+
+        async def capture(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, capture)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            self.observe(scope.get("method", ""), template, status[0],
+                         time.perf_counter() - start)

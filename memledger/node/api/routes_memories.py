@@ -1,0 +1,150 @@
+"""Read side for memories: one, many (filters, full-text, cursors), and their satellites."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import sqlalchemy as sa
+from fastapi import APIRouter, Path, Query
+
+from memledger.node.api import queries
+from memledger.node.api.deps import State, read
+from memledger.node.api.problems import PROBLEM_RESPONSES, not_found
+from memledger.node.api.schemas import (
+    HEX_KEY,
+    MAX_QUERY_WORDS,
+    MAX_TAGS,
+    MEMORY_CURSOR,
+    NAME,
+    QUERY,
+    ChallengeList,
+    CorroborationList,
+    Document,
+    Memory,
+    MemoryPage,
+    MemoryStatus,
+    MemoryType,
+    Tag,
+    VoteList,
+)
+
+router = APIRouter(prefix="/v1", tags=["memories"], responses=PROBLEM_RESPONSES)
+
+# Ids may contain "/", so the id is a path segment run; the suffixed routes are declared
+# before the bare one so that ".../votes" is never swallowed as part of an id.
+MemoryId = Annotated[str, Path(pattern=NAME, description="memory id (may contain '/')")]
+
+
+def memory_links(pointer: str) -> dict[str, Any]:
+    """OpenAPI links from a response naming a memory id to that memory's reads."""
+    ops = {"Memory": "get_memory_v1_memories__memory_id__get",
+           "Votes": "memory_votes_v1_memories__memory_id__votes_get",
+           "Challenges": "memory_challenges_v1_memories__memory_id__challenges_get",
+           "Corroborations": "memory_corroborations_v1_memories__memory_id__corroborations_get"}
+    return {f"Get{name}": {"operationId": op, "parameters": {"memory_id": pointer}}
+            for name, op in ops.items()}
+
+
+_LIST_LINKS = {
+    **memory_links("$response.body#/items/0/id"),
+    "NextPage": {"operationId": "list_memories_v1_memories_get",
+                 "parameters": {"cursor": "$response.body#/next_cursor"}},
+}
+
+
+def _existing(conn: sa.Connection, memory_id: str) -> None:
+    if not queries.memory_exists(conn, memory_id):
+        raise not_found("memory", memory_id)
+
+
+@router.get("/memories", response_model=MemoryPage,
+            summary="List and full-text search memories (cursor pages)",
+            responses={200: {"description": "one page", "links": _LIST_LINKS}})
+async def list_memories(
+    state: State,
+    domain: Annotated[str | None, Query(pattern=NAME)] = None,
+    status: MemoryStatus | None = None,
+    type: Annotated[MemoryType | None, Query(description="memory type")] = None,  # noqa: A002
+    author: Annotated[str | None, Query(pattern=HEX_KEY, description="author key, hex")] = None,
+    tag: Annotated[list[Tag] | None, Query(max_length=MAX_TAGS,
+                                           description="repeatable; all must match")] = None,
+    include_disputed: Annotated[bool, Query(description="include challenged memories")] = False,
+    q: Annotated[str | None, Query(
+        min_length=1, max_length=512, pattern=QUERY,
+        description=f"full-text query: all words must match (at most {MAX_QUERY_WORDS} words; "
+                    "spaces and control characters separate words; words without a letter "
+                    "or digit are ignored, and a query left with none matches nothing)")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(
+        pattern=MEMORY_CURSOR, description="a page's next_cursor: the next page starts after "
+                                           "that (height, id) key")] = None,
+) -> dict[str, Any]:
+    flt = queries.MemoryFilter(
+        domain=domain, status=None if status is None else status.value,
+        type=None if type is None else type.value, author=author, tags=tuple(tag or ()),
+        include_disputed=include_disputed, q=q)
+    items, next_cursor = await read(state, queries.list_memories, flt, limit, cursor)
+    return {"items": items, "next_cursor": next_cursor}
+
+
+def _votes(conn: sa.Connection, memory_id: str) -> dict[str, Any]:
+    _existing(conn, memory_id)
+    return {"memory_id": memory_id, "votes": queries.memory_votes(conn, memory_id)}
+
+
+@router.get("/memories/{memory_id:path}/votes", response_model=VoteList,
+            summary="Votes on a memory")
+async def memory_votes(memory_id: MemoryId, state: State) -> dict[str, Any]:
+    return await read(state, _votes, memory_id)
+
+
+def _challenges(conn: sa.Connection, memory_id: str) -> dict[str, Any]:
+    _existing(conn, memory_id)
+    doc = queries.get_document(conn, "challenge", memory_id) or {}
+    rounds = doc.get("rounds", [doc] if doc else [])
+    return {"memory_id": memory_id, "challenges": list(rounds)}
+
+
+@router.get("/memories/{memory_id:path}/challenges", response_model=ChallengeList,
+            summary="Dispute rounds of a memory")
+async def memory_challenges(memory_id: MemoryId, state: State) -> dict[str, Any]:
+    return await read(state, _challenges, memory_id)
+
+
+def _corroborations(conn: sa.Connection, memory_id: str) -> dict[str, Any]:
+    _existing(conn, memory_id)
+    return {"memory_id": memory_id,
+            "corroborations": queries.memory_corroborations(conn, memory_id)}
+
+
+@router.get("/memories/{memory_id:path}/corroborations", response_model=CorroborationList,
+            summary="Corroborations of a memory")
+async def memory_corroborations(memory_id: MemoryId, state: State) -> dict[str, Any]:
+    return await read(state, _corroborations, memory_id)
+
+
+_MEMORY_LINKS = {
+    "GetCocommit": {"operationId": "get_cocommit_v1_cocommits__cocommit_id__get",
+                    "parameters": {"cocommit_id": "$response.body#/cocommit"}},
+    "GetAuthorAccount": {"operationId": "get_account_v1_accounts__public_key__get",
+                         "parameters": {"public_key": "$response.body#/author"}},
+}
+
+
+@router.get("/memories/{memory_id:path}", response_model=Memory, summary="One memory by id",
+            responses={200: {"description": "the memory", "links": _MEMORY_LINKS}})
+async def get_memory(memory_id: MemoryId, state: State) -> dict[str, Any]:
+    found = await read(state, queries.get_memory, memory_id)
+    if found is None:
+        raise not_found("memory", memory_id)
+    return found
+
+
+@router.get("/cocommits/{cocommit_id}", response_model=Document, tags=["co-commits"],
+            summary="A co-commit record by shared id")
+async def get_cocommit(cocommit_id: Annotated[str, Path(pattern=NAME)],
+                       state: State) -> dict[str, Any]:
+    found = await read(state, queries.get_document, "cocommit", cocommit_id)
+    if found is None:
+        raise not_found("co-commit", cocommit_id)
+    return {"id": cocommit_id, "record": found}

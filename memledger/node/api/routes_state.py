@@ -1,0 +1,114 @@
+"""Read side for ledger state other than memories: accounts, validators, proposals."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Annotated, Any
+
+import anyio.to_thread
+import httpx
+import sqlalchemy as sa
+from fastapi import APIRouter, Path, Query
+
+from memledger.node.api import queries
+from memledger.node.api.db import projection_height
+from memledger.node.api.deps import ApiState, State, read
+from memledger.node.api.problems import PROBLEM_RESPONSES, not_found
+from memledger.node.api.schemas import (
+    DOCUMENT_CURSOR,
+    HEX_KEY,
+    NAME,
+    Account,
+    Document,
+    DocumentPage,
+    ValidatorSet,
+)
+from memledger.node.cometbft import validator_address
+from memledger.node.rpc import RpcError
+from memledger.projection.writer import accounts, validators
+
+log = logging.getLogger("memledger.api")
+
+router = APIRouter(prefix="/v1", responses=PROBLEM_RESPONSES)
+
+
+def _account_from_app(state: ApiState, key: str) -> dict[str, Any] | None:
+    try:
+        answer = state.probe.abci_query("/account", key.encode())
+        if answer.code == 0:
+            nonce = int(json.loads(answer.value)["nonce"])
+            return {"public_key": key, "last_nonce": nonce, "next_nonce": nonce + 1,
+                    "height": answer.height, "source": "app"}
+    except (httpx.HTTPError, RpcError, ValueError, KeyError) as exc:
+        log.info("account %s: app query failed (%s); using the projection", key, exc)
+    return None
+
+
+def _account_from_projection(conn: sa.Connection, key: str) -> dict[str, Any]:
+    # As text: SQLAlchemy reads SQLite NUMERIC through a float, which rounds ns nonces.
+    last = conn.execute(sa.select(sa.cast(accounts.c.nonce, sa.Text))
+                        .where(accounts.c.public_key == key)).scalar_one_or_none()
+    last_nonce = int(last or 0)
+    return {"public_key": key, "last_nonce": last_nonce, "next_nonce": last_nonce + 1,
+            "height": projection_height(conn), "source": "projection"}
+
+
+@router.get("/accounts/{public_key}", response_model=Account, tags=["accounts"],
+            summary="Last committed nonce of a signer and the next usable one")
+async def get_account(public_key: Annotated[str, Path(pattern=HEX_KEY)],
+                      state: State) -> dict[str, Any]:
+    """Any nonce above `last_nonce` is valid (gaps are allowed); `next_nonce` is the
+    smallest. Committed state only: pending mempool txs are not counted.
+
+    Asked of the app's committed store first (exact); the projection is the fallback
+    when cometbft is unreachable — its SQLite NUMERIC column is written through a float
+    by SQLAlchemy, so nanosecond-sized nonces there can be off by a few hundred.
+    """
+    key = public_key.lower()
+    found = await anyio.to_thread.run_sync(_account_from_app, state, key)
+    if found is not None:
+        return found
+    return await read(state, _account_from_projection, key)
+
+
+def _validators(conn: sa.Connection) -> dict[str, Any]:
+    rows = conn.execute(sa.select(validators.c.public_key, validators.c.power)
+                        .order_by(validators.c.power.desc(), validators.c.public_key)).all()
+    members = [{"public_key": r.public_key, "power": int(r.power),
+                "address": validator_address(bytes.fromhex(r.public_key))} for r in rows]
+    return {"height": projection_height(conn),
+            "total_power": sum(m["power"] for m in members), "validators": members}
+
+
+@router.get("/validators", response_model=ValidatorSet, tags=["validators"],
+            summary="The current validator set (voting power = weight)")
+async def get_validators(state: State) -> dict[str, Any]:
+    return await read(state, _validators)
+
+
+@router.get("/proposals", response_model=DocumentPage, tags=["governance"],
+            summary="Governance proposals (cursor pages, by id)",
+            responses={200: {"description": "one page", "links": {
+                "GetProposal": {"operationId": "get_proposal_v1_proposals__proposal_id__get",
+                                "parameters": {"proposal_id": "$response.body#/items/0/id"}},
+                "NextPage": {"operationId": "list_proposals_v1_proposals_get",
+                             "parameters": {"cursor": "$response.body#/next_cursor"}}}}})
+async def list_proposals(state: State, limit: Annotated[int, Query(ge=1, le=500)] = 50,
+                         cursor: Annotated[str | None, Query(
+                             pattern=DOCUMENT_CURSOR,
+                             description="a page's next_cursor: the next page starts after "
+                                         "that id")] = None
+                         ) -> dict[str, Any]:
+    items, next_cursor = await read(state, queries.list_documents, "proposal", limit, cursor)
+    return {"items": items, "next_cursor": next_cursor}
+
+
+@router.get("/proposals/{proposal_id}", response_model=Document, tags=["governance"],
+            summary="One governance proposal")
+async def get_proposal(proposal_id: Annotated[str, Path(pattern=NAME)],
+                       state: State) -> dict[str, Any]:
+    found = await read(state, queries.get_document, "proposal", proposal_id)
+    if found is None:
+        raise not_found("proposal", proposal_id)
+    return {"id": proposal_id, "record": found}

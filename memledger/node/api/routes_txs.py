@@ -1,0 +1,164 @@
+"""Write side: signed transactions in (raw or JSON), outcomes out.
+
+The server never signs anything: every body arrives signed by the client, so agent keys
+stay on the client. POST /v1/memories additionally accepts a JSON form whose signature
+covers the canonical body the server rebuilds from the fields.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import JSONResponse
+from google.protobuf.message import DecodeError
+
+from memledger.consensus.wire._pb import tx_pb2
+from memledger.node.api import broadcast
+from memledger.node.api.deps import State
+from memledger.node.api.problems import PROBLEM_RESPONSES, Problem, problem_responses
+from memledger.node.api.routes_memories import memory_links
+from memledger.node.api.schemas import (
+    BASE64,
+    MemorySubmitForm,
+    MemorySubmitRequest,
+    MemorySubmitTx,
+    TxOutcome,
+    WaitMode,
+)
+
+router = APIRouter(prefix="/v1", tags=["transactions"])
+
+WaitQuery = Annotated[WaitMode, Query(description="none: fire and forget; sync: CheckTx "
+                                      "result; commit: wait for the block")]
+TimeoutQuery = Annotated[float | None, Query(gt=0, le=120, description="commit wait, seconds")]
+HashPath = Annotated[str, Path(pattern=r"^[0-9a-fA-F]{64}$", description="SHA-256 tx hash")]
+
+_TX_BODY = {
+    "required": True,
+    "content": {
+        "application/json": {"schema": {"$ref": "#/components/schemas/TxRequest"}},
+        "application/octet-stream": {"schema": {"type": "string", "format": "binary",
+                                                "minLength": 1}},
+    },
+}
+# Stateful links: what a submission's outcome lets a client (or a conformance run) ask next.
+_TX_LINK = {"GetTxByHash": {"operationId": "get_tx_v1_txs__tx_hash__get",
+                            "parameters": {"tx_hash": "$response.body#/hash"}}}
+_MEMORY_LINKS = {**_TX_LINK, **memory_links("$response.body#/memory_id")}
+
+
+def _outcomes(links: dict[str, Any]) -> dict[int | str, dict[str, Any]]:
+    return {
+        200: {"model": TxOutcome, "description": "committed in a block (wait=commit)",
+              "links": links},
+        202: {"model": TxOutcome, "description": "submitted/accepted, or outcome unknown",
+              "links": links},
+        **problem_responses(400, 404, 409, 413, 415, 422, 429, 502, 503, 504),
+    }
+
+
+def decode_b64(value: str, what: str = "tx") -> bytes:
+    """Exactly the document's `BASE64` pattern; the pattern check makes decoding total."""
+    if re.fullmatch(BASE64, value) is None:
+        raise Problem(400, "invalid_base64", f"{what} is not padded standard base64")
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):  # pragma: no cover - the pattern rules it out
+        raise Problem(400, "invalid_base64", f"{what} is not valid base64") from None
+
+
+async def _read_tx(request: Request) -> bytes:
+    """The tx bytes from a JSON `{"tx": base64}` body or a raw octet-stream body."""
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    body = await request.body()
+    if media in ("application/octet-stream", "application/x-protobuf"):
+        return body
+    if media != "application/json" and not media.endswith("+json"):
+        raise Problem(415, "unsupported_media_type", "send application/json {\"tx\": base64} "
+                      "or application/octet-stream raw tx bytes")
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise Problem(400, "malformed_json", f"request body is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict) or set(doc) != {"tx"} or not isinstance(doc["tx"], str):
+        raise Problem(422, "invalid_request", "JSON body must be exactly {\"tx\": \"<base64>\"}")
+    return decode_b64(doc["tx"])
+
+
+def _respond(status: int, body: dict[str, Any]) -> JSONResponse:
+    headers = {"Location": f"/v1/txs/{body['hash']}"} if status == 202 else None
+    return JSONResponse(TxOutcome(**body).model_dump(mode="json"), status_code=status,
+                        headers=headers)
+
+
+@router.post("/txs", summary="Broadcast a signed transaction", responses=_outcomes(_TX_LINK),
+             response_model=TxOutcome, openapi_extra={"requestBody": _TX_BODY})
+async def post_tx(request: Request, state: State, wait: WaitQuery = WaitMode.sync,
+                  timeout: TimeoutQuery = None) -> JSONResponse:
+    """Raw signed tx in; a non-zero result code becomes a 4xx problem with its `code`."""
+    tx = await _read_tx(request)
+    status, body = await broadcast.submit(state, tx, wait, timeout)
+    return _respond(status, body)
+
+
+@router.get("/txs/{tx_hash}", summary="Outcome of a transaction by hash",
+            response_model=TxOutcome, responses=PROBLEM_RESPONSES)
+async def get_tx(tx_hash: HashPath, state: State) -> TxOutcome:
+    return TxOutcome(**await broadcast.lookup(state, tx_hash.lower()))
+
+
+def _tx_from_form(req: MemorySubmitForm, chain_id: str) -> bytes:
+    """Rebuild the canonical memory_submit Tx from the JSON form and its signature."""
+    for text in (req.content, req.memory_id, req.domain, req.chain_id or "", *req.tags):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise Problem(422, "invalid_text",
+                          "text fields must be valid Unicode (no lone surrogates)") from None
+    content = req.content
+    msg = tx_pb2.MemorySubmit(
+        memory_id=req.memory_id, domain=req.domain, memory_type=req.type.value,
+        content=content, content_hash=hashlib.sha256(content.encode()).digest(),
+        confidence_ppm=req.confidence_ppm, tags=sorted(req.tags))
+    body = tx_pb2.TxBody(chain_id=req.chain_id or chain_id, nonce=req.nonce, memory_submit=msg)
+    envelope = tx_pb2.Tx(body=body.SerializeToString(deterministic=True),
+                         public_key=bytes.fromhex(req.public_key),
+                         signature=bytes.fromhex(req.signature))
+    return envelope.SerializeToString(deterministic=True)
+
+
+def _submitted_memory_id(tx: bytes) -> str | None:
+    """The memory id of a memory_submit tx; 422 for any other kind; None if undecodable
+    (CheckTx then answers with the precise decode code)."""
+    try:
+        body = tx_pb2.TxBody.FromString(tx_pb2.Tx.FromString(tx).body)
+    except (DecodeError, ValueError):
+        return None
+    kind = body.WhichOneof("msg")
+    if kind != "memory_submit":
+        raise Problem(422, "wrong_tx_kind",
+                      f"POST /v1/memories takes a memory_submit tx, not {kind or 'an empty one'}"
+                      "; use POST /v1/txs for other kinds")
+    return str(body.memory_submit.memory_id)
+
+
+@router.post("/memories", summary="Submit a memory (signed by the client)",
+             responses=_outcomes(_MEMORY_LINKS), response_model=TxOutcome, tags=["memories"])
+async def post_memory(req: MemorySubmitRequest, state: State, wait: WaitQuery = WaitMode.sync,
+                      timeout: TimeoutQuery = None) -> JSONResponse:
+    """Either `tx` (a signed memory_submit Tx) or the JSON field form, never both."""
+    if isinstance(req, MemorySubmitTx):
+        tx = decode_b64(req.tx)
+        memory_id = _submitted_memory_id(tx)
+    else:
+        tx = _tx_from_form(req, state.settings.chain_id)
+        memory_id = req.memory_id
+    status, body = await broadcast.submit(state, tx, wait, timeout)
+    body["memory_id"] = memory_id
+    return _respond(status, body)

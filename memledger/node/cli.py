@@ -1,0 +1,200 @@
+"""The `memledger` command."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from memledger.consensus.versions import LATEST_APP_VERSION, SUPPORTED_APP_VERSIONS
+from memledger.node.home import DEFAULT_HOME, NodeConfig, NodeHome
+
+home_option = click.option(
+    "--home", type=click.Path(path_type=Path), default=DEFAULT_HOME, show_default=True,
+    envvar="MEMLEDGER_HOME", help="Node home directory.",
+)
+
+
+def _fail(message: str) -> None:
+    click.echo(f"memledger: error: {message}", err=True)
+    sys.exit(1)
+
+
+def _emit(data: Any, as_json: bool, human: str) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True) if as_json else human)
+
+
+@click.group()
+def main() -> None:
+    """memledger: a consensus-replicated memory ledger for AI agents."""
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+@main.command()
+@home_option
+@click.option("--chain-id", default="memledger-local", show_default=True)
+@click.option("--moniker", default="node0", show_default=True)
+@click.option("--db-url", default="", help="Projection database URL (default: SQLite in home).")
+@click.option("--base-port", type=int, default=26656, show_default=True,
+              help="p2p port; RPC = base+1, ABCI = base+2, REST = base+24.")
+@click.option("--no-voter", is_flag=True, help="Do not run the auto-voter.")
+@click.option("--force", is_flag=True, help="Re-initialise an existing home's config.")
+@click.option("--app-version", type=click.Choice([str(v) for v in sorted(SUPPORTED_APP_VERSIONS)]),
+              default=str(LATEST_APP_VERSION), show_default=True,
+              help="Consensus rules the new chain starts with (older ones: to rehearse an "
+                   "upgrade).")
+@click.option("--join", "join_url", default="", metavar="RPC_URL",
+              help="Join the running net behind this CometBFT RPC URL instead of starting a "
+                   "chain: its genesis, it as a peer, no auto-voter.")
+@click.option("--state-sync/--no-state-sync", default=True, show_default=True,
+              help="With --join: restore a recent snapshot instead of replaying every block.")
+def init(home: Path, chain_id: str, moniker: str, db_url: str, base_port: int, no_voter: bool,
+         force: bool, app_version: str, join_url: str, state_sync: bool) -> None:
+    """Create a node home on embedded defaults: a one-validator chain, or (--join) a node of
+    a running net."""
+    from memledger.node import cometbft
+    from memledger.node.join import JoinError, join
+
+    node_home = NodeHome(home)
+    if node_home.exists() and not force:
+        _fail(f"{node_home.root} is already initialised (use --force to rewrite its config)")
+    config = NodeConfig(
+        chain_id=chain_id, moniker=moniker, db_url=db_url, voter=not no_voter,
+        p2p_laddr=f"tcp://127.0.0.1:{base_port}",
+        rpc_laddr=f"tcp://127.0.0.1:{base_port + 1}",
+        abci_address=f"tcp://127.0.0.1:{base_port + 2}",
+        api_port=base_port + 24,
+    )
+    try:
+        cometbft.init_home(node_home.cometbft, chain_id, moniker,
+                           app_state={"app_version": int(app_version)})
+        cometbft.configure(node_home.cometbft, proxy_app=config.abci_address,
+                           rpc_laddr=config.rpc_laddr, p2p_laddr=config.p2p_laddr)
+        if join_url:
+            config.chain_id = chain_id = join(node_home.cometbft, join_url,
+                                              state_sync=state_sync)
+            config.voter = False  # not a validator (yet): its votes would be refused
+    except (cometbft.CometBFTError, JoinError) as exc:
+        _fail(str(exc))
+    node_home.save(config)
+    node_home.state_dir.mkdir(parents=True, exist_ok=True)
+    click.echo(f"initialised {node_home.root} (chain {chain_id}); start it with "
+               f"`memledger start --home {node_home.root}`")
+
+
+@main.command()
+@home_option
+@click.option("--no-api", is_flag=True, help="Do not start the REST API.")
+@click.option("--no-voter", is_flag=True, help="Do not start the auto-voter.")
+@click.option("--app-arg", "app_args", multiple=True, hidden=True,
+              help="Extra argument for the app process (test fault hooks).")
+def start(home: Path, no_api: bool, no_voter: bool, app_args: tuple[str, ...]) -> None:
+    """Run the node (app, cometbft, REST API, voter) until Ctrl-C."""
+    from memledger.node.supervisor import Supervisor
+
+    node_home = NodeHome(home)
+    if not node_home.exists():
+        _fail(f"no memledger node at {node_home.root} (run `memledger init` first)")
+    supervisor = Supervisor(node_home, api=not no_api, voter=False if no_voter else None,
+                            app_args=list(app_args))
+    sys.exit(supervisor.run())
+
+
+@main.command(hidden=True)
+@home_option
+@click.option("--exit-before-commit-height", type=int, default=0, help="Test fault hook.")
+@click.option("--fail-flush-height", type=int, default=0, help="Test fault hook.")
+@click.option("--max-app-version", type=int, default=0,
+              help="Test hook: behave like an older binary supporting versions up to N.")
+@click.option("--kill-at", default="", help="Test hook: POINT:HEIGHT to SIGKILL the app.")
+@click.option("--verify-helper", type=click.Choice(["auto", "on", "off"]), default="auto",
+              show_default=True,
+              help="Check uncached block signatures on a helper process (auto: if >1 CPU).")
+@click.option("--corrupt-snapshot-chunks", is_flag=True,
+              help="Test hook: serve every state sync chunk with a flipped byte.")
+def app(home: Path, exit_before_commit_height: int, fail_flush_height: int,
+        max_app_version: int, kill_at: str, verify_helper: str,
+        corrupt_snapshot_chunks: bool) -> None:
+    """Serve the ABCI application (started by `memledger start`)."""
+    from memledger.consensus.app import FaultPlan
+    from memledger.consensus.main import serve
+    from memledger.consensus.versions import SUPPORTED_APP_VERSIONS
+
+    node_home = NodeHome(home)
+    config = node_home.load()
+    supported = SUPPORTED_APP_VERSIONS
+    if max_app_version:
+        supported = frozenset(v for v in supported if v <= max_app_version)
+    point, _, height = kill_at.partition(":")
+    faults = FaultPlan(exit_before_commit_height, fail_flush_height, point,
+                       int(height) if height else 0, corrupt_snapshot_chunks)
+    helper = verify_helper == "on" or (verify_helper == "auto" and (os.cpu_count() or 1) > 1)
+    serve(node_home.state_dir, node_home.db_url(config), config.abci_address, faults, supported,
+          verify_helper=helper, snapshots_dir=node_home.snapshots_dir,
+          snapshot_interval=config.snapshot_interval, snapshot_keep=config.snapshot_keep)
+
+
+@main.command(hidden=True)
+@home_option
+def voter(home: Path) -> None:
+    """Run the auto-voter (started by `memledger start`)."""
+    import signal
+
+    from memledger.node import cometbft
+    from memledger.node.rpc import laddr_to_url
+    from memledger.node.voter import Voter
+
+    node_home = NodeHome(home)
+    config = node_home.load()
+    stop: list[int] = []
+    signal.signal(signal.SIGTERM, lambda s, f: stop.append(s))
+    signal.signal(signal.SIGINT, lambda s, f: stop.append(s))
+    key = cometbft.validator_signing_key(node_home.cometbft)
+    Voter(key, config.chain_id, node_home.db_url(config), laddr_to_url(config.rpc_laddr),
+          node_home.root).run(config.voter_interval_s, stop)
+
+
+@main.group()
+def projection() -> None:
+    """Manage the SQL serving projection."""
+
+
+@projection.command("rebuild")
+@home_option
+@click.option("--db-url", default="", help="Target database (default: the node's).")
+@click.option("--json", "as_json", is_flag=True)
+def projection_rebuild(home: Path, db_url: str, as_json: bool) -> None:
+    """Recreate the projection from canonical state (stop the node first)."""
+    from memledger.consensus.store.state import CanonicalStore
+    from memledger.projection.writer import Projection
+
+    node_home = NodeHome(home)
+    config = node_home.load()
+    target = db_url or node_home.db_url(config)
+    store = CanonicalStore(str(node_home.state_dir), readonly=True)
+    proj = Projection(target)
+    try:
+        count = proj.rebuild(store.iter_prefix(b""), store.last_height, store.last_app_hash)
+        result = {"records": count, "height": store.last_height, "db_url": target}
+    finally:
+        proj.close()
+        store.close()
+    _emit(result, as_json, f"rebuilt projection from {count} records at height "
+          f"{result['height']}")
+
+
+from memledger.node import cli_client  # noqa: E402,F401,I001  (attaches the client commands to main)
+from memledger.node import cli_gov  # noqa: E402,F401  (attaches `memledger gov`)
+from memledger.node import cli_testnet  # noqa: E402,F401  (attaches `memledger testnet`, `bench`)
+
+if __name__ == "__main__":
+    # Run the instance the plugin modules attached their commands to, not __main__'s copy.
+    from memledger.node.cli import main as registered_main
+
+    registered_main()

@@ -1,0 +1,429 @@
+"""Client commands of `memledger` (keys, status, submit, get, search, vote, ...) and the
+hidden `api` command that serves the REST API for `memledger start`.
+
+Attached to the `main` group of `memledger.node.cli` on import. Every command talks to a node
+through the REST API with the SDK (`--api URL`, default: the node home's API address),
+prints human-readable text or `--json` for scripts, and turns any failure into one
+line on stderr with exit status 1.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from memledger.node.home import DEFAULT_HOME, NodeHome
+
+if TYPE_CHECKING:
+    from memledger.node.client import MemLedgerClient, TxReceipt
+    from memledger.node.keys import Agent
+
+F = TypeVar("F", bound=Callable[..., Any])
+logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is noise here
+DEFAULT_API = "http://127.0.0.1:26680"
+
+
+def _host_groups() -> list[click.Group]:
+    """`memledger.node.cli.main`, plus `__main__.main` when node.cli runs as `python -m
+    memledger.node.cli`
+    (that executes a second copy of the module; attaching to both is harmless)."""
+    from memledger.node.cli import main
+
+    groups = [main]
+    main_module = sys.modules.get("__main__")
+    spec = getattr(main_module, "__spec__", None)
+    if spec is not None and spec.name == "memledger.node.cli":
+        other = getattr(main_module, "main", None)
+        if isinstance(other, click.Group) and other is not main:
+            groups.append(other)
+    return groups
+
+
+# ----------------------------------------------------------------------------- plumbing
+def fail(message: str) -> None:
+    click.echo(f"memledger: error: {message}", err=True)
+    sys.exit(1)
+
+
+@contextmanager
+def errors_as_messages() -> Iterator[None]:
+    """SDK, key-file and input errors become one stderr line and exit status 1."""
+    from memledger.node.client import MemLedgerError
+    from memledger.node.keys import KeyFileError
+
+    try:
+        yield
+    except MemLedgerError as exc:
+        fail(str(exc))
+    except (KeyFileError, ValueError, OSError) as exc:
+        fail(str(exc))
+
+
+def emit(data: Any, as_json: bool, human: str) -> None:
+    if as_json:
+        click.echo(json.dumps(_plain(data), indent=2, sort_keys=True))
+    else:
+        click.echo(human)
+
+
+def _plain(data: Any) -> Any:
+    if is_dataclass(data) and not isinstance(data, type):
+        return asdict(data)
+    if isinstance(data, list):
+        return [_plain(d) for d in data]
+    return data
+
+
+def api_url(api: str | None, home: Path) -> str:
+    """--api, else the node home's configured REST address, else the default port."""
+    if api:
+        return api
+    node_home = NodeHome(home)
+    if node_home.exists():
+        config = node_home.load()
+        host = "127.0.0.1" if config.api_host in ("0.0.0.0", "") else config.api_host
+        return f"http://{host}:{config.api_port}"
+    return DEFAULT_API
+
+
+def common(func: F) -> F:
+    """--api, --home and --json, shared by every client command."""
+    func = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")(func)
+    func = click.option("--home", type=click.Path(path_type=Path), default=DEFAULT_HOME,
+                        envvar="MEMLEDGER_HOME", show_default=True,
+                        help="Node home (for the default --api and --validator).")(func)
+    func = click.option("--api", "api", envvar="MEMLEDGER_API", default=None,
+                        help="REST API base URL [default: from the node home]")(func)
+    return func
+
+
+def key_option(func: F) -> F:
+    return click.option("--key", "key", envvar="MEMLEDGER_KEY", default="default",
+                        show_default=True,
+                        help="Key file: a name under the keys dir, or a path.")(func)
+
+
+wait_option = click.option("--wait", type=click.Choice(["none", "sync", "commit"]),
+                           default="commit", show_default=True,
+                           help="Return after broadcast, CheckTx, or block inclusion.")
+
+
+def load_key(name: str) -> Agent:
+    from memledger.node.keys import load_agent
+
+    return load_agent(name)
+
+
+def client(api: str | None, home: Path, key: Any = None) -> MemLedgerClient:
+    from memledger.node.client import MemLedgerClient
+
+    return MemLedgerClient(api_url(api, home), key=key)
+
+
+def describe_receipt(receipt: TxReceipt, what: str) -> str:
+    if receipt.status == "committed":
+        return f"{what}: tx committed at height {receipt.height} (tx {receipt.hash})"
+    if receipt.status == "unknown":
+        return (f"{what}: outcome unknown (tx {receipt.hash}); check later with "
+                f"`memledger tx {receipt.hash}`")
+    return f"{what}: {receipt.status} (tx {receipt.hash})"
+
+
+def describe_memory(m: Any) -> str:
+    lines = [
+        f"id:         {m.id}",
+        f"status:     {m.status}",
+        f"domain:     {m.domain}",
+        f"type:       {m.type}",
+        f"author:     {m.author}",
+        f"confidence: {m.confidence:.6g}",
+        f"tags:       {', '.join(m.tags) or '-'}",
+        f"submitted:  height {m.submitted_height}",
+        f"decided:    {'-' if m.decided_height is None else 'height ' + str(m.decided_height)}",
+        "",
+        m.content or "",
+    ]
+    return "\n".join(lines)
+
+
+def _read_content(content: str) -> str:
+    return sys.stdin.read() if content == "-" else content
+
+
+# ----------------------------------------------------------------------------- keys
+@click.group("keys")
+def keys_group() -> None:
+    """Manage agent key files (~/.memledger/keys, or $MEMLEDGER_KEYS_DIR)."""
+
+
+@keys_group.command("new")
+@click.argument("name", default="default")
+@click.option("--force", is_flag=True, help="Overwrite an existing key file.")
+@click.option("--json", "as_json", is_flag=True)
+def keys_new(name: str, force: bool, as_json: bool) -> None:
+    """Generate a new Ed25519 agent key (file mode 0600)."""
+    from memledger.node.keys import Agent, key_path
+
+    with errors_as_messages():
+        agent = Agent.generate(Path(name).stem)
+        path = agent.save(key_path(name), overwrite=force)
+    emit({"name": agent.name, "public_key": agent.public_key_hex, "path": str(path)}, as_json,
+         f"created key {agent.name}: {agent.public_key_hex}\n  file: {path}")
+
+
+@keys_group.command("show")
+@click.argument("name", default="default")
+@click.option("--json", "as_json", is_flag=True)
+def keys_show(name: str, as_json: bool) -> None:
+    """Print a key's public key (never its seed)."""
+    from memledger.node.keys import key_path
+
+    with errors_as_messages():
+        agent = load_key(name)
+    emit({"name": agent.name, "public_key": agent.public_key_hex, "path": str(key_path(name))},
+         as_json, agent.public_key_hex)
+
+
+@keys_group.command("list")
+@click.option("--json", "as_json", is_flag=True)
+def keys_list(as_json: bool) -> None:
+    """List key files in the keys dir."""
+    from memledger.node.keys import Agent, KeyFileError, default_key_dir
+
+    found = []
+    for path in sorted(default_key_dir().glob("*.json")):
+        try:
+            found.append({"name": path.stem, "public_key": Agent.load(path).public_key_hex,
+                          "path": str(path)})
+        except KeyFileError as exc:
+            found.append({"name": path.stem, "error": str(exc), "path": str(path)})
+    emit(found, as_json, "\n".join(f"{k['name']:<20} {k.get('public_key', k.get('error'))}"
+                                   for k in found) or "no keys")
+
+
+# ----------------------------------------------------------------------------- reads
+@click.command("status")
+@common
+def status_cmd(api: str | None, home: Path, as_json: bool) -> None:
+    """Chain id, height, app hash and version of the node."""
+    with errors_as_messages(), client(api, home) as ml:
+        st = ml.status()
+    emit(st, as_json, f"chain {st.chain_id}  height {st.height}  app v{st.app_version}  "
+         f"app hash {st.app_hash or '-'}  catching up: {'yes' if st.catching_up else 'no'}")
+
+
+@click.command("get")
+@click.argument("memory_id")
+@common
+def get_cmd(memory_id: str, api: str | None, home: Path, as_json: bool) -> None:
+    """Show one memory."""
+    with errors_as_messages(), client(api, home) as ml:
+        memory = ml.get_memory(memory_id)
+    emit(memory, as_json, describe_memory(memory))
+
+
+@click.command("search")
+@click.argument("query", required=False)
+@click.option("--domain")
+@click.option("--status", type=click.Choice(["proposed", "committed", "challenged",
+                                             "deprecated"]))
+@click.option("--type", "type_", type=click.Choice(["fact", "observation", "inference", "task"]))
+@click.option("--author", help="Author public key (hex).")
+@click.option("--tag", "tags", multiple=True, help="Repeatable; all must match.")
+@click.option("--include-disputed", is_flag=True, help="Also show challenged memories.")
+@click.option("--limit", type=click.IntRange(1, None), default=20, show_default=True)
+@common
+def search_cmd(query: str | None, domain: str | None, status: str | None, type_: str | None,
+               author: str | None, tags: tuple[str, ...], include_disputed: bool, limit: int,
+               api: str | None, home: Path, as_json: bool) -> None:
+    """Full-text search (all words must match); without QUERY, list with filters."""
+    with errors_as_messages(), client(api, home) as ml:
+        found = list(ml.list_memories(
+            q=query, domain=domain, status=status, type=type_, author=author, tags=tags,
+            include_disputed=include_disputed, page_size=min(limit, 500), max_items=limit))
+    lines = [f"{m.id}  [{m.status}]  {m.domain}  {(m.content or '')[:60]!r}" for m in found]
+    emit(found, as_json, "\n".join(lines) or "no memories found")
+
+
+@click.command("tx")
+@click.argument("tx_hash")
+@common
+def tx_cmd(tx_hash: str, api: str | None, home: Path, as_json: bool) -> None:
+    """Outcome of a transaction by hash."""
+    with errors_as_messages(), client(api, home) as ml:
+        receipt = ml.tx(tx_hash)
+    emit(receipt, as_json, f"tx {receipt.hash}: {receipt.status} at height {receipt.height} "
+         f"(code {receipt.code} {receipt.name})")
+
+
+# ----------------------------------------------------------------------------- writes
+@click.command("submit")
+@click.argument("content")
+@click.option("--id", "memory_id", help="Memory id [default: derived from key+domain+content]")
+@click.option("--domain", default="general", show_default=True)
+@click.option("--type", "type_", default="fact", show_default=True,
+              type=click.Choice(["fact", "observation", "inference", "task"]))
+@click.option("--confidence", type=click.FloatRange(0, 1), default=0.9, show_default=True)
+@click.option("--tag", "tags", multiple=True, help="Repeatable.")
+@key_option
+@wait_option
+@common
+def submit_cmd(content: str, memory_id: str | None, domain: str, type_: str, confidence: float,
+               tags: tuple[str, ...], key: str, wait: str, api: str | None, home: Path,
+               as_json: bool) -> None:
+    """Propose a memory (CONTENT, or - for stdin), signed with --key."""
+    with errors_as_messages():
+        agent = load_key(key)
+        with client(api, home, agent) as ml:
+            receipt = ml.submit(memory_id, _read_content(content), domain=domain, type=type_,
+                                confidence=confidence, tags=tags, wait=wait)
+    emit(receipt, as_json, describe_receipt(receipt, f"memory {receipt.memory_id}"))
+
+
+@click.command("vote")
+@click.argument("memory_id")
+@click.argument("decision", type=click.Choice(["accept", "reject", "abstain"]))
+@click.option("--validator", is_flag=True, help="Sign with the node home's validator key.")
+@key_option
+@wait_option
+@common
+def vote_cmd(memory_id: str, decision: str, validator: bool, key: str, wait: str,
+             api: str | None, home: Path, as_json: bool) -> None:
+    """Vote on a proposed memory (validators only)."""
+    with errors_as_messages():
+        if validator:
+            from memledger.node import cometbft
+
+            try:
+                signer: Any = cometbft.validator_signing_key(NodeHome(home).cometbft)
+            except (OSError, cometbft.CometBFTError) as exc:
+                raise ValueError(f"cannot load the validator key of {home}: {exc}") from None
+        else:
+            signer = load_key(key)
+        with client(api, home, signer) as ml:
+            receipt = ml.vote(memory_id, decision, wait=wait)
+    emit(receipt, as_json, describe_receipt(receipt, f"{decision} vote on {memory_id}"))
+
+
+def _memory_action(name: str, help_text: str, call: Callable[..., TxReceipt],
+                   with_reason: bool = False) -> click.Command:
+    """challenge / corroborate / reinstate share one shape: MEMORY_ID, a key, a receipt."""
+
+    @key_option
+    @wait_option
+    @common
+    def command(memory_id: str, key: str, wait: str, api: str | None, home: Path,
+                as_json: bool, reason: str = "") -> None:
+        with errors_as_messages():
+            agent = load_key(key)
+            with client(api, home, agent) as ml:
+                extra = {"reason": reason} if with_reason else {}
+                receipt = call(ml, memory_id, wait=wait, **extra)
+        emit(receipt, as_json, describe_receipt(receipt, f"{name} {memory_id}"))
+
+    command.__doc__ = help_text
+    cmd = click.argument("memory_id")(command)
+    if with_reason:
+        cmd = click.option("--reason", default="", help="Why (up to 4 KiB).")(cmd)
+    return click.command(name, help=help_text)(cmd)
+
+
+challenge_cmd = _memory_action("challenge", "Open a dispute on a committed memory.",
+                               lambda ml, mid, **kw: ml.challenge(mid, **kw), with_reason=True)
+corroborate_cmd = _memory_action("corroborate", "Corroborate someone else's memory.",
+                                 lambda ml, mid, **kw: ml.corroborate(mid, **kw))
+reinstate_cmd = _memory_action("reinstate", "Return a challenged memory to committed.",
+                               lambda ml, mid, **kw: ml.reinstate(mid, **kw))
+
+
+@click.command("co-commit")
+@click.argument("content")
+@click.option("--coauthor", "coauthors", multiple=True, required=True,
+              help="Key file of another coauthor (repeatable); --key submits and signs too.")
+@click.option("--domain", default="general", show_default=True)
+@click.option("--type", "type_", default="fact", show_default=True,
+              type=click.Choice(["fact", "observation", "inference", "task"]))
+@click.option("--confidence", type=click.FloatRange(0, 1), default=0.9, show_default=True)
+@click.option("--tag", "tags", multiple=True)
+@click.option("--agreement-nonce", type=click.IntRange(1, None), default=1, show_default=True,
+              help="Distinguishes repeated agreements on the same content.")
+@click.option("--valid-for", type=click.FloatRange(1, None), default=None,
+              help="Seconds the agreement stays valid [default: no expiry].")
+@key_option
+@wait_option
+@common
+def cocommit_cmd(content: str, coauthors: tuple[str, ...], domain: str, type_: str,
+                 confidence: float, tags: tuple[str, ...], agreement_nonce: int,
+                 valid_for: float | None, key: str, wait: str, api: str | None, home: Path,
+                 as_json: bool) -> None:
+    """Jointly sign CONTENT with every coauthor key and submit it as one co-commit."""
+    import time
+
+    from memledger.node.client import cocommit_core, sign_cocommit
+    from memledger.node.txbuilder import confidence_to_ppm
+
+    with errors_as_messages():
+        submitter = load_key(key)
+        signers = {submitter.public_key: submitter}
+        for name in coauthors:
+            agent = load_key(name)
+            signers[agent.public_key] = agent
+        if len(signers) < 2:
+            raise ValueError("a co-commit needs at least two distinct coauthor keys")
+        with client(api, home, submitter) as ml:
+            not_after = (1 << 63) - 1 if valid_for is None else \
+                time.time_ns() + int(valid_for * 1e9)
+            core = cocommit_core(ml.chain_id, _read_content(content), sorted(signers),
+                                 domain=domain, memory_type=type_,
+                                 confidence_ppm=confidence_to_ppm(confidence), tags=tags,
+                                 agreement_nonce=agreement_nonce, not_after_unix_ns=not_after)
+            signatures = [sign_cocommit(a.signing_key, core) for a in signers.values()]
+            receipt = ml.cocommit(core, signatures, wait=wait)
+    emit(receipt, as_json, describe_receipt(receipt, f"co-commit by {len(signers)} coauthors"))
+
+
+# ----------------------------------------------------------------------------- server
+@click.command("api", hidden=True)
+@click.option("--home", type=click.Path(path_type=Path), default=DEFAULT_HOME,
+              envvar="MEMLEDGER_HOME", show_default=True)
+@click.option("--host", default=None, help="Bind address [default: config api_host].")
+@click.option("--port", type=int, default=None, help="Port [default: config api_port].")
+@click.option("--voter/--no-voter", "voter", default=None,
+              help="Whether /ready requires the auto-voter [default: config voter].")
+def api_cmd(home: Path, host: str | None, port: int | None, voter: bool | None) -> None:
+    """Serve the REST API (started by `memledger start`)."""
+    import dataclasses
+
+    import uvicorn
+
+    from memledger.node.api import create_app
+    from memledger.node.api.settings import ApiSettings
+
+    node_home = NodeHome(home)
+    if not node_home.exists():
+        fail(f"no memledger node at {node_home.root} (run `memledger init` first)")
+    config = node_home.load()
+    settings = ApiSettings.from_home(node_home)
+    if voter is not None:
+        settings = dataclasses.replace(settings, voter_required=voter)
+    uvicorn.run(create_app(settings), host=host or config.api_host,
+                port=port or config.api_port, log_level="info", access_log=False,
+                server_header=False)
+
+
+def register(group: click.Group) -> None:
+    for command in (keys_group, status_cmd, get_cmd, search_cmd, tx_cmd, submit_cmd, vote_cmd,
+                    challenge_cmd, corroborate_cmd, reinstate_cmd, cocommit_cmd, api_cmd):
+        group.add_command(command)
+
+
+for _group in _host_groups():
+    register(_group)

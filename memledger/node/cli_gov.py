@@ -1,0 +1,314 @@
+"""`memledger gov ...`: make, vote on and follow governance proposals.
+
+Proposals are signed with the node's validator key (HOME/cometbft/config/
+priv_validator_key.json) and broadcast over cometbft RPC; reads go through ABCI queries,
+so the commands work against any node of the net.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from memledger.consensus.wire._pb import tx_pb2
+from memledger.node import cometbft
+from memledger.node.cli import home_option, main
+from memledger.node.home import NodeHome
+from memledger.node.rpc import RpcClient, RpcError, laddr_to_url
+from memledger.node.txbuilder import (
+    TxBuilder,
+    param_proposal,
+    scope_proposal,
+    upgrade_proposal,
+    validator_proposal,
+)
+
+TERMINAL = ("executed", "rejected", "expired", "cancelled", "failed")
+
+
+class GovContext:
+    """Resolved node home, RPC client and signer for one command."""
+
+    def __init__(self, home: Path, rpc_url: str | None) -> None:
+        self.home = NodeHome(home)
+        self.config = self.home.load()
+        self.rpc = RpcClient(rpc_url or laddr_to_url(self.config.rpc_laddr), timeout=60)
+
+    def builder(self) -> TxBuilder:
+        return TxBuilder(cometbft.validator_signing_key(self.home.cometbft), self.config.chain_id)
+
+    def record(self, key: bytes) -> Any:
+        result = self.rpc.abci_query("/key", key)
+        return None if result.code else json.loads(result.value)
+
+    def proposals(self) -> list[dict[str, Any]]:
+        state = self.record(b"sys/gov") or {"next_id": 1}
+        found = [self.record(f"gov/p{i}".encode()) for i in range(1, int(state["next_id"]))]
+        return [p for p in found if p is not None]
+
+    def broadcast(self, tx: bytes) -> dict[str, Any]:
+        result = self.rpc.broadcast_tx_commit(tx)
+        return {"code": result.code, "log": result.log, "hash": result.hash,
+                "height": result.height, "events": (result.tx_result or {}).get("events", [])}
+
+
+def _fail(message: str) -> None:
+    click.echo(f"memledger: error: {message}", err=True)
+    sys.exit(1)
+
+
+def _ctx(home: Path, rpc: str | None) -> GovContext:
+    try:
+        return GovContext(home, rpc)
+    except FileNotFoundError as exc:
+        _fail(str(exc))
+        raise
+
+
+rpc_option = click.option("--rpc", default=None, help="CometBFT RPC URL (default: the node's).")
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+yes_option = click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+
+
+def _submit(ctx: GovContext, proposal: tx_pb2.GovPropose, summary: str, yes: bool,
+            as_json: bool) -> None:
+    if not yes and not click.confirm(f"Propose {summary}?", default=False):
+        _fail("aborted")
+    builder = ctx.builder()
+    try:
+        result = ctx.broadcast(builder.propose(time.time_ns(), proposal))
+    except (RpcError, OSError) as exc:
+        _fail(f"broadcast failed: {exc}")
+    if result["code"]:
+        _fail(f"proposal rejected (code {result['code']}): {result['log']}")
+    pid = next((a["value"] for e in result["events"] if e["type"] == "proposal"
+                for a in e["attributes"] if a["key"] == "id"), None)
+    result["proposal_id"] = pid
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        click.echo(f"proposal {pid} submitted at height {result['height']}")
+
+
+@main.group()
+def gov() -> None:
+    """Governance: validator set, scopes, parameters and software upgrades."""
+
+
+@gov.group()
+def propose() -> None:
+    """Open a proposal (signed with this node's validator key)."""
+
+
+@propose.command("validator")
+@home_option
+@rpc_option
+@click.option("--pubkey", required=True, help="Validator Ed25519 public key (hex or base64).")
+@click.option("--power", type=int, required=True, help="New voting power; 0 removes.")
+@click.option("--title", default="")
+@yes_option
+@json_option
+def propose_validator(home: Path, rpc: str | None, pubkey: str, power: int, title: str,
+                      yes: bool, as_json: bool) -> None:
+    """Add, re-weight or remove (--power 0) a validator."""
+    key = _parse_key(pubkey)
+    _submit(_ctx(home, rpc), validator_proposal(key, power, title),
+            f"validator {key.hex()[:16]}… power {power}", yes, as_json)
+
+
+@propose.command("scope")
+@home_option
+@rpc_option
+@click.argument("action", type=click.Choice(["create", "revise", "pause", "resume", "retire"]))
+@click.argument("scope_id")
+@click.option("--domain", "domains", multiple=True, help="Domain bound to the scope.")
+@click.option("--member", "members", multiple=True, help="KEY:WEIGHT (hex key).")
+@click.option("--title", default="")
+@yes_option
+@json_option
+def propose_scope(home: Path, rpc: str | None, action: str, scope_id: str,
+                  domains: tuple[str, ...], members: tuple[str, ...], title: str, yes: bool,
+                  as_json: bool) -> None:
+    """Create, revise, pause, resume or retire a scope."""
+    parsed = []
+    for member in members:
+        key, _, weight = member.partition(":")
+        if not weight.isdigit():
+            _fail(f"--member must be KEY:WEIGHT, got {member!r}")
+        parsed.append((_parse_key(key), int(weight)))
+    _submit(_ctx(home, rpc), scope_proposal(action, scope_id, domains, parsed, title),
+            f"scope {action} {scope_id!r}", yes, as_json)
+
+
+@propose.command("param")
+@home_option
+@rpc_option
+@click.argument("key")
+@click.argument("value", type=int)
+@click.option("--title", default="")
+@yes_option
+@json_option
+def propose_param(home: Path, rpc: str | None, key: str, value: int, title: str, yes: bool,
+                  as_json: bool) -> None:
+    """Change a parameter (gov_voting_period, gov_min_upgrade_delay)."""
+    _submit(_ctx(home, rpc), param_proposal(key, value, title), f"{key} = {value}", yes,
+            as_json)
+
+
+@propose.command("upgrade")
+@home_option
+@rpc_option
+@click.argument("name")
+@click.option("--app-version", type=int, required=True)
+@click.option("--height", "activation_height", type=int, default=0,
+              help="Activation height (default: current + minimum delay + 5).")
+@click.option("--binary-sha256", default="", help="Checksum operators should verify.")
+@click.option("--title", default="")
+@yes_option
+@json_option
+def propose_upgrade(home: Path, rpc: str | None, name: str, app_version: int,
+                    activation_height: int, binary_sha256: str, title: str, yes: bool,
+                    as_json: bool) -> None:
+    """Schedule a software upgrade to APP_VERSION at a height."""
+    ctx = _ctx(home, rpc)
+    if not activation_height:
+        params = ctx.record(b"sys/params") or {}
+        delay = int(params.get("gov_min_upgrade_delay", 20))
+        activation_height = ctx.rpc.latest_height() + delay + 5
+    _submit(ctx, upgrade_proposal(name, app_version, activation_height, binary_sha256, title),
+            f"upgrade {name!r} to app version {app_version} at height {activation_height}",
+            yes, as_json)
+
+
+@gov.command("vote")
+@home_option
+@rpc_option
+@click.argument("proposal_id")
+@click.argument("decision", type=click.Choice(["yes", "no", "abstain"]))
+@yes_option
+@json_option
+def vote(home: Path, rpc: str | None, proposal_id: str, decision: str, yes: bool,
+         as_json: bool) -> None:
+    """Vote on a proposal with this node's validator key."""
+    ctx = _ctx(home, rpc)
+    if not yes and not click.confirm(f"Vote {decision} on {proposal_id}?", default=False):
+        _fail("aborted")
+    mapped = {"yes": "accept", "no": "reject", "abstain": "abstain"}[decision]
+    try:
+        result = ctx.broadcast(ctx.builder().gov_vote(time.time_ns(), proposal_id, mapped))
+    except (RpcError, OSError) as exc:
+        _fail(f"broadcast failed: {exc}")
+    if result["code"]:
+        _fail(f"vote rejected (code {result['code']}): {result['log']}")
+    click.echo(json.dumps(result, indent=2) if as_json else
+               f"voted {decision} on {proposal_id} at height {result['height']}")
+
+
+@gov.command("cancel")
+@home_option
+@rpc_option
+@click.argument("proposal_id")
+@yes_option
+def cancel(home: Path, rpc: str | None, proposal_id: str, yes: bool) -> None:
+    """Withdraw an open proposal you made."""
+    ctx = _ctx(home, rpc)
+    if not yes and not click.confirm(f"Cancel {proposal_id}?", default=False):
+        _fail("aborted")
+    result = ctx.broadcast(ctx.builder().gov_cancel(time.time_ns(), proposal_id))
+    if result["code"]:
+        _fail(f"cancel rejected (code {result['code']}): {result['log']}")
+    click.echo(f"cancelled {proposal_id}")
+
+
+def _line(p: dict[str, Any]) -> str:
+    votes = len(p["votes"])
+    return (f"{p['id']:<6} {p['status']:<10} {p['kind']:<14} votes={votes:<3} "
+            f"ends@{p['voting_end']:<8} {json.dumps(p['payload'], sort_keys=True)}")
+
+
+@gov.command("list")
+@home_option
+@rpc_option
+@json_option
+@click.option("--open", "only_open", is_flag=True, help="Only open proposals.")
+def list_(home: Path, rpc: str | None, as_json: bool, only_open: bool) -> None:
+    """List proposals."""
+    items = _ctx(home, rpc).proposals()
+    if only_open:
+        items = [p for p in items if p["status"] == "open"]
+    if as_json:
+        click.echo(json.dumps(items, indent=2))
+    elif not items:
+        click.echo("no proposals")
+    else:
+        for p in items:
+            click.echo(_line(p))
+
+
+@gov.command("show")
+@home_option
+@rpc_option
+@click.argument("proposal_id")
+@json_option
+def show(home: Path, rpc: str | None, proposal_id: str, as_json: bool) -> None:
+    """Show one proposal with its votes."""
+    found = _ctx(home, rpc).record(f"gov/{proposal_id}".encode())
+    if found is None:
+        _fail(f"no proposal {proposal_id!r}")
+    if as_json:
+        click.echo(json.dumps(found, indent=2))
+        return
+    click.echo(_line(found))
+    for voter, (decision, height) in sorted(found["votes"].items()):
+        click.echo(f"  {voter[:16]}…  {decision:<8} @{height}")
+
+
+@gov.command("watch")
+@home_option
+@rpc_option
+@click.argument("proposal_id")
+@click.option("--timeout", type=float, default=600.0, show_default=True)
+@json_option
+def watch(home: Path, rpc: str | None, proposal_id: str, timeout: float, as_json: bool) -> None:
+    """Follow a proposal until it closes (and, for upgrades, until activation)."""
+    ctx = _ctx(home, rpc)
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        found = ctx.record(f"gov/{proposal_id}".encode())
+        if found is None:
+            _fail(f"no proposal {proposal_id!r}")
+        state = found["status"]
+        if found["kind"] == "upgrade" and state == "executed":
+            version = int(ctx.rpc.abci_info()["response"].get("app_version", 0))
+            if version >= found["payload"]["app_version"]:
+                state = "activated"
+        if state != last and not as_json:
+            click.echo(f"{proposal_id}: {state} (height {ctx.rpc.latest_height()})")
+            last = state
+        done = state in TERMINAL and not (found["kind"] == "upgrade" and state == "executed")
+        if done or state == "activated":
+            if as_json:
+                click.echo(json.dumps({**found, "watch_state": state}, indent=2))
+            sys.exit(0 if state in ("executed", "activated") else 2)
+        time.sleep(0.5)
+    _fail(f"timed out waiting for {proposal_id}")
+
+
+def _parse_key(text: str) -> bytes:
+    import base64
+    import binascii
+
+    try:
+        key = bytes.fromhex(text) if len(text) == 64 else base64.b64decode(text, validate=True)
+    except (ValueError, binascii.Error):
+        _fail(f"not a hex or base64 public key: {text[:20]!r}")
+        raise
+    if len(key) != 32:
+        _fail("public key must be 32 bytes")
+    return key

@@ -1,0 +1,332 @@
+"""`memledger testnet ...` and `memledger bench load`: multi-node nets from the command line.
+
+Attached to the `main` group of node.cli on import (one import line at the bottom of
+memledger/node/cli.py).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+
+from memledger.consensus.versions import LATEST_APP_VERSION, SUPPORTED_APP_VERSIONS
+from memledger.node.testnet_layout import DEFAULT_CHAIN_ID, POSTGRES_TEMPLATE
+
+if TYPE_CHECKING:
+    from memledger.node.testnet import Testnet, TestnetNode
+
+dir_argument = click.argument("net_dir", metavar="DIR",
+                              type=click.Path(path_type=Path, file_okay=False))
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    click.echo(f"memledger: error: {message}", err=True)
+    sys.exit(code)
+
+
+def _print_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def _parse_powers(value: str, validators: int) -> list[int] | None:
+    if not value:
+        return None
+    try:
+        powers = [int(p) for p in value.split(",")]
+    except ValueError:
+        raise click.BadParameter("expected integers like 10,20,30,40") from None
+    if len(powers) != validators:
+        raise click.BadParameter(f"{len(powers)} powers for {validators} validators")
+    return powers
+
+
+def _load(net_dir: Path) -> Testnet:
+    from memledger.node.testnet import Testnet
+
+    try:
+        return Testnet.load(net_dir)
+    except FileNotFoundError as exc:
+        _fail(str(exc))
+
+
+@click.group("testnet")
+def testnet() -> None:
+    """Multi-validator test nets: local processes or docker-compose."""
+
+
+@testnet.command("init")
+@click.option("--validators", "-n", type=click.IntRange(1, 64), default=4, show_default=True)
+@click.option("--out", "out", type=click.Path(path_type=Path, file_okay=False), required=True,
+              help="Directory for the node homes (DIR/node0..N-1).")
+@click.option("--chain-id", default=DEFAULT_CHAIN_ID, show_default=True)
+@click.option("--base-port", type=int, default=26656, show_default=True,
+              help="Node i uses base+32*i: p2p +0, RPC +1, ABCI +2, REST +24.")
+@click.option("--powers", default="", help="Comma-separated voting powers (default: equal).")
+@click.option("--db-url-template", default="",
+              help="Projection URL per node; {index} {name} {home} are filled in.")
+@click.option("--no-voter", is_flag=True, help="Do not run the auto-voters.")
+@click.option("--compose", is_flag=True,
+              help="Generate homes for docker-compose and write the compose file.")
+@click.option("--compose-dir", type=click.Path(path_type=Path, file_okay=False),
+              default=Path("deploy"), show_default=True,
+              help="Where docker-compose.yml and Dockerfile go (with --compose).")
+@click.option("--postgres", is_flag=True, help="Add a PostgreSQL service (with --compose).")
+@click.option("--no-api", is_flag=True, help="Do not run the REST API (with --compose).")
+@click.option("--app-version", type=click.Choice([str(v) for v in sorted(SUPPORTED_APP_VERSIONS)]),
+              default=str(LATEST_APP_VERSION), show_default=True,
+              help="Consensus rules the new chain starts with.")
+@click.option("--json", "as_json", is_flag=True)
+def init_cmd(validators: int, out: Path, chain_id: str, base_port: int, powers: str,
+             db_url_template: str, no_voter: bool, compose: bool, compose_dir: Path,
+             postgres: bool, no_api: bool, app_version: str, as_json: bool) -> None:
+    """Generate N validator homes sharing one genesis, fully meshed."""
+    from memledger.node.cometbft import REPO_ROOT, CometBFTError
+    from memledger.node.testnet import Testnet
+    from memledger.node.testnet_compose import project_name, write_compose
+    from memledger.node.testnet_layout import COMPOSE, LOCAL
+
+    if postgres and not compose:
+        raise click.UsageError("--postgres needs --compose (local nets take --db-url-template)")
+    if postgres and not db_url_template:
+        db_url_template = POSTGRES_TEMPLATE
+    try:
+        net = Testnet.create(out, validators, chain_id=chain_id, base_port=base_port,
+                             powers=_parse_powers(powers, validators),
+                             db_url_template=db_url_template, voter=not no_voter,
+                             flavour=COMPOSE if compose else LOCAL, postgres=postgres,
+                             app_state={"app_version": int(app_version)})
+    except (FileExistsError, ValueError, CometBFTError) as exc:
+        _fail(str(exc))
+    written: list[Path] = []
+    if compose:
+        written = write_compose(net.spec, net.root, compose_dir.resolve(), REPO_ROOT,
+                                api=not no_api)
+    result: dict[str, Any] = {
+        "dir": str(net.root), "chain_id": chain_id, "flavour": net.spec.flavour,
+        "nodes": [{"name": n.name, "rpc": n.rpc_url, "p2p_port": n.spec.p2p_port,
+                   "api": n.api_url, "power": n.spec.power} for n in net.nodes],
+        "files": [str(p) for p in written],
+    }
+    if as_json:
+        _print_json(result)
+        return
+    click.echo(f"generated {validators} validators in {net.root} (chain {chain_id})")
+    for n in result["nodes"]:
+        click.echo(f"  {n['name']}: rpc {n['rpc']}  p2p :{n['p2p_port']}  power {n['power']}")
+    for path in written:
+        click.echo(f"wrote {path}")
+    hint = (f"docker compose -p {project_name(net.spec)} -f {written[0]} up --build -d"
+            if compose else f"memledger testnet up {net.root}")
+    click.echo(f"start it with `{hint}`")
+
+
+@testnet.command("up")
+@dir_argument
+@click.option("--api", is_flag=True, help="Also run each node's REST API.")
+@click.option("--no-voter", is_flag=True, help="Do not run the auto-voters.")
+@click.option("--timeout", type=float, default=120.0, show_default=True)
+@click.option("--foreground", is_flag=True, help="Stay attached; Ctrl-C stops the net.")
+def up_cmd(net_dir: Path, api: bool, no_voter: bool, timeout: float, foreground: bool) -> None:
+    """Start every node as local processes (logs in each home's logs/)."""
+    from memledger.node.testnet import NodeError
+
+    net = _load(net_dir)
+    try:
+        net.up(api=api, voter=False if no_voter else None, timeout=timeout)
+    except NodeError as exc:
+        _fail(str(exc))
+    for n in net.nodes:
+        click.echo(f"{n.name}: height {n.height()}  rpc {n.rpc_url}  logs {n.node_home.logs}")
+    if not foreground:
+        click.echo(f"stop it with `memledger testnet down {net.root}`")
+        return
+    stop: list[int] = []
+    signal.signal(signal.SIGINT, lambda s, f: stop.append(s))
+    signal.signal(signal.SIGTERM, lambda s, f: stop.append(s))
+    while not stop:
+        time.sleep(0.5)
+    click.echo("stopping the net")
+    net.down()
+
+
+@testnet.command("down")
+@dir_argument
+@click.option("--timeout", type=float, default=30.0, show_default=True)
+def down_cmd(net_dir: Path, timeout: float) -> None:
+    """Stop every node of the net (SIGTERM, then SIGKILL leftovers)."""
+    net = _load(net_dir)
+    net.down(timeout=timeout)
+    click.echo(f"stopped {net.size} nodes")
+
+
+def _node_status(node: TestnetNode) -> dict[str, Any]:
+    from memledger.node.loadgen import TRANSPORT_ERRORS
+
+    row: dict[str, Any] = {"name": node.name, "running": node.running, "rpc": node.rpc_url,
+                           "pids": node.processes(), "power": node.spec.power,
+                           "height": None, "app_hash": None, "peers": None,
+                           "catching_up": None}
+    try:
+        with node.rpc(timeout=3) as c:
+            sync = c.status()["sync_info"]
+            row.update(height=int(sync["latest_block_height"]),
+                       app_hash=sync["latest_app_hash"], catching_up=sync["catching_up"],
+                       peers=int(c.call("net_info")["n_peers"]))
+    except TRANSPORT_ERRORS:
+        pass
+    return row
+
+
+@testnet.command("status")
+@dir_argument
+@click.option("--json", "as_json", is_flag=True)
+def status_cmd(net_dir: Path, as_json: bool) -> None:
+    """Height, app hash and peer count of every node."""
+    net = _load(net_dir)
+    rows = [_node_status(n) for n in net.nodes]
+    if as_json:
+        _print_json({"chain_id": net.chain_id, "nodes": rows})
+        return
+    for r in rows:
+        state = "up" if r["running"] or r["height"] is not None else "down"
+        click.echo(f"{r['name']:<8} {state:<5} height {r['height']!s:<8} app_hash "
+                   f"{r['app_hash']!s:<66} peers {r['peers']!s}")
+
+
+@testnet.command("check")
+@dir_argument
+@click.option("--no-projections", is_flag=True, help="Only compare block headers.")
+@click.option("--timeout", type=float, default=30.0, show_default=True,
+              help="How long to look for a height all projections share.")
+@click.option("--json", "as_json", is_flag=True)
+def check_cmd(net_dir: Path, no_projections: bool, timeout: float, as_json: bool) -> None:
+    """Compare app hashes at every height and projections: exit 1 on divergence,
+    2 if some comparison could not be made (node down, no common height)."""
+    net = _load(net_dir)
+    report = net.check(projections=not no_projections, timeout=timeout)
+    if as_json:
+        _print_json(report.to_json())
+    elif report.divergence is not None:
+        click.echo(str(report.divergence))
+    else:
+        answered = len([n for n in report.heights if n not in report.unreachable])
+        if report.common_height:
+            click.echo(f"headers 1..{report.common_height} agree on {answered} nodes")
+        if report.projection_height is not None:
+            click.echo(f"projections agree at height {report.projection_height}")
+        for note in report.notes:
+            click.echo(f"note: {note}")
+        if report.unreachable:
+            click.echo(f"unreachable: {', '.join(report.unreachable)}")
+        click.echo("consistent" if report.conclusive else "inconclusive")
+    if not report.ok:
+        sys.exit(1)
+    if not report.conclusive:
+        sys.exit(2)
+
+
+@testnet.command("add-node")
+@dir_argument
+@click.option("--state-sync", is_flag=True,
+              help="Restore a recent snapshot from the running nodes instead of replaying "
+                   "every block (trusts a current header of a running node).")
+@click.option("--json", "as_json", is_flag=True)
+def add_node_cmd(net_dir: Path, state_sync: bool, as_json: bool) -> None:
+    """Generate a non-validator node that joins the net (promote it by governance)."""
+    from memledger.node.testnet import NodeError
+
+    net = _load(net_dir)
+    try:
+        pubkey = net.add_node(state_sync=state_sync)
+    except NodeError as exc:
+        _fail(str(exc))
+    node = net.nodes[-1]
+    data = {"name": node.name, "home": str(node.home), "validator_pubkey": pubkey.hex(),
+            "rpc": node.rpc_url}
+    if as_json:
+        _print_json(data)
+    else:
+        click.echo(f"added {node.name} at {node.home}; validator pubkey {pubkey.hex()}")
+
+
+# --- bench --------------------------------------------------------------------------------
+
+
+@click.group("bench")
+def bench() -> None:
+    """Benchmarks against a running net."""
+
+
+@bench.command("load")
+@click.option("--net", "net_dir", type=click.Path(path_type=Path, file_okay=False),
+              help="A test net directory (load goes to all its nodes, or --node).")
+@click.option("--rpc", "rpc", default="", help="Comma-separated CometBFT RPC URLs.")
+@click.option("--node", "node_indexes", type=int, multiple=True,
+              help="With --net: only these node indexes.")
+@click.option("--rate", type=float, default=10.0, show_default=True, help="Submissions/s.")
+@click.option("--duration", type=float, default=30.0, show_default=True, help="Seconds.")
+@click.option("--agents", type=click.IntRange(1, 256), default=4, show_default=True)
+@click.option("--settle", type=float, default=30.0, show_default=True,
+              help="Seconds to wait for acknowledged txs to commit after the load stops.")
+@click.option("--content-bytes", type=int, default=64, show_default=True)
+def bench_load(net_dir: Path | None, rpc: str, node_indexes: tuple[int, ...], rate: float,
+               duration: float, agents: int, settle: float, content_bytes: int) -> None:
+    """Submit signed memories at a target rate; print acknowledged/committed/latency JSON."""
+    from memledger.node.loadgen import TRANSPORT_ERRORS, LoadGenerator
+    from memledger.node.rpc import RpcClient
+
+    if bool(net_dir) == bool(rpc):
+        raise click.UsageError("give exactly one of --net DIR or --rpc URL[,URL]")
+    try:
+        if net_dir:
+            net = _load(net_dir)
+            nodes = [net.node(i) for i in node_indexes] if node_indexes else net.nodes
+            urls, chain_id = net.rpc_urls(nodes), net.chain_id
+        else:
+            urls = [u.strip() for u in rpc.split(",") if u.strip()]
+            with RpcClient(urls[0], timeout=10) as c:
+                chain_id = c.status()["node_info"]["network"]
+        gen = LoadGenerator(urls, chain_id, rate=rate, agents=agents,
+                            content_bytes=content_bytes)
+        report = gen.run(duration, settle)
+    except (*TRANSPORT_ERRORS, RuntimeError, IndexError) as exc:
+        _fail(f"load generation failed: {exc}")
+    _print_json({"rpc": urls, "chain_id": chain_id, **report.to_json()})
+
+
+# --- registration -------------------------------------------------------------------------
+
+
+def _host_groups() -> list[click.Group]:
+    """`memledger.node.cli.main`, plus `__main__.main` when node.cli runs as `python -m
+    memledger.node.cli`
+    (a second copy of the module; attaching to both is harmless)."""
+    from memledger.node.cli import main
+
+    groups = [main]
+    module = sys.modules.get("__main__")
+    spec = getattr(module, "__spec__", None)
+    other = getattr(module, "main", None)
+    if spec is not None and spec.name == "memledger.node.cli" and isinstance(other, click.Group) \
+            and other is not main:
+        groups.append(other)
+    return groups
+
+
+def register(group: click.Group) -> None:
+    group.add_command(testnet)
+    existing = group.commands.get("bench")
+    if isinstance(existing, click.Group) and existing is not bench:
+        existing.add_command(bench_load)
+    else:
+        group.add_command(bench)
+
+
+for _group in _host_groups():
+    register(_group)

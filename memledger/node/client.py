@@ -1,0 +1,793 @@
+"""Python SDK for a memledger node's REST API: sign locally, submit, read back.
+
+    from memledger.node.client import MemLedgerClient
+    from memledger.node.keys import Agent
+
+    with MemLedgerClient("http://127.0.0.1:26680", key=Agent.generate()) as ml:
+        ml.submit("note-1", "the build cache lives in .cache/", tags=["infra"])
+        for memory in ml.search("build cache"):
+            print(memory.id, memory.status)
+
+Keys never leave the process: every transaction is built and signed here and sent as
+bytes. Nonces are `max(time_ns, last + 1)` under a lock, so concurrent calls and process
+restarts never reuse one without a server round trip (the protocol allows gaps).
+Failures raise `MemLedgerError` carrying the server's problem (numeric `code`, `name`);
+429 and 503 answers are first retried with backoff, honouring Retry-After (`RetryPolicy`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import email.utils
+import hashlib
+import random
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+from nacl.signing import SigningKey
+
+from memledger.consensus.codes import Code
+from memledger.node.keys import Agent
+from memledger.node.txbuilder import TxBuilder, cocommit_core, confidence_to_ppm, sign_cocommit
+
+__all__ = [
+    "Account", "AsyncMemLedgerClient", "Corroboration", "MemLedgerClient",
+    "MemLedgerConnectionError", "MemLedgerError", "Memory", "MemoryPage", "RetryPolicy",
+    "Status", "TxReceipt", "Validator", "Vote", "cocommit_core", "derive_memory_id",
+    "sign_cocommit",
+]
+
+DEFAULT_URL = "http://127.0.0.1:26680"
+MakeTx = Callable[[TxBuilder, int], bytes]
+
+
+# ----------------------------------------------------------------------------- errors
+class MemLedgerError(Exception):
+    """A problem reported by the node (or no answer at all, see the subclass).
+
+    `code`/`name` are the ledger result code and its slug for rejected transactions
+    (e.g. 8 / "bad_signature"); for other problems `code` is None and `name` is the
+    problem slug (e.g. "not_found", "invalid_request").
+    """
+
+    def __init__(self, message: str, *, status: int = 0, code: int | None = None,
+                 name: str = "", title: str = "", detail: str = "",
+                 problem: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.name = name
+        self.title = title
+        self.detail = detail
+        self.problem = problem or {}
+
+    @classmethod
+    def from_response(cls, resp: httpx.Response) -> MemLedgerError:
+        try:
+            doc = resp.json()
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict):
+            text = resp.text.strip()[:200] or resp.reason_phrase
+            return cls(f"HTTP {resp.status_code}: {text}", status=resp.status_code,
+                       name=f"http_{resp.status_code}", detail=text)
+        code = doc.get("code")
+        name = str(doc.get("name") or doc.get("title") or f"http_{resp.status_code}")
+        detail = str(doc.get("detail") or doc.get("title") or "")
+        label = f"{name} (code {code})" if isinstance(code, int) else name
+        return cls(f"{label}: {detail}", status=resp.status_code,
+                   code=code if isinstance(code, int) else None, name=name,
+                   title=str(doc.get("title", "")), detail=detail, problem=doc)
+
+
+class MemLedgerConnectionError(MemLedgerError):
+    """The node could not be reached (nothing is known about the request's effect)."""
+
+
+# ----------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class TxReceipt:
+    """What the node knows about a transaction. `status` is one of submitted, accepted,
+    committed, rejected (only from `tx()` lookups) or unknown (poll `wait_tx`)."""
+
+    status: str
+    hash: str
+    code: int | None = None
+    name: str | None = None
+    log: str = ""
+    height: int | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    memory_id: str | None = None
+
+    @property
+    def committed(self) -> bool:
+        return self.status == "committed"
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> TxReceipt:
+        events = list(doc.get("events") or [])
+        memory_id = doc.get("memory_id") or next(
+            (e["attributes"]["id"] for e in events
+             if e.get("type") in ("cocommit", "memory") and "id" in e.get("attributes", {})),
+            None)
+        return cls(status=doc["status"], hash=doc["hash"], code=doc.get("code"),
+                   name=doc.get("name"), log=doc.get("log") or "", height=doc.get("height"),
+                   events=events, memory_id=memory_id)
+
+
+@dataclass(frozen=True)
+class Memory:
+    id: str
+    domain: str
+    author: str
+    type: str
+    content: str | None
+    content_hash: str
+    confidence_ppm: int
+    tags: list[str]
+    status: str
+    submitted_height: int
+    submitted_time_ns: int
+    decided_height: int | None
+    scope: str | None = None
+    cocommit: str | None = None
+    tx: str = ""
+    history: list[list[Any]] = field(default_factory=list)
+    ballot: dict[str, Any] | None = None
+    corroborators: list[str] = field(default_factory=list)
+    coauthors: list[str] | None = None
+
+    @property
+    def confidence(self) -> float:
+        return self.confidence_ppm / 1_000_000
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Memory:
+        names = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in doc.items() if k in names})
+
+
+@dataclass(frozen=True)
+class MemoryPage:
+    items: list[Memory]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class Vote:
+    voter: str
+    decision: str
+    height: int
+
+
+@dataclass(frozen=True)
+class Corroboration:
+    agent: str
+    height: int
+
+
+@dataclass(frozen=True)
+class Account:
+    public_key: str
+    last_nonce: int
+    next_nonce: int
+    height: int
+    source: str = "app"
+
+
+@dataclass(frozen=True)
+class Validator:
+    public_key: str
+    address: str
+    power: int
+
+
+@dataclass(frozen=True)
+class Status:
+    chain_id: str
+    moniker: str
+    height: int
+    app_hash: str
+    app_version: int
+    software_version: str
+    latest_block_time: str
+    catching_up: bool
+    projection_height: int
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Status:
+        names = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in doc.items() if k in names})
+
+
+# ----------------------------------------------------------------------------- helpers
+#: Refusals of a tx's nonce alone: nothing was applied, so signing the same action again
+#: with a fresh nonce is safe (one retry).
+RESIGN_CODES = frozenset({Code.NONCE_REPLAYED, Code.NONCE_BELOW_WINDOW, Code.NONCE_PENDING})
+
+
+class NonceSource:
+    """Distinct, increasing nonces without asking the server: max(now_ns, last + 1).
+
+    Under the v3 nonce window (docs/RULES.md) the chain accepts a signer's nonces in any
+    order, so threads sharing one client (and one key) may submit concurrently: each tx
+    gets its own nonce here, and whichever reaches a block first commits. Under v1-v2 a
+    lower nonce committed after a higher one is refused, so concurrent writers lose txs.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last = 0
+
+    def next(self) -> int:
+        with self._lock:
+            self._last = max(time.time_ns(), self._last + 1)
+            return self._last
+
+    def at_least(self, committed: int) -> None:
+        """Never hand out a nonce at or below one the chain already consumed."""
+        with self._lock:
+            self._last = max(self._last, committed)
+
+
+#: Answers that mean "not now" rather than "no": the rate limit (429) and a node that is
+#: briefly unable to serve (503: mempool full, cometbft or the projection unreachable).
+RETRY_STATUSES = frozenset({429, 503})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries of 429/503 answers, honouring `Retry-After` like HTTP clients do.
+
+    Reads are safe to repeat, and so are submits: the client re-sends the *same signed
+    bytes* (never re-signs on 429/503), and a tx is idempotent by its hash, so a copy that
+    did get through is found by hash instead of being applied twice. The wait is the
+    server's Retry-After when it gives one, else `backoff * 2**attempt` with jitter; both
+    capped at `max_wait`. `retries=0` turns retrying off.
+    """
+
+    retries: int = 4
+    backoff: float = 0.25
+    max_wait: float = 30.0
+
+    def delay(self, resp: httpx.Response, attempt: int) -> float | None:
+        """Seconds to wait before retry number `attempt + 1`, or None to stop here."""
+        if resp.status_code not in RETRY_STATUSES or attempt >= self.retries:
+            return None
+        advised = _retry_after(resp.headers.get("retry-after"))
+        if advised is None:
+            advised = self.backoff * 2 ** attempt * (0.5 + random.random() / 2)
+        return max(0.0, min(self.max_wait, advised))
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Retry-After as seconds: delta-seconds or an HTTP date (RFC 9110 section 10.2.3)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def derive_memory_id(author_hex: str, domain: str, content: str) -> str:
+    """A stable id for (author, domain, content), so a retried submit is idempotent."""
+    digest = hashlib.sha256(f"{author_hex}\0{domain}\0{content}".encode()).hexdigest()
+    return f"m-{digest[:32]}"
+
+
+def _signing_key(key: Agent | SigningKey | None) -> SigningKey | None:
+    if key is None or isinstance(key, SigningKey):
+        return key
+    return key.signing_key
+
+
+def _memory_params(
+    *, domain: str | None, status: str | None, type: str | None, author: str | None,  # noqa: A002
+    tags: Sequence[str], include_disputed: bool, q: str | None, limit: int,
+    cursor: str | None,
+) -> dict[str, Any]:
+    params: dict[str, Any] = {"limit": limit}
+    for name, value in (("domain", domain), ("status", status), ("type", type),
+                        ("author", author), ("q", q), ("cursor", cursor)):
+        if value is not None:
+            params[name] = value
+    if tags:
+        params["tag"] = list(tags)
+    if include_disputed:
+        params["include_disputed"] = "true"
+    return params
+
+
+def _page(doc: dict[str, Any]) -> MemoryPage:
+    return MemoryPage([Memory.from_json(m) for m in doc["items"]], doc.get("next_cursor"))
+
+
+class _Core:
+    """State and request shapes shared by the sync and async clients (no I/O here)."""
+
+    def __init__(self, base_url: str, key: Agent | SigningKey | None, chain_id: str | None,
+                 nonces: NonceSource | None = None, retry: RetryPolicy | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._key = _signing_key(key)
+        self._chain_id = chain_id
+        self._nonces = NonceSource() if nonces is None else nonces
+        self._retry = RetryPolicy() if retry is None else retry
+
+    @property
+    def public_key(self) -> str | None:
+        return None if self._key is None else bytes(self._key.verify_key).hex()
+
+    def _require_key(self) -> SigningKey:
+        if self._key is None:
+            raise MemLedgerError("this client has no signing key (pass key=...)",
+                                 name="no_key")
+        return self._key
+
+    @staticmethod
+    def _tx_json(tx: bytes) -> dict[str, str]:
+        return {"tx": base64.b64encode(tx).decode()}
+
+    def _submit_maker(self, memory_id: str | None, content: str, domain: str, type: str,  # noqa: A002
+                      confidence: float | int, tags: Sequence[str]) -> tuple[str, MakeTx]:
+        mid = memory_id or derive_memory_id(self.public_key or "", domain, content)
+        ppm = confidence_to_ppm(confidence)
+
+        def make(b: TxBuilder, nonce: int) -> bytes:
+            return b.submit(nonce, mid, content, domain=domain, memory_type=type,
+                            confidence_ppm=ppm, tags=tags)
+
+        return mid, make
+
+    @staticmethod
+    def _tx_hash(tx: bytes) -> str:
+        return hashlib.sha256(tx).hexdigest()
+
+    @staticmethod
+    def _raise_for(resp: httpx.Response) -> Any:
+        if resp.status_code >= 400:
+            raise MemLedgerError.from_response(resp)
+        if resp.headers.get("content-type", "").startswith("application/json"):
+            return resp.json()
+        return resp.text
+
+
+def _q(ident: str) -> str:
+    """Percent-encode an id for a URL path ('/' stays: the server routes ids as paths)."""
+    return quote(ident, safe="/:@")
+
+
+def _grantee_bytes(grantee: bytes | str) -> bytes:
+    return grantee if isinstance(grantee, bytes) else bytes.fromhex(grantee)
+
+
+def _connection_error(base_url: str, exc: httpx.HTTPError) -> MemLedgerConnectionError:
+    return MemLedgerConnectionError(f"cannot reach {base_url}: {type(exc).__name__}: {exc}",
+                                    name="connection_error")
+
+
+# ----------------------------------------------------------------------------- sync
+class MemLedgerClient(_Core):
+    """Blocking client; safe to share between threads.
+
+    Clients for one key (e.g. one per node) should share a `NonceSource` (`nonces=`), so
+    that no two of them can hand out the same nonce.
+    """
+
+    def __init__(self, base_url: str = DEFAULT_URL, key: Agent | SigningKey | None = None,
+                 chain_id: str | None = None, *, timeout: float = 60.0,
+                 transport: httpx.BaseTransport | None = None,
+                 nonces: NonceSource | None = None, retry: RetryPolicy | None = None) -> None:
+        super().__init__(base_url, key, chain_id, nonces, retry)
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
+        self._chain_lock = threading.Lock()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> MemLedgerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> tuple[httpx.Response, int]:
+        """The answer after retrying 429/503 per the policy, and how often it was sent."""
+        attempt = 0
+        while True:
+            try:
+                resp = self._http.request(method, path, **kwargs)
+            except httpx.HTTPError as exc:
+                raise _connection_error(self.base_url, exc) from None
+            delay = self._retry.delay(resp, attempt)
+            if delay is None:
+                return resp, attempt + 1
+            time.sleep(delay)
+            attempt += 1
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        resp, _ = self._call(method, path, **kwargs)
+        return self._raise_for(resp)
+
+    def _post_tx(self, path: str, tx: bytes, wait: str) -> Any:
+        """POST signed bytes (the same bytes on every retry). If a retried copy is then
+        refused for its nonce, an earlier copy got through: answer with it, found by hash."""
+        resp, sent = self._call("POST", path, params={"wait": wait}, json=self._tx_json(tx))
+        try:
+            return self._raise_for(resp)
+        except MemLedgerError as err:
+            if sent > 1 and err.code in RESIGN_CODES:
+                found = self._landed(self._tx_hash(tx))
+                if found is not None:
+                    return found
+            raise
+
+    def _landed(self, tx_hash: str) -> dict[str, Any] | None:
+        try:
+            doc: dict[str, Any] = self._request("GET", f"/v1/txs/{tx_hash}")
+        except MemLedgerError:
+            return None
+        return doc if doc.get("status") == "committed" else None
+
+    @property
+    def chain_id(self) -> str:
+        """Given at construction, else discovered once from /v1/status."""
+        with self._chain_lock:
+            if self._chain_id is None:
+                self._chain_id = self.status().chain_id
+            return self._chain_id
+
+    # --- writes -----------------------------------------------------------------
+    def _send(self, path: str, make: MakeTx, wait: str, memory_id: str | None = None) -> TxReceipt:
+        key = self._require_key()
+        builder = TxBuilder(key, self.chain_id)
+        for attempt in (1, 2):
+            tx = make(builder, self._nonces.next())
+            try:
+                doc = self._post_tx(path, tx, wait)
+            except MemLedgerError as err:
+                if err.code in RESIGN_CODES and attempt == 1:
+                    self._nonces.at_least(self.account().last_nonce)
+                    continue  # rejected, so nothing was applied: safe to re-sign
+                raise
+            return TxReceipt.from_json({**doc, "memory_id": doc.get("memory_id") or memory_id})
+        raise AssertionError("unreachable")
+
+    def broadcast(self, tx: bytes, wait: str = "commit") -> TxReceipt:
+        """Send already-signed tx bytes."""
+        return TxReceipt.from_json(self._post_tx("/v1/txs", tx, wait))
+
+    def submit(self, memory_id: str | None, content: str, *, domain: str = "general",
+               type: str = "fact", confidence: float | int = 0.9,  # noqa: A002
+               tags: Sequence[str] = (), wait: str = "commit") -> TxReceipt:
+        """Propose a memory (status `proposed` until validators decide)."""
+        mid, make = self._submit_maker(memory_id, content, domain, type, confidence, tags)
+        return self._send("/v1/memories", make, wait, mid)
+
+    def vote(self, memory_id: str, decision: str = "accept", *, wait: str = "commit") -> TxReceipt:
+        return self._send("/v1/txs", lambda b, n: b.vote(n, memory_id, decision), wait, memory_id)
+
+    def challenge(self, memory_id: str, reason: str = "", *, wait: str = "commit") -> TxReceipt:
+        return self._send("/v1/txs", lambda b, n: b.challenge(n, memory_id, reason), wait,
+                          memory_id)
+
+    def corroborate(self, memory_id: str, *, wait: str = "commit") -> TxReceipt:
+        return self._send("/v1/txs", lambda b, n: b.corroborate(n, memory_id), wait, memory_id)
+
+    def reinstate(self, memory_id: str, *, wait: str = "commit") -> TxReceipt:
+        return self._send("/v1/txs", lambda b, n: b.reinstate(n, memory_id), wait, memory_id)
+
+    def grant(self, domain: str, grantee: bytes | str, level: str = "write", *,
+              expires_height: int = 0, wait: str = "commit") -> TxReceipt:
+        pk = _grantee_bytes(grantee)
+        return self._send("/v1/txs", lambda b, n: b.grant(n, domain, pk, level, expires_height),
+                          wait)
+
+    def revoke(self, domain: str, grantee: bytes | str, *, wait: str = "commit") -> TxReceipt:
+        pk = _grantee_bytes(grantee)
+        return self._send("/v1/txs", lambda b, n: b.revoke(n, domain, pk), wait)
+
+    def cocommit(self, core: bytes, signatures: Sequence[tuple[bytes, bytes]], *,
+                 wait: str = "commit") -> TxReceipt:
+        """Submit a co-commit: `core` from `cocommit_core`, one signature per coauthor."""
+        ordered = sorted(signatures)
+        return self._send("/v1/txs", lambda b, n: b.cocommit(n, core, ordered), wait)
+
+    # --- reads ------------------------------------------------------------------
+    def status(self) -> Status:
+        return Status.from_json(self._request("GET", "/v1/status"))
+
+    def ready(self) -> dict[str, Any]:
+        doc: dict[str, Any] = self._request("GET", "/ready")
+        return doc
+
+    def get_memory(self, memory_id: str) -> Memory:
+        return Memory.from_json(self._request("GET", f"/v1/memories/{_q(memory_id)}"))
+
+    def memory_page(self, *, domain: str | None = None, status: str | None = None,
+                    type: str | None = None, author: str | None = None,  # noqa: A002
+                    tags: Sequence[str] = (), include_disputed: bool = False,
+                    q: str | None = None, limit: int = 100,
+                    cursor: str | None = None) -> MemoryPage:
+        params = _memory_params(domain=domain, status=status, type=type, author=author,
+                                tags=tags, include_disputed=include_disputed, q=q,
+                                limit=limit, cursor=cursor)
+        return _page(self._request("GET", "/v1/memories", params=params))
+
+    def list_memories(self, *, page_size: int = 100, max_items: int | None = None,
+                      **filters: Any) -> Iterator[Memory]:
+        """Every matching memory, fetching cursor pages lazily."""
+        cursor: str | None = None
+        seen = 0
+        while True:
+            page = self.memory_page(limit=page_size, cursor=cursor, **filters)
+            for memory in page.items:
+                if max_items is not None and seen >= max_items:
+                    return
+                seen += 1
+                yield memory
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def search(self, q: str, **filters: Any) -> Iterator[Memory]:
+        """Full-text search (all words must match), newest blocks last."""
+        return self.list_memories(q=q, **filters)
+
+    def votes(self, memory_id: str) -> list[Vote]:
+        doc = self._request("GET", f"/v1/memories/{_q(memory_id)}/votes")
+        return [Vote(**v) for v in doc["votes"]]
+
+    def challenges(self, memory_id: str) -> list[dict[str, Any]]:
+        return list(self._request("GET", f"/v1/memories/{_q(memory_id)}/challenges")["challenges"])
+
+    def corroborations(self, memory_id: str) -> list[Corroboration]:
+        doc = self._request("GET", f"/v1/memories/{_q(memory_id)}/corroborations")
+        return [Corroboration(**c) for c in doc["corroborations"]]
+
+    def get_cocommit(self, cocommit_id: str) -> dict[str, Any]:
+        return dict(self._request("GET", f"/v1/cocommits/{_q(cocommit_id)}")["record"])
+
+    def account(self, public_key: str | None = None) -> Account:
+        key = public_key or self.public_key
+        if key is None:
+            raise MemLedgerError("no public key given and the client has no key", name="no_key")
+        return Account(**self._request("GET", f"/v1/accounts/{key}"))
+
+    def validators(self) -> list[Validator]:
+        return [Validator(**v) for v in self._request("GET", "/v1/validators")["validators"]]
+
+    def proposals(self) -> list[dict[str, Any]]:
+        return list(self._request("GET", "/v1/proposals", params={"limit": 500})["items"])
+
+    def tx(self, tx_hash: str) -> TxReceipt:
+        return TxReceipt.from_json(self._request("GET", f"/v1/txs/{tx_hash}"))
+
+    def wait_tx(self, tx_hash: str, timeout: float = 30.0, poll: float = 0.25) -> TxReceipt:
+        """Poll until a block holds the tx; raises the last 404 problem on timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.tx(tx_hash)
+            except MemLedgerError as err:
+                if err.status != 404 or time.monotonic() >= deadline:
+                    raise
+            time.sleep(poll)
+
+
+# ----------------------------------------------------------------------------- async
+class AsyncMemLedgerClient(_Core):
+    """asyncio client with the same methods as `MemLedgerClient` (awaitable)."""
+
+    def __init__(self, base_url: str = DEFAULT_URL, key: Agent | SigningKey | None = None,
+                 chain_id: str | None = None, *, timeout: float = 60.0,
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 nonces: NonceSource | None = None, retry: RetryPolicy | None = None) -> None:
+        super().__init__(base_url, key, chain_id, nonces, retry)
+        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout,
+                                       transport=transport)
+        self._chain_lock: asyncio.Lock | None = None
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncMemLedgerClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _call(self, method: str, path: str, **kwargs: Any) -> tuple[httpx.Response, int]:
+        attempt = 0
+        while True:
+            try:
+                resp = await self._http.request(method, path, **kwargs)
+            except httpx.HTTPError as exc:
+                raise _connection_error(self.base_url, exc) from None
+            delay = self._retry.delay(resp, attempt)
+            if delay is None:
+                return resp, attempt + 1
+            await asyncio.sleep(delay)
+            attempt += 1
+
+    async def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        resp, _ = await self._call(method, path, **kwargs)
+        return self._raise_for(resp)
+
+    async def _post_tx(self, path: str, tx: bytes, wait: str) -> Any:
+        resp, sent = await self._call("POST", path, params={"wait": wait},
+                                      json=self._tx_json(tx))
+        try:
+            return self._raise_for(resp)
+        except MemLedgerError as err:
+            if sent > 1 and err.code in RESIGN_CODES:
+                found = await self._landed(self._tx_hash(tx))
+                if found is not None:
+                    return found
+            raise
+
+    async def _landed(self, tx_hash: str) -> dict[str, Any] | None:
+        try:
+            doc: dict[str, Any] = await self._request("GET", f"/v1/txs/{tx_hash}")
+        except MemLedgerError:
+            return None
+        return doc if doc.get("status") == "committed" else None
+
+    async def chain_id(self) -> str:
+        if self._chain_lock is None:
+            self._chain_lock = asyncio.Lock()
+        async with self._chain_lock:
+            if self._chain_id is None:
+                self._chain_id = (await self.status()).chain_id
+            return self._chain_id
+
+    async def _send(self, path: str, make: MakeTx, wait: str,
+                    memory_id: str | None = None) -> TxReceipt:
+        key = self._require_key()
+        builder = TxBuilder(key, await self.chain_id())
+        for attempt in (1, 2):
+            tx = make(builder, self._nonces.next())
+            try:
+                doc = await self._post_tx(path, tx, wait)
+            except MemLedgerError as err:
+                if err.code in RESIGN_CODES and attempt == 1:
+                    self._nonces.at_least((await self.account()).last_nonce)
+                    continue
+                raise
+            return TxReceipt.from_json({**doc, "memory_id": doc.get("memory_id") or memory_id})
+        raise AssertionError("unreachable")
+
+    async def broadcast(self, tx: bytes, wait: str = "commit") -> TxReceipt:
+        """Send already-signed tx bytes."""
+        return TxReceipt.from_json(await self._post_tx("/v1/txs", tx, wait))
+
+    async def submit(self, memory_id: str | None, content: str, *, domain: str = "general",
+                     type: str = "fact", confidence: float | int = 0.9,  # noqa: A002
+                     tags: Sequence[str] = (), wait: str = "commit") -> TxReceipt:
+        mid, make = self._submit_maker(memory_id, content, domain, type, confidence, tags)
+        return await self._send("/v1/memories", make, wait, mid)
+
+    async def vote(self, memory_id: str, decision: str = "accept", *,
+                   wait: str = "commit") -> TxReceipt:
+        return await self._send("/v1/txs", lambda b, n: b.vote(n, memory_id, decision), wait,
+                                memory_id)
+
+    async def challenge(self, memory_id: str, reason: str = "", *,
+                        wait: str = "commit") -> TxReceipt:
+        return await self._send("/v1/txs", lambda b, n: b.challenge(n, memory_id, reason), wait,
+                                memory_id)
+
+    async def corroborate(self, memory_id: str, *, wait: str = "commit") -> TxReceipt:
+        return await self._send("/v1/txs", lambda b, n: b.corroborate(n, memory_id), wait,
+                                memory_id)
+
+    async def reinstate(self, memory_id: str, *, wait: str = "commit") -> TxReceipt:
+        return await self._send("/v1/txs", lambda b, n: b.reinstate(n, memory_id), wait,
+                                memory_id)
+
+    async def grant(self, domain: str, grantee: bytes | str, level: str = "write", *,
+                    expires_height: int = 0, wait: str = "commit") -> TxReceipt:
+        pk = _grantee_bytes(grantee)
+        return await self._send(
+            "/v1/txs", lambda b, n: b.grant(n, domain, pk, level, expires_height), wait)
+
+    async def revoke(self, domain: str, grantee: bytes | str, *,
+                     wait: str = "commit") -> TxReceipt:
+        pk = _grantee_bytes(grantee)
+        return await self._send("/v1/txs", lambda b, n: b.revoke(n, domain, pk), wait)
+
+    async def cocommit(self, core: bytes, signatures: Sequence[tuple[bytes, bytes]], *,
+                       wait: str = "commit") -> TxReceipt:
+        ordered = sorted(signatures)
+        return await self._send("/v1/txs", lambda b, n: b.cocommit(n, core, ordered), wait)
+
+    async def status(self) -> Status:
+        return Status.from_json(await self._request("GET", "/v1/status"))
+
+    async def ready(self) -> dict[str, Any]:
+        doc: dict[str, Any] = await self._request("GET", "/ready")
+        return doc
+
+    async def get_memory(self, memory_id: str) -> Memory:
+        return Memory.from_json(await self._request("GET", f"/v1/memories/{_q(memory_id)}"))
+
+    async def memory_page(self, *, domain: str | None = None, status: str | None = None,
+                          type: str | None = None, author: str | None = None,  # noqa: A002
+                          tags: Sequence[str] = (), include_disputed: bool = False,
+                          q: str | None = None, limit: int = 100,
+                          cursor: str | None = None) -> MemoryPage:
+        params = _memory_params(domain=domain, status=status, type=type, author=author,
+                                tags=tags, include_disputed=include_disputed, q=q,
+                                limit=limit, cursor=cursor)
+        return _page(await self._request("GET", "/v1/memories", params=params))
+
+    async def list_memories(self, *, page_size: int = 100, max_items: int | None = None,
+                            **filters: Any) -> AsyncIterator[Memory]:
+        cursor: str | None = None
+        seen = 0
+        while True:
+            page = await self.memory_page(limit=page_size, cursor=cursor, **filters)
+            for memory in page.items:
+                if max_items is not None and seen >= max_items:
+                    return
+                seen += 1
+                yield memory
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def search(self, q: str, **filters: Any) -> AsyncIterator[Memory]:
+        return self.list_memories(q=q, **filters)
+
+    async def votes(self, memory_id: str) -> list[Vote]:
+        doc = await self._request("GET", f"/v1/memories/{_q(memory_id)}/votes")
+        return [Vote(**v) for v in doc["votes"]]
+
+    async def challenges(self, memory_id: str) -> list[dict[str, Any]]:
+        doc = await self._request("GET", f"/v1/memories/{_q(memory_id)}/challenges")
+        return list(doc["challenges"])
+
+    async def corroborations(self, memory_id: str) -> list[Corroboration]:
+        doc = await self._request("GET", f"/v1/memories/{_q(memory_id)}/corroborations")
+        return [Corroboration(**c) for c in doc["corroborations"]]
+
+    async def get_cocommit(self, cocommit_id: str) -> dict[str, Any]:
+        return dict((await self._request("GET", f"/v1/cocommits/{_q(cocommit_id)}"))["record"])
+
+    async def account(self, public_key: str | None = None) -> Account:
+        key = public_key or self.public_key
+        if key is None:
+            raise MemLedgerError("no public key given and the client has no key", name="no_key")
+        return Account(**await self._request("GET", f"/v1/accounts/{key}"))
+
+    async def validators(self) -> list[Validator]:
+        doc = await self._request("GET", "/v1/validators")
+        return [Validator(**v) for v in doc["validators"]]
+
+    async def proposals(self) -> list[dict[str, Any]]:
+        doc = await self._request("GET", "/v1/proposals", params={"limit": 500})
+        return list(doc["items"])
+
+    async def tx(self, tx_hash: str) -> TxReceipt:
+        return TxReceipt.from_json(await self._request("GET", f"/v1/txs/{tx_hash}"))
+
+    async def wait_tx(self, tx_hash: str, timeout: float = 30.0, poll: float = 0.25) -> TxReceipt:
+        """Poll until a block holds the tx; raises the last 404 problem on timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return await self.tx(tx_hash)
+            except MemLedgerError as err:
+                if err.status != 404 or time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(poll)

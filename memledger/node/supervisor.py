@@ -1,0 +1,212 @@
+"""Run one node: the ABCI app, cometbft, the REST API and the voter as child processes.
+
+They are separate processes so that read load never delays consensus (one Python
+process cannot serve both under the GIL). If any child dies the others are stopped and
+the supervisor exits non-zero with a message naming the culprit.
+
+The children never outlive the supervisor, even when it gets no chance to stop them
+(SIGKILL, the OOM killer, a container runtime's timeout): on Linux each is started with
+PR_SET_PDEATHSIG = SIGKILL, so the kernel kills it when the supervisor dies, and all of
+them share one process group of their own (Ctrl-C reaches only the supervisor, which
+stops them in order; leftovers of the group are killed at the end). The home's lock
+(NodeHome.lock) is held by the supervisor and inherited by the children, so a second
+`memledger start` on a home refuses at once while any process of the node is alive.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import IO
+
+from memledger.node import cometbft
+from memledger.node.home import HomeInUseError, NodeConfig, NodeHome
+
+log = logging.getLogger("memledger.node")
+
+
+class StartupError(RuntimeError):
+    pass
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    log_file: IO[bytes]
+
+
+def _python_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "memledger.node.cli", *args]
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn that makes the child get SIGKILL when this process dies (Linux only).
+
+    The death signal is tied to the *thread* that forks, so spawn from the main thread.
+    It survives exec (cleared only for set-id binaries), so it covers cometbft as well.
+    If the parent is already gone by the time the child runs this, the child kills
+    itself: the signal would never come.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved before fork, not in the child
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(ctypes.c_int(_PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL),
+              ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
+
+
+def wait_for_tcp(address: str, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Wait until `tcp://host:port` accepts connections (or the process dies)."""
+    host, _, port = address.removeprefix("tcp://").rpartition(":")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise StartupError(f"process exited with code {proc.returncode} during startup")
+        try:
+            with socket.create_connection((host, int(port)), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise StartupError(f"{address} did not accept connections within {timeout:.0f}s")
+
+
+class Supervisor:
+    """Start, watch and stop the processes of one node."""
+
+    def __init__(
+        self,
+        home: NodeHome,
+        *,
+        api: bool = True,
+        voter: bool | None = None,
+        app_args: list[str] | None = None,
+    ) -> None:
+        self.home = home
+        self.config: NodeConfig = home.load()
+        self.api = api
+        self.voter = self.config.voter if voter is None else voter
+        self.app_args = app_args or []
+        self.children: list[Child] = []
+        self._stopping = False
+        self._lock: IO[str] | None = None
+        self._pgid = 0  # the children's process group: the first child's pid
+
+    def _spawn(self, name: str, cmd: list[str]) -> Child:
+        self.home.logs.mkdir(parents=True, exist_ok=True)
+        log_path = self.home.logs / f"{name}.log"
+        log_file = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+            process_group=self._pgid, preexec_fn=die_with_parent(),
+            pass_fds=(self._lock.fileno(),) if self._lock is not None else ())
+        self._pgid = self._pgid or proc.pid
+        child = Child(name, proc, log_path, log_file)
+        self.children.append(child)
+        return child
+
+    def start(self) -> None:
+        home = str(self.home.root)
+        app = self._spawn("app", _python_cmd("app", "--home", home, *self.app_args))
+        wait_for_tcp(self.config.abci_address, 60, app.proc)
+        binary = cometbft.find_cometbft()
+        self._spawn("cometbft", [str(binary), "start", "--home", str(self.home.cometbft)])
+        if self.api:
+            voter_flag = "--voter" if self.voter else "--no-voter"
+            self._spawn("api", _python_cmd("api", "--home", home, voter_flag))
+        if self.voter:
+            self._spawn("voter", _python_cmd("voter", "--home", home))
+
+    def poll(self) -> Child | None:
+        """The first child that has exited, if any."""
+        for child in self.children:
+            if child.proc.poll() is not None:
+                return child
+        return None
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Stop in dependency order: clients first, then cometbft, then the app."""
+        self._stopping = True
+        order = {"voter": 0, "api": 1, "cometbft": 2, "app": 3}
+        for child in sorted(self.children, key=lambda c: order.get(c.name, 9)):
+            if child.proc.poll() is None:
+                child.proc.send_signal(signal.SIGTERM)
+                try:
+                    child.proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    log.warning("%s did not stop in %.0fs; killing", child.name, timeout)
+                    child.proc.kill()
+                    child.proc.wait()
+            child.log_file.close()
+        if self._pgid:  # anything the children started and left behind
+            try:
+                os.killpg(self._pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def run(self) -> int:
+        """Supervise until a signal (exit 0) or a child dies (exit 1).
+
+        Refuses at once (exit 1) if another node holds the home.
+        """
+        try:
+            self._lock = self.home.lock()
+        except HomeInUseError as exc:
+            print(f"memledger: error: {exc}", file=sys.stderr, flush=True)
+            return 1
+        try:
+            return self._run()
+        finally:
+            if self._lock is not None:
+                self._lock.close()  # the children's copies are closed: they have exited
+
+    def _run(self) -> int:
+        received: list[int] = []
+
+        def on_signal(signum: int, _frame: FrameType | None) -> None:
+            received.append(signum)
+
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGHUP, on_signal)  # terminal closed: stop in order, too
+        try:
+            self.start()
+        except (StartupError, cometbft.CometBFTError) as exc:
+            print(f"memledger: startup failed: {exc}", file=sys.stderr)
+            self.stop()
+            return 1
+        print(f"memledger: node running (home {self.home.root}, REST "
+              f"http://{self.config.api_host}:{self.config.api_port}, RPC "
+              f"{self.config.rpc_laddr})", flush=True)
+        while not received:
+            dead = self.poll()
+            if dead is not None:
+                code = dead.proc.returncode
+                print(f"memledger: {dead.name} exited with code {code}; stopping the node "
+                      f"(see {dead.log_path})", file=sys.stderr, flush=True)
+                self.stop()
+                return 1
+            time.sleep(0.2)
+        print("memledger: shutting down", flush=True)
+        self.stop()
+        return 0

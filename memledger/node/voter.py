@@ -1,0 +1,159 @@
+"""The auto-voter: votes with the node's validator key on proposed memories.
+
+Advisory and off the consensus path: it reads the SQL projection, decides with
+deterministic baseline checks, and broadcasts signed votes over cometbft's RPC like any
+client. Its opinion is not consensus state. A heartbeat file tells /ready it is alive.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from nacl.signing import SigningKey
+
+from memledger.node.rpc import RpcClient, RpcError
+from memledger.node.txbuilder import TxBuilder
+from memledger.projection.writer import make_engine, memories, validators, votes
+
+log = logging.getLogger("memledger.voter")
+
+MIN_CONTENT_CHARS = 8
+CONFIDENCE_FLOOR_PPM = 100_000
+RESEND_AFTER_S = 10.0
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What the decision function looks at; all of it comes from the projection."""
+
+    memory_id: str
+    domain: str
+    content: str
+    content_hash: str
+    confidence_ppm: int
+    duplicate_of_committed: bool
+
+
+def decide(c: Candidate) -> tuple[str, str]:
+    """Baseline checks in a fixed order; returns (decision, reason)."""
+    if not c.domain.strip():
+        return "reject", "no domain"
+    if len(c.content.strip()) < MIN_CONTENT_CHARS:
+        return "reject", f"content shorter than {MIN_CONTENT_CHARS} characters"
+    if c.confidence_ppm < CONFIDENCE_FLOOR_PPM:
+        return "reject", "confidence below floor"
+    if c.duplicate_of_committed:
+        return "reject", "duplicates a committed memory"
+    return "accept", "passes baseline checks"
+
+
+def heartbeat_path(home: Path) -> Path:
+    return home / "run" / "voter.heartbeat"
+
+
+def is_alive(home: Path, max_age_s: float = 10.0) -> bool:
+    """True when the voter wrote its heartbeat recently (used by /ready)."""
+    path = heartbeat_path(home)
+    try:
+        return time.time() - path.stat().st_mtime < max_age_s
+    except FileNotFoundError:
+        return False
+
+
+class Voter:
+    """One polling loop: find, decide, sign, broadcast."""
+
+    def __init__(self, key: SigningKey, chain_id: str, db_url: str, rpc_url: str,
+                 home: Path, batch: int = 200) -> None:
+        self.builder = TxBuilder(key, chain_id)
+        self.me = self.builder.public_key.hex()
+        self.engine = make_engine(db_url)
+        self.rpc = RpcClient(rpc_url, timeout=10)
+        self.home = home
+        self.batch = batch
+        self.sent: dict[str, float] = {}
+        self.last_nonce = 0
+
+    def _nonce(self) -> int:
+        """max(now_ns, last+1): unique across restarts without reading state."""
+        self.last_nonce = max(time.time_ns(), self.last_nonce + 1)
+        return self.last_nonce
+
+    def pending(self) -> list[Candidate]:
+        """Proposed memories this key may vote on and has not voted on."""
+        mine = sa.select(votes.c.memory_id).where(votes.c.voter == self.me)
+        query = (
+            sa.select(memories.c.id, memories.c.domain, memories.c.content,
+                      memories.c.content_hash, memories.c.confidence_ppm, memories.c.record)
+            .where(memories.c.status == "proposed", memories.c.id.not_in(mine))
+            .order_by(memories.c.submitted_height, memories.c.id)
+            .limit(self.batch)
+        )
+        out: list[Candidate] = []
+        with self.engine.connect() as conn:
+            is_validator = conn.execute(
+                sa.select(validators.c.power).where(validators.c.public_key == self.me)
+            ).first() is not None
+            rows = conn.execute(query).all()
+            for row in rows:
+                if not self._eligible(row.record, is_validator):
+                    continue
+                dup = conn.execute(
+                    sa.select(memories.c.id).where(
+                        memories.c.content_hash == row.content_hash,
+                        memories.c.status == "committed", memories.c.id != row.id).limit(1)
+                ).first() is not None
+                out.append(Candidate(row.id, row.domain, row.content or "", row.content_hash,
+                                     int(row.confidence_ppm), dup))
+        return out
+
+    def _eligible(self, record_json: str, is_validator: bool) -> bool:
+        import json
+
+        record: dict[str, Any] = json.loads(record_json)
+        ballot = record.get("ballot")
+        if ballot is None:
+            return is_validator
+        return any(member == self.me for member, _ in ballot["members"])
+
+    def step(self) -> int:
+        """One pass; returns the number of votes broadcast."""
+        now = time.monotonic()
+        sent = 0
+        for cand in self.pending():
+            if now - self.sent.get(cand.memory_id, -1e9) < RESEND_AFTER_S:
+                continue
+            decision, reason = decide(cand)
+            tx = self.builder.vote(self._nonce(), cand.memory_id, decision)
+            try:
+                result = self.rpc.broadcast_tx_sync(tx)
+            except (RpcError, OSError) as exc:
+                log.warning("broadcast failed for %s: %s", cand.memory_id, exc)
+                break
+            self.sent[cand.memory_id] = now
+            if result.code != 0:
+                log.info("vote on %s not accepted by CheckTx: code %d %s", cand.memory_id,
+                         result.code, result.log)
+            else:
+                log.info("voted %s on %s (%s)", decision, cand.memory_id, reason)
+                sent += 1
+        return sent
+
+    def beat(self) -> None:
+        path = heartbeat_path(self.home)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+
+    def run(self, interval_s: float, stop: list[int]) -> None:
+        while not stop:
+            try:
+                self.step()
+            except sa.exc.OperationalError as exc:
+                log.warning("projection not readable yet: %s", exc)
+            self.beat()
+            time.sleep(interval_s)
