@@ -28,6 +28,7 @@ from memledger.consensus.gate.pending import PendingNonces
 from memledger.consensus.gate.sigverify import SignatureVerifier
 from memledger.consensus.gate.txcache import DecodedTxCache
 from memledger.consensus.gate.verifypool import VerifyPool
+from memledger.consensus.query import QueryService
 from memledger.consensus.store import records
 from memledger.consensus.store.snapshots import SnapshotStore, SnapshotTaker
 from memledger.consensus.store.state import BlockOverlay, CanonicalStore
@@ -38,7 +39,6 @@ from memledger.consensus.wire.interface import BaseApplication
 from memledger.projection.writer import Projection
 
 log = logging.getLogger("memledger.abci")
-MAX_QUERY_KEY = 509
 
 APP_NAME = "memledger"
 SOFTWARE_VERSION = "0.1.0"
@@ -135,6 +135,7 @@ class MemLedgerApp(BaseApplication):
         self.mempool_nonces = PendingNonces()
         self._chain_id = self._load_chain_id()
         self.statesync = StateSync(store, projection, snapshots, on_restored=self._restored)
+        self.queries = QueryService(store)
         self.snapshot_taker = (None if snapshots is None
                                else SnapshotTaker(store, snapshots, snapshot_interval))
 
@@ -351,34 +352,4 @@ class MemLedgerApp(BaseApplication):
 
     # ----------------------------------------------------------------- queries
     def query(self, req: pb.RequestQuery) -> pb.ResponseQuery:
-        """Committed-state reads; never lets a malformed query take the node down."""
-        try:
-            return self._query(req)
-        except Exception as exc:  # noqa: BLE001 - public RPC input must not kill the node
-            log.warning("query %r failed: %r", req.path[:64], exc)
-            return pb.ResponseQuery(code=4, log="query failed", codespace=CODESPACE,
-                                    height=self.store.last_height)
-
-    def _query(self, req: pb.RequestQuery) -> pb.ResponseQuery:
-        """`/key` (raw key in data) and `/account` (hex key)."""
-        height = self.store.last_height
-        if req.path == "/key":
-            if not 1 <= len(req.data) <= MAX_QUERY_KEY:
-                return pb.ResponseQuery(code=2, log="key must be 1..509 bytes", height=height,
-                                        codespace=CODESPACE)
-            value = self.store.get(bytes(req.data))
-            if value is None:
-                return pb.ResponseQuery(code=1, log="not found", height=height,
-                                        codespace=CODESPACE)
-            return pb.ResponseQuery(key=req.data, value=value, height=height)
-        if req.path == "/account":
-            try:
-                key = bytes.fromhex(req.data.decode())
-            except ValueError:
-                return pb.ResponseQuery(code=2, log="account must be hex", height=height,
-                                        codespace=CODESPACE)
-            raw = self.store.get(records.account_key(key))
-            nonce = 0 if raw is None else int(json.loads(raw)["nonce"])
-            return pb.ResponseQuery(value=json.dumps({"nonce": nonce}).encode(), height=height)
-        return pb.ResponseQuery(code=3, log=f"unknown query path {req.path!r}", height=height,
-                                codespace=CODESPACE)
+        return self.queries.query(req)

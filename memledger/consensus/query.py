@@ -1,0 +1,77 @@
+"""ABCI Query: reads of committed state, answered with codes from `codes.QueryCode`.
+
+Off the consensus path (the query connection), but served from the same committed LMDB
+snapshot the app hash covers, so an answer can be checked against a block's app hash.
+Paths:
+
+- `/key`: data is a raw state key (docs/APP_HASH.md); value is the canonical record bytes.
+- `/account`: data is a hex public key; value is `{"nonce": n}` (0 for an unknown key).
+
+A query never takes the node down: any failure inside is answered with `FAILED`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from memledger.consensus.codes import QUERY_CODESPACE, QueryCode
+from memledger.consensus.store import records
+from memledger.consensus.store.state import CanonicalStore
+from memledger.consensus.wire._pb import abci_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+#: The longest key any record has (prefix + 128-byte id + NUL + 64 hex chars, with room).
+MAX_QUERY_KEY = 509
+
+
+def answer(code: QueryCode, height: int, log_line: str = "") -> pb.ResponseQuery:
+    """A non-OK answer in the query codespace."""
+    return pb.ResponseQuery(code=int(code), log=log_line or code.description, height=height,
+                            codespace=QUERY_CODESPACE)
+
+
+class QueryService:
+    """Answers RequestQuery from the committed store."""
+
+    def __init__(self, store: CanonicalStore) -> None:
+        self.store = store
+
+    def query(self, req: pb.RequestQuery) -> pb.ResponseQuery:
+        """Dispatch by path; never lets a malformed query take the node down."""
+        try:
+            handler = PATHS.get(req.path)
+            if handler is None:
+                return answer(QueryCode.UNKNOWN_PATH, self.store.last_height,
+                              f"unknown query path {req.path[:64]!r}")
+            return handler(self, req)
+        except Exception as exc:  # noqa: BLE001 - public RPC input must not kill the node
+            log.warning("query %r failed: %r", req.path[:64], exc)
+            return answer(QueryCode.FAILED, self.store.last_height)
+
+    def key(self, req: pb.RequestQuery) -> pb.ResponseQuery:
+        height = self.store.last_height
+        if not 1 <= len(req.data) <= MAX_QUERY_KEY:
+            return answer(QueryCode.BAD_REQUEST, height, f"key must be 1..{MAX_QUERY_KEY} bytes")
+        value = self.store.get(bytes(req.data))
+        if value is None:
+            return answer(QueryCode.NOT_FOUND, height)
+        return pb.ResponseQuery(key=req.data, value=value, height=height)
+
+    def account(self, req: pb.RequestQuery) -> pb.ResponseQuery:
+        height = self.store.last_height
+        try:
+            key = bytes.fromhex(req.data.decode())
+        except ValueError:
+            return answer(QueryCode.BAD_REQUEST, height, "account must be hex")
+        raw = self.store.get(records.account_key(key))
+        nonce = 0 if raw is None else int(json.loads(raw)["nonce"])
+        return pb.ResponseQuery(value=json.dumps({"nonce": nonce}).encode(), height=height)
+
+
+#: path -> handler; one line per query path.
+PATHS = {
+    "/key": QueryService.key,
+    "/account": QueryService.account,
+}
