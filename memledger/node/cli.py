@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 from pathlib import Path
@@ -12,12 +11,9 @@ from typing import Any
 import click
 
 from memledger.consensus.versions import LATEST_APP_VERSION, SUPPORTED_APP_VERSIONS
-from memledger.node.home import DEFAULT_HOME, NodeConfig, NodeHome
-
-home_option = click.option(
-    "--home", type=click.Path(path_type=Path), default=DEFAULT_HOME, show_default=True,
-    envvar="MEMLEDGER_HOME", help="Node home directory.",
-)
+from memledger.node import cli_client, cli_gov, cli_testnet
+from memledger.node.cli_root import home_option, main
+from memledger.node.home import NodeConfig, NodeHome
 
 
 def _fail(message: str) -> None:
@@ -27,13 +23,6 @@ def _fail(message: str) -> None:
 
 def _emit(data: Any, as_json: bool, human: str) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True) if as_json else human)
-
-
-@click.group()
-def main() -> None:
-    """memledger: a consensus-replicated memory ledger for AI agents."""
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 @main.command()
@@ -189,12 +178,11 @@ def projection_rebuild(home: Path, db_url: str, as_json: bool) -> None:
           f"{result['height']}")
 
 
-from memledger.node import cli_client  # noqa: E402,F401,I001  (attaches the client commands to main)
-from memledger.node import cli_gov  # noqa: E402,F401  (attaches `memledger gov`)
-from memledger.node import cli_testnet  # noqa: E402,F401  (attaches `memledger testnet`, `bench`)
+# The sub-command modules know nothing of this one: they define their commands and
+# `register` adds them to `main`.
+cli_client.register(main)
+cli_gov.register(main)
+cli_testnet.register(main)
 
 if __name__ == "__main__":
-    # Run the instance the plugin modules attached their commands to, not __main__'s copy.
-    from memledger.node.cli import main as registered_main
-
-    registered_main()
+    main()

@@ -1,9 +1,9 @@
 """Client commands of `memledger` (keys, status, submit, get, search, vote, ...) and the
 hidden `api` command that serves the REST API for `memledger start`.
 
-Attached to the `main` group of `memledger.node.cli` on import. Every command talks to a node
-through the REST API with the SDK (`--api URL`, default: the node home's API address),
-prints human-readable text or `--json` for scripts, and turns any failure into one
+Added to the `main` group (cli_root.py) by `memledger.node.cli` (`register`). Every command
+talks to a node through the REST API with the SDK (`--api URL`, default: the node home's API
+address), prints human-readable text or `--json` for scripts, and turns any failure into one
 line on stderr with exit status 1.
 """
 
@@ -29,22 +29,6 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is noise here
 DEFAULT_API = "http://127.0.0.1:26680"
-
-
-def _host_groups() -> list[click.Group]:
-    """`memledger.node.cli.main`, plus `__main__.main` when node.cli runs as `python -m
-    memledger.node.cli`
-    (that executes a second copy of the module; attaching to both is harmless)."""
-    from memledger.node.cli import main
-
-    groups = [main]
-    main_module = sys.modules.get("__main__")
-    spec = getattr(main_module, "__spec__", None)
-    if spec is not None and spec.name == "memledger.node.cli":
-        other = getattr(main_module, "main", None)
-        if isinstance(other, click.Group) and other is not main:
-            groups.append(other)
-    return groups
 
 
 # ----------------------------------------------------------------------------- plumbing
@@ -424,6 +408,3 @@ def register(group: click.Group) -> None:
                     challenge_cmd, corroborate_cmd, reinstate_cmd, cocommit_cmd, api_cmd):
         group.add_command(command)
 
-
-for _group in _host_groups():
-    register(_group)

@@ -17,7 +17,7 @@ import click
 
 from memledger.consensus.wire._pb import tx_pb2
 from memledger.node import cometbft
-from memledger.node.cli import home_option, main
+from memledger.node.cli_root import home_option
 from memledger.node.home import NodeHome
 from memledger.node.rpc import RpcClient, RpcError, laddr_to_url
 from memledger.node.txbuilder import (
@@ -95,7 +95,7 @@ def _submit(ctx: GovContext, proposal: tx_pb2.GovPropose, summary: str, yes: boo
         click.echo(f"proposal {pid} submitted at height {result['height']}")
 
 
-@main.group()
+@click.group()
 def gov() -> None:
     """Governance: validator set, scopes, parameters and software upgrades."""
 
@@ -312,3 +312,7 @@ def _parse_key(text: str) -> bytes:
     if len(key) != 32:
         _fail("public key must be 32 bytes")
     return key
+
+
+def register(group: click.Group) -> None:
+    group.add_command(gov)

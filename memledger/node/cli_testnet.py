@@ -1,7 +1,7 @@
 """`memledger testnet ...` and `memledger bench load`: multi-node nets from the command line.
 
-Attached to the `main` group of node.cli on import (one import line at the bottom of
-memledger/node/cli.py).
+Added to the `main` group (memledger/node/cli_root.py) by memledger/node/cli.py
+(`register`).
 """
 
 from __future__ import annotations
@@ -303,22 +303,6 @@ def bench_load(net_dir: Path | None, rpc: str, node_indexes: tuple[int, ...], ra
 # --- registration -------------------------------------------------------------------------
 
 
-def _host_groups() -> list[click.Group]:
-    """`memledger.node.cli.main`, plus `__main__.main` when node.cli runs as `python -m
-    memledger.node.cli`
-    (a second copy of the module; attaching to both is harmless)."""
-    from memledger.node.cli import main
-
-    groups = [main]
-    module = sys.modules.get("__main__")
-    spec = getattr(module, "__spec__", None)
-    other = getattr(module, "main", None)
-    if spec is not None and spec.name == "memledger.node.cli" and isinstance(other, click.Group) \
-            and other is not main:
-        groups.append(other)
-    return groups
-
-
 def register(group: click.Group) -> None:
     group.add_command(testnet)
     existing = group.commands.get("bench")
@@ -327,6 +311,3 @@ def register(group: click.Group) -> None:
     else:
         group.add_command(bench)
 
-
-for _group in _host_groups():
-    register(_group)
