@@ -1,0 +1,159 @@
+"""The light client: from a trust root, verify headers up to the height a read needs.
+
+Trust starts at a root the user chooses: the genesis validator set (verified against the
+first header's validators_hash), or a height and header hash the user pins. It moves
+forward by CometBFT's rules (`verify.verify_step`): straight to the target if enough of
+the trusted power signed it, otherwise by bisection through pivot heights. Heights below
+the lowest trusted header are reached backwards through `last_block_id` hash links.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from memledger.light.errors import CommitError, HeaderError, ProviderError, TrustError
+from memledger.light.header import LightBlock, ValidatorSet
+from memledger.light.provider import Provider
+from memledger.light.store import TrustedStore
+from memledger.light.verify import (
+    TrustOptions,
+    check_not_expired,
+    check_self_consistent,
+    verify_commit_full,
+    verify_step,
+)
+
+
+@dataclass(frozen=True)
+class GenesisRoot:
+    """Trust the chain's genesis validator set at its initial height."""
+
+    validators: ValidatorSet
+    initial_height: int = 1
+
+
+@dataclass(frozen=True)
+class PinnedRoot:
+    """Trust one header the user obtained out of band: its height and hash."""
+
+    height: int
+    hash: bytes
+
+
+TrustRoot = GenesisRoot | PinnedRoot
+
+
+class LightClient:
+    """Verifies headers for one chain from one provider, remembering what it verified."""
+
+    def __init__(self, chain_id: str, provider: Provider, root: TrustRoot, *,
+                 store: TrustedStore | None = None, options: TrustOptions | None = None,
+                 now_ns: Callable[[], int] = time.time_ns, wait_s: float = 10.0) -> None:
+        self.chain_id = chain_id
+        self.provider = provider
+        self.root = root
+        self.store = store if store is not None else TrustedStore()
+        self.options = options or TrustOptions()
+        self.now_ns = now_ns
+        self.wait_s = wait_s
+
+    # --- fetching ------------------------------------------------------------------------
+
+    def _fetch(self, height: int) -> LightBlock:
+        """A light block, waiting briefly for a height the chain has not reached yet."""
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            try:
+                return self.provider.light_block(height)
+            except ProviderError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.1)
+
+    # --- trust root ----------------------------------------------------------------------
+
+    def _root_block(self) -> LightBlock:
+        """Verify and store the trust root's own light block (once)."""
+        root = self.root
+        height = root.height if isinstance(root, PinnedRoot) else root.initial_height
+        known = self.store.get(height)
+        if known is not None:
+            if isinstance(root, PinnedRoot) and known.header.hash() != root.hash:
+                raise TrustError("conflict", f"stored header at {height} differs from the "
+                                             "pinned hash")
+            return known
+        lb = self._fetch(height)
+        if lb.header.chain_id != self.chain_id:
+            raise HeaderError("wrong_chain_id", f"header is for chain {lb.header.chain_id!r}, "
+                                                f"expected {self.chain_id!r}")
+        if isinstance(root, PinnedRoot):
+            if lb.header.hash() != root.hash:
+                raise TrustError("pinned_hash_mismatch", f"header at height {height} does not "
+                                                         "have the pinned hash")
+        elif lb.header.validators_hash != root.validators.hash():
+            raise TrustError("genesis_mismatch", f"header {height} is not signed by the genesis "
+                                                 "validator set")
+        check_self_consistent(self.chain_id, lb)
+        verify_commit_full(self.chain_id, lb.validators, lb.header, lb.commit)
+        check_not_expired(lb.header, self.now_ns(), self.options)
+        self.store.save(lb)
+        return lb
+
+    # --- verification --------------------------------------------------------------------
+
+    def verify_to(self, height: int) -> LightBlock:
+        """The verified light block at `height` (from the store when already verified)."""
+        known = self.store.get(height)
+        if known is not None:
+            return known
+        if isinstance(self.root, PinnedRoot) or self.store.get(self._root_height()) is None:
+            self._root_block()
+        known = self.store.get(height)
+        if known is not None:
+            return known
+        below = self.store.latest_at_or_below(height)
+        if below is not None:
+            return self._forward(below, height)
+        above = self.store.lowest_above(height)
+        assert above is not None
+        return self._backward(above, height)
+
+    def _root_height(self) -> int:
+        root = self.root
+        return root.height if isinstance(root, PinnedRoot) else root.initial_height
+
+    def _forward(self, trusted: LightBlock, height: int) -> LightBlock:
+        """Skipping verification with bisection, as CometBFT's light client does."""
+        pending = [self._fetch(height)]
+        while pending:
+            candidate = pending[-1]
+            try:
+                verify_step(self.chain_id, trusted, candidate, self.now_ns(), self.options)
+            except CommitError as exc:
+                if exc.reason != "insufficient_trust":
+                    raise
+                pivot = (trusted.height + candidate.height) // 2
+                if pivot <= trusted.height:  # adjacent never reports insufficient trust
+                    raise
+                pending.append(self._fetch(pivot))
+                continue
+            self.store.save(candidate)
+            trusted = candidate
+            pending.pop()
+        return trusted
+
+    def _backward(self, trusted: LightBlock, height: int) -> LightBlock:
+        """Below the lowest trusted header: follow last_block_id hashes down to `height`."""
+        check_not_expired(trusted.header, self.now_ns(), self.options)
+        current = trusted
+        while current.height > height:
+            prev = self._fetch(current.height - 1)
+            if prev.header.hash() != current.header.last_block_id.hash:
+                raise HeaderError("broken_link", f"header {prev.height} is not the one header "
+                                                 f"{current.height} links to")
+            check_self_consistent(self.chain_id, prev)
+            current = prev
+        self.store.save(current)
+        return current
