@@ -6,6 +6,13 @@ Paths:
 
 - `/key`: data is a raw state key (docs/APP_HASH.md); value is the canonical record bytes.
 - `/account`: data is a hex public key; value is `{"nonce": n}` (0 for an unknown key).
+- `/memory`, `/content`, `/domain`, `/scope`, `/proposal` (data: the id or name) and
+  `/validators` (no data): the raw canonical record under that key.
+
+With `prove=true` every path above answers the raw record bytes (empty and `NOT_FOUND`
+for an absent key, `/account` included), the height H whose app hash (in header H+1)
+covers them, and a proof of inclusion or exclusion in `proof_ops`
+(`memledger.consensus.proofs`). Value, height and proof come from one LMDB snapshot.
 
 A query never takes the node down: any failure inside is answered with `FAILED`.
 """
@@ -15,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 
+from memledger.consensus import proofs
 from memledger.consensus.codes import QUERY_CODESPACE, QueryCode
 from memledger.consensus.store import records
 from memledger.consensus.store.state import CanonicalStore
@@ -41,6 +49,8 @@ class QueryService:
     def query(self, req: pb.RequestQuery) -> pb.ResponseQuery:
         """Dispatch by path; never lets a malformed query take the node down."""
         try:
+            if req.prove:
+                return self.proven(req)
             handler = PATHS.get(req.path)
             if handler is None:
                 return answer(QueryCode.UNKNOWN_PATH, self.store.last_height,
@@ -49,6 +59,41 @@ class QueryService:
         except Exception as exc:  # noqa: BLE001 - public RPC input must not kill the node
             log.warning("query %r failed: %r", req.path[:64], exc)
             return answer(QueryCode.FAILED, self.store.last_height)
+
+    def proven(self, req: pb.RequestQuery) -> pb.ResponseQuery:
+        """Raw record, height and proof ops for a record path, read from one snapshot."""
+        if req.path not in proofs.RECORD_PATHS:
+            return answer(QueryCode.UNKNOWN_PATH, self.store.last_height,
+                          f"no proofs for query path {req.path[:64]!r}")
+        try:
+            key = proofs.record_key(req.path, bytes(req.data))
+        except ValueError:
+            return answer(QueryCode.BAD_REQUEST, self.store.last_height, "malformed query data")
+        with self.store.snapshot() as snap:
+            height = snap.last_height
+            if not 1 <= len(key) <= MAX_QUERY_KEY:
+                return answer(QueryCode.BAD_REQUEST, height,
+                              f"key must be 1..{MAX_QUERY_KEY} bytes")
+            if req.height not in (0, height):
+                return answer(QueryCode.NO_SUCH_HEIGHT, height)
+            value = snap.get(key)
+            proof = snap.prove(key)
+        ops = pb.ProofOps(ops=[pb.ProofOp(type=op.type, key=op.key, data=op.data)
+                               for op in proofs.encode_ops(key, proof)])
+        if value is None:
+            resp = answer(QueryCode.NOT_FOUND, height)
+            resp.key = key
+            resp.proof_ops.CopyFrom(ops)
+            return resp
+        return pb.ResponseQuery(key=key, value=value, height=height, proof_ops=ops)
+
+    def raw(self, req: pb.RequestQuery) -> pb.ResponseQuery:
+        """Unproven read of a named record path (same key mapping as the proven one)."""
+        try:
+            key = proofs.record_key(req.path, bytes(req.data))
+        except ValueError:
+            return answer(QueryCode.BAD_REQUEST, self.store.last_height, "malformed query data")
+        return self.key(pb.RequestQuery(path="/key", data=key))
 
     def key(self, req: pb.RequestQuery) -> pb.ResponseQuery:
         height = self.store.last_height
@@ -74,4 +119,10 @@ class QueryService:
 PATHS = {
     "/key": QueryService.key,
     "/account": QueryService.account,
+    "/memory": QueryService.raw,
+    "/content": QueryService.raw,
+    "/domain": QueryService.raw,
+    "/scope": QueryService.raw,
+    "/proposal": QueryService.raw,
+    "/validators": QueryService.raw,
 }
