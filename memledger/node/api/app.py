@@ -6,11 +6,19 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.openapi.docs import (
+    get_redoc_html,
+    get_swagger_ui_html,
+    get_swagger_ui_oauth2_redirect_html,
+)
 from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
 
 from memledger.node.api import problems, routes_memories, routes_state, routes_status, routes_txs
 from memledger.node.api.db import readonly_engine
@@ -64,6 +72,48 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     return schema
 
 
+#: Swagger UI and ReDoc assets come from the fastapi-offline package (MIT; the assets keep
+#: their Apache-2.0 / MIT licences) and are served by the node itself, so /docs and
+#: /redoc render on a machine with no network (FastAPI's defaults load them from a CDN).
+DOCS_ASSETS = "/docs/assets"
+
+
+def _docs_assets_dir() -> str:
+    import fastapi_offline
+
+    return str(Path(fastapi_offline.__file__).parent / "static")
+
+
+def install_docs(app: FastAPI) -> None:
+    """/docs (Swagger UI) and /redoc from local assets; no URL in either page leaves the
+    node (tests/unit/test_docs_offline.py checks every one)."""
+    app.mount(DOCS_ASSETS, StaticFiles(directory=_docs_assets_dir()), name="docs-assets")
+    openapi_url = app.openapi_url or "/openapi.json"
+    redirect_url = app.swagger_ui_oauth2_redirect_url or "/docs/oauth2-redirect"
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_swagger_ui_html(
+            openapi_url=f"{root}{openapi_url}", title=f"{app.title} - Swagger UI",
+            oauth2_redirect_url=f"{root}{redirect_url}",
+            swagger_js_url=f"{root}{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png")
+
+    @app.get(redirect_url, include_in_schema=False)
+    async def swagger_ui_redirect() -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_redoc_html(
+            openapi_url=f"{root}{openapi_url}", title=f"{app.title} - ReDoc",
+            redoc_js_url=f"{root}{DOCS_ASSETS}/redoc.standalone.js",
+            redoc_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png", with_google_fonts=False)
+
+
 def create_app(source: ApiSettings | NodeHome | str | os.PathLike[str]) -> FastAPI:
     """Build the REST app for a node home (path or NodeHome) or explicit ApiSettings."""
     settings = _settings(source)
@@ -82,7 +132,8 @@ def create_app(source: ApiSettings | NodeHome | str | os.PathLike[str]) -> FastA
         state.close()
 
     app = FastAPI(title="memledger", version=_version(), description=DESCRIPTION,
-                  lifespan=lifespan)
+                  lifespan=lifespan, docs_url=None, redoc_url=None)
+    install_docs(app)
     app.state.memledger = state
     problems.install(app)
     for module in (routes_txs, routes_memories, routes_state, routes_status):
