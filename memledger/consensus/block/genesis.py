@@ -13,15 +13,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from memledger.consensus import params as chain_params
 from memledger.consensus import versions
 from memledger.consensus.block.context import TxBuffer
-from memledger.consensus.families.accounts import nonces
 from memledger.consensus.families.governance import scopes, validators
 from memledger.consensus.store import records
 
 #: Params a genesis may set that are not written unless set (adding them to every
 #: genesis would change the app hash of chains that never used them).
-OPTIONAL_PARAMS: dict[str, tuple[int, int]] = {"nonce_window": nonces.NONCE_WINDOW_RANGE}
 
 
 class GenesisError(ValueError):
@@ -64,20 +63,10 @@ def apply_genesis(
     app_state: dict[str, Any],
 ) -> None:
     """Write the initial state: chain facts, params, validator set and scopes."""
-    params = dict(records.DEFAULT_PARAMS)
-    for key, value in sorted(app_state.get("params", {}).items()):
-        if key in OPTIONAL_PARAMS:
-            low, high = OPTIONAL_PARAMS[key]
-            if type(value) is not int or not low <= value <= high:
-                raise GenesisError(f"genesis param {key!r} must be an int in {low}..{high}")
-            params[key] = value
-            continue
-        if key not in params:
-            raise GenesisError(f"unknown genesis param {key!r}")
-        if type(value) is not type(params[key]):
-            raise GenesisError(f"genesis param {key!r} has the wrong type")
-        params[key] = value
-    params["shared_domains"] = sorted(set(params["shared_domains"]))
+    try:
+        params = chain_params.genesis_record(app_state.get("params", {}))
+    except chain_params.ParamError as exc:
+        raise GenesisError(str(exc)) from None
     state.put_record(records.CHAIN, {"chain_id": chain_id, "initial_height": initial_height})
     state.put_record(records.PARAMS, params)
     if "app_version" in app_state:

@@ -8,8 +8,6 @@ the single source of truth for the layout; the projection and the proofs read it
 
 from __future__ import annotations
 
-from typing import Any
-
 MEMORY = b"mem/"            # mem/<id> -> memory record (without content)
 CONTENT = b"memc/"          # memc/<id> -> raw UTF-8 content bytes (written once)
 ACCOUNT = b"acct/"          # acct/<hex key> -> {"nonce": n}
@@ -94,10 +92,3 @@ def split_compound(key: bytes, prefix: bytes) -> tuple[str, str]:
     """Split `<prefix><a>\\0<b>` into (a, b)."""
     first, _, second = key[len(prefix):].partition(SEP)
     return first.decode(), second.decode()
-
-
-DEFAULT_PARAMS: dict[str, Any] = {
-    "shared_domains": ["general"],
-    "gov_voting_period": 100,
-    "gov_min_upgrade_delay": 20,
-}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from memledger.consensus import params as chain_params
 from memledger.consensus.block.context import TxBuffer
 from memledger.consensus.codes import Code, TxError
 from memledger.consensus.limits import MAX_ID_BYTES
@@ -24,8 +25,7 @@ def check_name(value: str, code: Code, what: str) -> None:
 
 
 def params(state: TxBuffer) -> dict[str, Any]:
-    record = state.get_record(records.PARAMS)
-    return dict(records.DEFAULT_PARAMS) if record is None else dict(record)
+    return chain_params.current(state)
 
 
 def is_shared(state: TxBuffer, domain: str) -> bool:

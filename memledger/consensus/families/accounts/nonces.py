@@ -23,15 +23,13 @@ from bisect import bisect_left, insort
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from memledger.consensus import params as chain_params
 from memledger.consensus import versions
 from memledger.consensus.block.context import TxBuffer
 from memledger.consensus.codes import Code, TxError
-from memledger.consensus.families.access.domains import params
 from memledger.consensus.store import records
 
 MAX_NONCE = (1 << 64) - 1
-DEFAULT_NONCE_WINDOW = 256
-NONCE_WINDOW_RANGE = (1, 4096)  # what governance and genesis may set
 
 
 @dataclass(slots=True)
@@ -63,7 +61,7 @@ def last_nonce(state: TxBuffer, signer: bytes) -> int:
 
 def window_size(state: TxBuffer) -> int:
     """The governed window (absent from params until a chain sets it: the default)."""
-    return int(params(state).get("nonce_window", DEFAULT_NONCE_WINDOW))
+    return int(chain_params.value(state, "nonce_window"))
 
 
 def check_nonce(state: TxBuffer, signer: bytes, nonce: int, app_version: int,

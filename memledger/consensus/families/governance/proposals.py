@@ -11,24 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from memledger.consensus import versions
+from memledger.consensus import params as chain_params
 from memledger.consensus.block.context import TxBuffer
 from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.access.domains import check_name, params
-from memledger.consensus.families.accounts import nonces
 from memledger.consensus.families.governance import scopes, validators
 from memledger.consensus.families.memory import ballots, quorum
 from memledger.consensus.store import records
 from memledger.consensus.versions import INITIAL_APP_VERSION
 
 MAX_POWER = 1 << 40
-PARAM_RANGES = {
-    "gov_voting_period": (1, 1_000_000),
-    "gov_min_upgrade_delay": (1, 1_000_000),
-    "nonce_window": nonces.NONCE_WINDOW_RANGE,
-}
-#: Params that only exist from the app version of the rule that reads them.
-PARAM_RULES = {"nonce_window": "nonce_window"}
 VALIDATOR_DELAY = 2  # CometBFT applies ValidatorUpdates returned at H from H+2
 
 
@@ -95,13 +87,7 @@ def validate(state: TxBuffer, kind: str, payload: dict[str, Any], height: int,
         if scope["state"] == "retired":
             raise TxError(Code.GOV_INVALID_PROPOSAL, "scope is retired")
     elif kind == "param":
-        bounds = PARAM_RANGES.get(payload["key"])
-        rule = PARAM_RULES.get(payload["key"])
-        if bounds is None or (rule is not None and not versions.active(rule, app_version)):
-            raise TxError(Code.GOV_UNKNOWN_PARAM, f"unknown parameter {payload['key'][:64]!r}")
-        if not bounds[0] <= payload["value"] <= bounds[1]:
-            raise TxError(Code.GOV_INVALID_PARAM_VALUE,
-                          f"{payload['key']} must be in {bounds[0]}..{bounds[1]}")
+        chain_params.check_proposal(payload["key"], payload["value"], app_version)
     elif kind == "upgrade":
         check_name(payload["name"], Code.GOV_INVALID_PROPOSAL, "upgrade name")
         if payload["app_version"] <= app_version:
@@ -230,9 +216,7 @@ def _execute(state: TxBuffer, proposal: dict[str, Any], height: int, app_version
                      "scope_retire": "retired"}[kind]
         scopes.set_state(state, payload["id"], new_state, height)
     elif kind == "param":
-        current = params(state)
-        current[payload["key"]] = payload["value"]
-        state.put_record(records.PARAMS, current)
+        chain_params.set_value(state, payload["key"], payload["value"])
     elif kind == "upgrade":
         state.put_record(records.UPGRADE, {**payload, "proposal": proposal["id"]})
     proposal["status"] = "executed"

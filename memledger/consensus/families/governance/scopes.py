@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from memledger.consensus import params as chain_params
 from memledger.consensus.block.context import TxBuffer
 from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.access.domains import check_name
@@ -77,7 +78,7 @@ def apply_scope(state: TxBuffer, spec: ScopeSpec, height: int) -> dict[str, Any]
     bound to another scope, are refused."""
     key = records.scope_key(spec.scope_id)
     current = state.get_record(key)
-    shared = set((state.get_record(records.PARAMS) or records.DEFAULT_PARAMS)["shared_domains"])
+    shared = set(chain_params.value(state, "shared_domains"))
     for domain in spec.domains:
         if domain in shared:
             raise ScopeError(f"shared domain {domain!r} cannot be scoped")
