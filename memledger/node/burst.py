@@ -16,6 +16,7 @@ import httpx
 from nacl.signing import SigningKey
 
 from memledger.node.client import MemLedgerClient, MemLedgerError, NonceSource
+from memledger.node.waiting import wait_until
 
 
 @dataclass
@@ -93,18 +94,13 @@ def missing(api_url: str, memory_ids: list[str]) -> list[str]:
 
 def wait_mempool_empty(rpc_url: str, timeout: float = 120.0) -> None:
     """Until the node's mempool is empty and two more blocks have committed."""
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
     with httpx.Client(base_url=rpc_url, timeout=10.0) as http:
-        while time.monotonic() < deadline:
-            pending = int(http.get("/num_unconfirmed_txs").json()["result"]["n_txs"])
-            if pending == 0:
-                start = int(http.get("/status").json()["result"]["sync_info"][
-                    "latest_block_height"])
-                while time.monotonic() < deadline:
-                    height = int(http.get("/status").json()["result"]["sync_info"][
-                        "latest_block_height"])
-                    if height >= start + 2:
-                        return
-                    time.sleep(0.2)
-            time.sleep(0.2)
-    raise TimeoutError(f"mempool of {rpc_url} not empty within {timeout:.0f}s")
+        def height() -> int:
+            return int(http.get("/status").json()["result"]["sync_info"]["latest_block_height"])
+
+        wait_until(lambda: int(http.get("/num_unconfirmed_txs").json()["result"]["n_txs"]) == 0,
+                   timeout, 0.2, what=f"the mempool of {rpc_url} to empty")
+        start = height()
+        wait_until(lambda: height() >= start + 2, timeout - (time.monotonic() - started), 0.2,
+                   what=f"two blocks on {rpc_url} after its mempool emptied")

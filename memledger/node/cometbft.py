@@ -14,15 +14,16 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+import httpx
 import tomlkit
 from nacl.signing import SigningKey
 
 from memledger.node import rpc
+from memledger.node.waiting import wait_until
 
 COMETBFT_VERSION = "0.38.25"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -397,23 +398,17 @@ class CometProcess:
     def wait_ready(self, timeout: float = 30.0) -> dict[str, Any]:
         """Wait until RPC /status answers. Note the RPC only comes up after the ABCI
         handshake, so the app must already be listening on ``proxy_app``."""
-        deadline = time.monotonic() + timeout
-        last_err: Exception | None = None
         with self.client(timeout=2.0) as c:
-            while time.monotonic() < deadline:
+            def status() -> dict[str, Any]:
                 if self.proc is not None and self.proc.poll() is not None:
                     raise CometBFTError(
                         f"cometbft exited with {self.proc.returncode}:\n{self.log_tail()}"
                     )
-                try:
-                    return c.status()
-                except Exception as exc:  # any failure means "not yet"
-                    last_err = exc
-                time.sleep(0.1)
-        raise CometBFTError(
-            f"cometbft RPC {self.rpc_url} not ready after {timeout}s ({last_err!r}):\n"
-            f"{self.log_tail()}"
-        )
+                return c.status()
+
+            return wait_until(status, timeout, 0.1, what=f"cometbft RPC {self.rpc_url}",
+                              ignore=(httpx.HTTPError, rpc.RpcError, ValueError, KeyError),
+                              error=lambda msg: CometBFTError(f"{msg}:\n{self.log_tail()}"))
 
     def wait_for_height(self, height: int, timeout: float = 30.0) -> int:
         with self.client() as c:

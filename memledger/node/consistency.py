@@ -21,7 +21,6 @@ stopped. Receipts are left out because a rebuilt projection only holds the last 
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -33,6 +32,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine, make_url
 
 from memledger.node.rpc import RpcClient, RpcError
+from memledger.node.waiting import wait_until
 from memledger.projection.writer import make_engine, metadata, receipts
 
 HEADER_FIELDS = ("block_hash", "app_hash", "last_results_hash")
@@ -199,23 +199,27 @@ def matched_snapshots(targets: Sequence[NodeTarget], timeout: float = 30.0,
     """Projection dumps of every target taken at one common height (the highest seen)."""
     readers = {t.name: ProjectionReader(t.db_url) for t in targets}
     seen: dict[str, dict[int, Dump]] = {name: {} for name in readers}
-    deadline = time.monotonic() + timeout
+
+    def matched() -> tuple[int, dict[str, Dump]] | None:
+        for name, reader in readers.items():
+            snap = reader.snapshot()
+            if snap is not None:
+                seen[name][snap[0]] = snap[1]
+                for old in sorted(seen[name])[:-keep]:
+                    del seen[name][old]
+        common = set.intersection(*(set(s) for s in seen.values()))
+        if not common:
+            return None
+        height = max(common)
+        return height, {name: s[height] for name, s in seen.items()}
+
+    def no_common(message: str) -> NoCommonSnapshot:
+        last = {name: max(s) if s else None for name, s in seen.items()}
+        return NoCommonSnapshot(f"{message}: heights seen {last}")
+
     try:
-        while True:
-            for name, reader in readers.items():
-                snap = reader.snapshot()
-                if snap is not None:
-                    seen[name][snap[0]] = snap[1]
-                    for old in sorted(seen[name])[:-keep]:
-                        del seen[name][old]
-            common = set.intersection(*(set(s) for s in seen.values()))
-            if common:
-                height = max(common)
-                return height, {name: s[height] for name, s in seen.items()}
-            if time.monotonic() > deadline:
-                last = {name: max(s) if s else None for name, s in seen.items()}
-                raise NoCommonSnapshot(f"no common projection height in {timeout}s: {last}")
-            time.sleep(poll)
+        return wait_until(matched, timeout, poll, what="a common projection height",
+                          error=no_common)
     finally:
         for reader in readers.values():
             reader.close()

@@ -32,6 +32,7 @@ from nacl.signing import SigningKey
 
 from memledger.node.rpc import RpcClient, RpcError
 from memledger.node.txbuilder import TxBuilder
+from memledger.node.waiting import WaitTimeout, wait_until
 
 #: (builder, nonce, memory id, content) -> tx bytes; lets benches send other payloads
 #: (e.g. `key=value` txs for CometBFT's built-in kvstore) through the same machinery.
@@ -171,13 +172,11 @@ class LoadGenerator:
 
     def wait_settled(self, timeout: float) -> bool:
         """True once every acknowledged tx has landed in a block (or timeout)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if not self.pending():
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(self.poll_s)
+        try:
+            return wait_until(lambda: not self.pending(), timeout, self.poll_s,
+                              what="every acknowledged tx in a block")
+        except WaitTimeout:
+            return False
 
     # --- results ----------------------------------------------------------------------
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import base64
 import itertools
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
+from memledger.node.waiting import wait_until
 
 DEFAULT_URL = "http://127.0.0.1:26657"
 
@@ -212,21 +213,15 @@ class RpcClient:
 
     def wait_for_height(self, height: int, timeout: float = 30.0, poll: float = 0.1) -> int:
         """Block until the node reports ``latest_block_height >= height``; return it."""
-        deadline = time.monotonic() + timeout
-        last: int | None = None
-        last_err: Exception | None = None
-        while time.monotonic() < deadline:
-            try:
-                last = self.latest_height()
-                if last >= height:
-                    return last
-            except (httpx.HTTPError, RpcError) as exc:
-                last_err = exc
-            time.sleep(poll)
-        raise TimeoutError(
-            f"{self.url}: height {height} not reached in {timeout}s "
-            f"(last={last}, last_error={last_err!r})"
-        )
+        last: list[int] = []
+
+        def reached() -> tuple[int] | None:  # a tuple: height 0 is an answer too
+            last[:] = [self.latest_height()]
+            return (last[0],) if last[0] >= height else None
+
+        return wait_until(reached, timeout, poll, what=f"{self.url} to reach height {height}",
+                          ignore=(httpx.HTTPError, RpcError),
+                          error=lambda msg: TimeoutError(f"{msg}, last height {last}"))[0]
 
 
 def _height_params(height: int | None) -> dict[str, Any]:

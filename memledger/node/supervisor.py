@@ -31,6 +31,7 @@ from typing import IO
 
 from memledger.node import cometbft
 from memledger.node.home import HomeInUseError, NodeConfig, NodeHome
+from memledger.node.waiting import wait_until
 
 log = logging.getLogger("memledger.node")
 
@@ -79,16 +80,15 @@ def die_with_parent() -> Callable[[], None] | None:
 def wait_for_tcp(address: str, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
     """Wait until `tcp://host:port` accepts connections (or the process dies)."""
     host, _, port = address.removeprefix("tcp://").rpartition(":")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def accepts() -> bool:
         if proc is not None and proc.poll() is not None:
             raise StartupError(f"process exited with code {proc.returncode} during startup")
-        try:
-            with socket.create_connection((host, int(port)), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise StartupError(f"{address} did not accept connections within {timeout:.0f}s")
+        with socket.create_connection((host, int(port)), timeout=0.5):
+            return True
+
+    wait_until(accepts, timeout, 0.1, what=f"{address} to accept connections",
+               ignore=(OSError,), error=StartupError)
 
 
 class Supervisor:

@@ -15,6 +15,7 @@ not start (`memledger testnet down`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -40,6 +41,7 @@ from memledger.node.testnet_layout import (
     free_base_port,
     node_specs,
 )
+from memledger.node.waiting import WaitTimeout, wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SPARE_BLOCKS = 4  # port blocks kept free for nodes added later (add_node)
@@ -148,11 +150,9 @@ class TestnetNode:
         return self
 
     def _wait_ports_free(self, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while busy := busy_ports([self.spec]):
-            if time.monotonic() > deadline:
-                raise NodeError(f"{self.name}: ports {busy} are in use (another net running?)")
-            time.sleep(0.2)
+        wait_until(lambda: not busy_ports([self.spec]), timeout, 0.2,
+                   what=f"{self.name}'s ports to be free (another net running?)",
+                   error=NodeError)
 
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM the supervisor (it stops its children in order); SIGKILL leftovers."""
@@ -181,12 +181,9 @@ class TestnetNode:
 
     def wait_exit(self, timeout: float = 60.0) -> int | None:
         """Wait until no process of the node is left; the supervisor's code if we own it."""
-        deadline = time.monotonic() + timeout
-        while self.processes():
-            if time.monotonic() > deadline:
-                raise NodeError(f"{self.name} still running after {timeout}s: "
-                                f"{self.processes()}\n{self.log_tail()}")
-            time.sleep(0.1)
+        wait_until(lambda: not self.processes(), timeout, 0.1,
+                   what=f"every process of {self.name} to exit",
+                   error=lambda msg: NodeError(f"{msg}: {self.processes()}\n{self.log_tail()}"))
         return self._reap()
 
     def _reap(self, block: bool = True) -> int | None:
@@ -210,26 +207,23 @@ class TestnetNode:
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Until the RPC answers (it only does after the ABCI handshake)."""
-        deadline = time.monotonic() + timeout
-        while self.height() is None:
+        def answers() -> bool:
             if self._proc is not None and self._proc.poll() is not None:
                 raise NodeError(f"{self.name} exited with {self._proc.returncode} while "
                                 f"starting\n{self.log_tail()}")
-            if time.monotonic() > deadline:
-                raise NodeError(f"{self.name} RPC not ready after {timeout}s\n"
-                                f"{self.log_tail()}")
-            time.sleep(0.2)
+            return self.height() is not None
+
+        wait_until(answers, timeout, 0.2, what=f"{self.name}'s RPC",
+                   error=lambda msg: NodeError(f"{msg}\n{self.log_tail()}"))
 
     def wait_height(self, height: int, timeout: float = 60.0) -> int:
-        deadline = time.monotonic() + timeout
-        while True:
+        def reached() -> tuple[int] | None:  # a tuple: height 0 is an answer too
             current = self.height()
-            if current is not None and current >= height:
-                return current
-            if time.monotonic() > deadline:
-                raise NodeError(f"{self.name} did not reach height {height} in {timeout}s "
-                                f"(at {current})\n{self.log_tail()}")
-            time.sleep(0.2)
+            return (current,) if current is not None and current >= height else None
+
+        return wait_until(reached, timeout, 0.2, what=f"{self.name} to reach height {height}",
+                          error=lambda msg: NodeError(f"{msg} (at {self.height()})\n"
+                                                      f"{self.log_tail()}"))[0]
 
     def log_tail(self, lines: int = 30) -> str:
         out = []
@@ -322,10 +316,9 @@ class Testnet:
         for n in self.nodes:
             procs = n.processes()
             testnet_procs.signal_pids(procs.get("supervisor", []), signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        for n in self.nodes:
-            while n.processes() and time.monotonic() < deadline:
-                time.sleep(0.1)
+        with contextlib.suppress(WaitTimeout):
+            wait_until(lambda: not any(n.processes() for n in self.nodes), timeout, 0.1,
+                       what="every supervisor to stop")
         for n in self.nodes:
             n.stop(timeout=5)
 

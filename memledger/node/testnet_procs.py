@@ -8,10 +8,13 @@ one of those processes names the node home on its command line (``--home HOME`` 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
 from pathlib import Path
+
+from memledger.node.waiting import WaitTimeout, wait_until
 
 #: role -> the ``memledger.node.cli`` subcommand that runs it
 PY_ROLES = {"start": "supervisor", "app": "app", "voter": "voter", "api": "api"}
@@ -88,12 +91,10 @@ def signal_pids(pids: list[int], sig: int) -> None:
 
 def wait_gone(pids: list[int], timeout: float) -> list[int]:
     """Wait for ``pids`` to exit; returns those still alive at the deadline."""
-    deadline = time.monotonic() + timeout
-    left = [p for p in pids if alive(p)]
-    while left and time.monotonic() < deadline:
-        time.sleep(0.05)
-        left = [p for p in left if alive(p)]
-    return left
+    with contextlib.suppress(WaitTimeout):
+        wait_until(lambda: not any(alive(p) for p in pids), timeout, 0.05,
+                   what=f"pids {pids} to exit")
+    return [p for p in pids if alive(p)]
 
 
 def kill_node(home: Path, timeout: float = 10.0) -> None:
