@@ -44,7 +44,7 @@ build() {
 
 generate() {
     "$MEMLEDGER" testnet init --validators "${VALIDATORS:-4}" --out "$HOMES" --compose \
-        --compose-dir "$ROOT/deploy" "$@"
+        --compose-dir "$ROOT/deploy" --base-port 26656 "$@"
 }
 
 case "$cmd" in

@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from memledger.consensus.versions import LATEST_APP_VERSION, SUPPORTED_APP_VERSIONS
-from memledger.node.testnet_layout import DEFAULT_CHAIN_ID, POSTGRES_TEMPLATE
+from memledger.node.testnet_layout import (
+    DEFAULT_CHAIN_ID,
+    PORT_BLOCK,
+    PORT_OFFSETS,
+    POSTGRES_TEMPLATE,
+    bindable,
+    port_block,
+)
 
 if TYPE_CHECKING:
     from memledger.node.testnet import Testnet, TestnetNode
@@ -46,6 +53,27 @@ def _parse_powers(value: str, validators: int) -> list[int] | None:
     return powers
 
 
+#: Where `testnet init` looks for free ports first: above a single node's defaults
+#: (26656-26658, REST 26680), so `make run` and a default test net never share a port.
+DEFAULT_TESTNET_BASE = 26720
+
+
+def first_free_base_port(blocks: int, start: int = DEFAULT_TESTNET_BASE,
+                         limit: int = 65000) -> int:
+    """The lowest base port from ``start`` (in whole port blocks) whose first ``blocks``
+    blocks are all free now: predictable on a quiet machine, never a port in use."""
+    for base in range(start, limit - blocks * PORT_BLOCK, PORT_BLOCK):
+        if all(bindable(port_block(base, i) + off)
+               for i in range(blocks) for off in PORT_OFFSETS):
+            return base
+    raise RuntimeError(f"no free range of {blocks} port blocks from port {start}")
+
+
+def _progress(message: str) -> None:
+    """Progress of long work, on stderr so --json output on stdout stays parseable."""
+    click.echo(message, err=True)
+
+
 def _load(net_dir: Path) -> Testnet:
     from memledger.node.testnet import Testnet
 
@@ -65,8 +93,10 @@ def testnet() -> None:
 @click.option("--out", "out", type=click.Path(path_type=Path, file_okay=False), required=True,
               help="Directory for the node homes (DIR/node0..N-1).")
 @click.option("--chain-id", default=DEFAULT_CHAIN_ID, show_default=True)
-@click.option("--base-port", type=int, default=26656, show_default=True,
-              help="Node i uses base+32*i: p2p +0, RPC +1, ABCI +2, REST +24.")
+@click.option("--base-port", type=click.IntRange(1024, 65000), default=None,
+              help="Node i uses base+32*i: p2p +0, RPC +1, ABCI +2, REST +24 [default: the "
+                   f"first free range from {DEFAULT_TESTNET_BASE}, clear of a single node's "
+                   "26656-26680].")
 @click.option("--powers", default="", help="Comma-separated voting powers (default: equal).")
 @click.option("--db-url-template", default="",
               help="Projection URL per node; {index} {name} {home} are filled in.")
@@ -74,27 +104,38 @@ def testnet() -> None:
 @click.option("--compose", is_flag=True,
               help="Generate homes for docker-compose and write the compose file.")
 @click.option("--compose-dir", type=click.Path(path_type=Path, file_okay=False),
-              default=Path("deploy"), show_default=True,
-              help="Where docker-compose.yml and Dockerfile go (with --compose).")
+              default=None,
+              help="Where docker-compose.yml and Dockerfile go (with --compose) "
+                   "[default: the --out directory].")
 @click.option("--postgres", is_flag=True, help="Add a PostgreSQL service (with --compose).")
 @click.option("--no-api", is_flag=True, help="Do not run the REST API (with --compose).")
 @click.option("--app-version", type=click.Choice([str(v) for v in sorted(SUPPORTED_APP_VERSIONS)]),
               default=str(LATEST_APP_VERSION), show_default=True,
               help="Consensus rules the new chain starts with.")
 @click.option("--json", "as_json", is_flag=True)
-def init_cmd(validators: int, out: Path, chain_id: str, base_port: int, powers: str,
-             db_url_template: str, no_voter: bool, compose: bool, compose_dir: Path,
+def init_cmd(validators: int, out: Path, chain_id: str, base_port: int | None, powers: str,
+             db_url_template: str, no_voter: bool, compose: bool, compose_dir: Path | None,
              postgres: bool, no_api: bool, app_version: str, as_json: bool) -> None:
     """Generate N validator homes sharing one genesis, fully meshed."""
     from memledger.node.cometbft import REPO_ROOT, CometBFTError
-    from memledger.node.testnet import Testnet
+    from memledger.node.testnet import SPARE_BLOCKS, Testnet
     from memledger.node.testnet_compose import project_name, write_compose
-    from memledger.node.testnet_layout import COMPOSE, LOCAL
+    from memledger.node.testnet_layout import COMPOSE, LOCAL, busy_ports, node_specs
 
     if postgres and not compose:
         raise click.UsageError("--postgres needs --compose (local nets take --db-url-template)")
     if postgres and not db_url_template:
         db_url_template = POSTGRES_TEMPLATE
+    if base_port is None:
+        try:
+            base_port = first_free_base_port(validators + SPARE_BLOCKS)
+        except RuntimeError as exc:
+            _fail(str(exc))
+    else:
+        busy = busy_ports(node_specs(validators, base_port))
+        if busy:
+            _fail(f"ports {', '.join(map(str, busy))} of --base-port {base_port} are in use; "
+                  "pick another base port, or leave --base-port out to get a free range")
     try:
         net = Testnet.create(out, validators, chain_id=chain_id, base_port=base_port,
                              powers=_parse_powers(powers, validators),
@@ -105,8 +146,10 @@ def init_cmd(validators: int, out: Path, chain_id: str, base_port: int, powers: 
         _fail(str(exc))
     written: list[Path] = []
     if compose:
-        written = write_compose(net.spec, net.root, compose_dir.resolve(), REPO_ROOT,
-                                api=not no_api)
+        # Beside the homes unless told otherwise: never over the repository's own
+        # deploy/docker-compose.yml just because the command ran from the repo root.
+        written = write_compose(net.spec, net.root, (compose_dir or net.root).resolve(),
+                                REPO_ROOT, api=not no_api)
     result: dict[str, Any] = {
         "dir": str(net.root), "chain_id": chain_id, "flavour": net.spec.flavour,
         "nodes": [{"name": n.name, "rpc": n.rpc_url, "p2p_port": n.spec.p2p_port,
@@ -128,21 +171,49 @@ def init_cmd(validators: int, out: Path, chain_id: str, base_port: int, powers: 
 
 @testnet.command("up")
 @dir_argument
-@click.option("--api", is_flag=True, help="Also run each node's REST API.")
+@click.option("--api/--no-api", default=True, show_default=True,
+              help="Run each node's REST API (node i on base+32*i+24).")
 @click.option("--no-voter", is_flag=True, help="Do not run the auto-voters.")
 @click.option("--timeout", type=float, default=120.0, show_default=True)
 @click.option("--foreground", is_flag=True, help="Stay attached; Ctrl-C stops the net.")
 def up_cmd(net_dir: Path, api: bool, no_voter: bool, timeout: float, foreground: bool) -> None:
     """Start every node as local processes (logs in each home's logs/)."""
     from memledger.node.testnet import NodeError
+    from memledger.node.testnet_layout import LOCAL, busy_ports
 
     net = _load(net_dir)
+    if net.spec.flavour != LOCAL:
+        _fail(f"{net.root} was generated for docker-compose; run it with `docker compose up`")
+    stopped = [n for n in net.nodes if not n.running]
+    # Refuse at once, naming the ports, instead of waiting for them and failing later.
+    clashes = {n.name: busy_ports([n.spec]) for n in stopped}
+    clashes = {name: ports for name, ports in clashes.items() if ports}
+    if clashes:
+        named = "; ".join(f"{name}: {', '.join(map(str, ports))}"
+                          for name, ports in clashes.items())
+        _fail(f"ports of this net are already in use ({named}): another node or net is "
+              f"running on them; stop it, or generate the net again without --base-port "
+              f"(`memledger testnet init` picks a free range)")
+    deadline = time.monotonic() + timeout
     try:
-        net.up(api=api, voter=False if no_voter else None, timeout=timeout)
+        for n in stopped:
+            _progress(f"starting {n.name} (rpc {n.rpc_url})")
+            n.start(api=api, voter=False if no_voter else None, wait=False)
+        for n in stopped:
+            n.wait_ready(max(1.0, deadline - time.monotonic()))
+            _progress(f"{n.name} answers on {n.rpc_url}")
+        _progress("waiting for the first block")
+        net.wait_height(1, timeout=max(1.0, deadline - time.monotonic()))
     except NodeError as exc:
+        net.down()
         _fail(str(exc))
+    except BaseException:
+        net.down()
+        raise
     for n in net.nodes:
-        click.echo(f"{n.name}: height {n.height()}  rpc {n.rpc_url}  logs {n.node_home.logs}")
+        rest = f"  api {n.api_url}" if api else ""
+        click.echo(f"{n.name}: height {n.height()}  rpc {n.rpc_url}{rest}  "
+                   f"logs {n.node_home.logs}")
     if not foreground:
         click.echo(f"stop it with `memledger testnet down {net.root}`")
         return
@@ -209,6 +280,8 @@ def check_cmd(net_dir: Path, no_projections: bool, timeout: float, as_json: bool
     """Compare app hashes at every height and projections: exit 1 on divergence,
     2 if some comparison could not be made (node down, no common height)."""
     net = _load(net_dir)
+    _progress(f"comparing block headers{'' if no_projections else ' and projections'} of "
+              f"{net.size} nodes (up to {timeout:g} s)")
     report = net.check(projections=not no_projections, timeout=timeout)
     if as_json:
         _print_json(report.to_json())
@@ -294,7 +367,10 @@ def bench_load(net_dir: Path | None, rpc: str, node_indexes: tuple[int, ...], ra
                 chain_id = c.status()["node_info"]["network"]
         gen = LoadGenerator(urls, chain_id, rate=rate, agents=agents,
                             content_bytes=content_bytes)
+        _progress(f"submitting {rate:g}/s for {duration:g} s to {len(urls)} node(s), then "
+                  f"up to {settle:g} s for acknowledged txs to commit")
         report = gen.run(duration, settle)
+        _progress(f"done: {report.to_json().get('committed', '?')} committed")
     except (*TRANSPORT_ERRORS, RuntimeError, IndexError) as exc:
         _fail(f"load generation failed: {exc}")
     _print_json({"rpc": urls, "chain_id": chain_id, **report.to_json()})
