@@ -9,7 +9,7 @@ from __future__ import annotations
 
 #: App versions this binary can execute. A node whose chain moves past these halts with
 #: "upgrade required" before executing a block under rules it does not know.
-SUPPORTED_APP_VERSIONS: frozenset[int] = frozenset({1, 2, 3})
+SUPPORTED_APP_VERSIONS: frozenset[int] = frozenset({1, 2, 3, 4})
 #: The version a genesis without an explicit `app_version` starts at (chains made before
 #: genesis could name one must replay under the rules they were made with).
 INITIAL_APP_VERSION = 1
@@ -25,6 +25,12 @@ RULES: dict[str, int] = {
     # above the last committed nonce", so one signer's concurrent txs may commit in any
     # order (docs/RULES.md, "Nonces"). Also makes `nonce_window` a governed parameter.
     "nonce_window": 3,
+    # v4: every memory ballot expires `ballot_expiry` blocks after it opened (ballots open
+    # at the upgrade get the full window from the activation height), and removing a
+    # validator no longer waits for the pinned ballots naming it to close. Before, a
+    # member holding >= 1/3 of a ballot could keep it open forever by never voting, and
+    # stay in the validator set while it did (docs/RULES.md, "Ballot expiry").
+    "ballot_expiry": 4,
 }
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from memledger.consensus import params as chain_params
 from memledger.consensus.block.context import TxContext
 from memledger.consensus.codes import Code, TxError
-from memledger.consensus.families.governance import proposals, validators
+from memledger.consensus.families.governance import kinds, proposals, validators
 from memledger.consensus.families.memory.handlers import _DECISIONS
 from memledger.consensus.limits import MAX_REASON_BYTES
 from memledger.consensus.store import records
@@ -22,26 +23,7 @@ def _payload(msg: tx_pb2.GovPropose) -> tuple[str, dict[str, Any]]:
     kind = msg.WhichOneof("kind")
     if kind is None:
         raise TxError(Code.GOV_INVALID_PROPOSAL, "proposal has no kind")
-    if kind == "validator":
-        v = msg.validator
-        if len(v.public_key) != 32:
-            raise TxError(Code.GOV_INVALID_PROPOSAL, "validator key must be 32 bytes")
-        return kind, {"public_key": v.public_key.hex(), "power": int(v.power)}
-    if kind in ("scope_create", "scope_revise"):
-        spec = getattr(msg, kind)
-        for m in spec.members:
-            if len(m.public_key) != 32:
-                raise TxError(Code.GOV_INVALID_PROPOSAL, "member key must be 32 bytes")
-        return kind, {"id": spec.scope_id, "domains": list(spec.domains),
-                      "members": [[m.public_key.hex(), int(m.weight)] for m in spec.members]}
-    if kind in ("scope_pause", "scope_resume", "scope_retire"):
-        return kind, {"id": getattr(msg, kind)}
-    if kind == "param":
-        return kind, {"key": msg.param.key, "value": int(msg.param.value)}
-    up = msg.upgrade
-    return "upgrade", {"name": up.name, "app_version": int(up.app_version),
-                       "activation_height": int(up.activation_height),
-                       "binary_sha256": up.binary_sha256}
+    return kind, kinds.kind_of(kind).decode(getattr(msg, kind))
 
 
 def propose(ctx: TxContext, msg: tx_pb2.GovPropose) -> None:
@@ -52,7 +34,7 @@ def propose(ctx: TxContext, msg: tx_pb2.GovPropose) -> None:
     proposals.validate(ctx.state, kind, payload, ctx.block.height, ctx.block.app_version)
     gov = proposals.gov_state(ctx.state)
     proposal_id = f"p{gov['next_id']}"
-    period = int(proposals.params(ctx.state)["gov_voting_period"])
+    period = int(chain_params.value(ctx.state, "gov_voting_period"))
     ctx.state.put_record(records.proposal_key(proposal_id), {
         "id": proposal_id, "kind": kind, "payload": payload, "title": msg.title,
         "proposer": ctx.signer_hex, "submit_height": ctx.block.height,

@@ -73,20 +73,24 @@ def make_spec(scope_id: Any, domains: list[Any], members: list[tuple[Any, Any]])
     return ScopeSpec(scope_id, tuple(sorted(domains)), tuple(sorted(members)))
 
 
+def check_domains_free(state: TxBuffer, spec: ScopeSpec) -> None:
+    """Raise ScopeError unless every domain of the spec is unshared, unowned, and unbound or
+    bound to this same scope. The one binding check, for genesis and for proposals."""
+    shared = set(chain_params.value(state, "shared_domains"))
+    for domain in spec.domains:
+        bound = state.get_record(records.domain_key(domain))
+        if domain in shared or (bound is not None and (
+                bound.get("owner") is not None
+                or bound.get("scope") not in (None, spec.scope_id))):
+            raise ScopeError(f"domain {domain!r} is shared, owned or in another scope")
+
+
 def apply_scope(state: TxBuffer, spec: ScopeSpec, height: int) -> dict[str, Any]:
     """Create or revise a scope and bind its domains. Domains owned by someone else, or
     bound to another scope, are refused."""
+    check_domains_free(state, spec)
     key = records.scope_key(spec.scope_id)
     current = state.get_record(key)
-    shared = set(chain_params.value(state, "shared_domains"))
-    for domain in spec.domains:
-        if domain in shared:
-            raise ScopeError(f"shared domain {domain!r} cannot be scoped")
-        bound = state.get_record(records.domain_key(domain))
-        if bound is None:
-            continue
-        if bound.get("scope") not in (None, spec.scope_id) or bound.get("owner") is not None:
-            raise ScopeError(f"domain {domain!r} is already owned or scoped")
     if current is not None:
         for domain in current["domains"]:
             if domain not in spec.domains:
