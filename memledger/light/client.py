@@ -9,12 +9,15 @@ the lowest trusted header are reached backwards through `last_block_id` hash lin
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from memledger.light.errors import CommitError, HeaderError, ProviderError, TrustError
-from memledger.light.header import LightBlock, ValidatorSet
+from memledger.light.header import LightBlock, ValidatorSet, genesis_validators
 from memledger.light.provider import Provider
 from memledger.light.store import TrustedStore
 from memledger.light.verify import (
@@ -30,8 +33,19 @@ from memledger.light.verify import (
 class GenesisRoot:
     """Trust the chain's genesis validator set at its initial height."""
 
+    chain_id: str
     validators: ValidatorSet
     initial_height: int = 1
+
+    @classmethod
+    def from_genesis(cls, doc: dict[str, Any]) -> GenesisRoot:
+        """From a CometBFT genesis document (its chain id, validators, initial height)."""
+        return cls(str(doc["chain_id"]), genesis_validators(doc),
+                   max(1, int(doc.get("initial_height") or 1)))
+
+    @classmethod
+    def from_file(cls, path: Path) -> GenesisRoot:
+        return cls.from_genesis(json.loads(Path(path).read_text()))
 
 
 @dataclass(frozen=True)
@@ -48,10 +62,11 @@ TrustRoot = GenesisRoot | PinnedRoot
 class LightClient:
     """Verifies headers for one chain from one provider, remembering what it verified."""
 
-    def __init__(self, chain_id: str, provider: Provider, root: TrustRoot, *,
+    def __init__(self, provider: Provider, root: TrustRoot, *, chain_id: str | None = None,
                  store: TrustedStore | None = None, options: TrustOptions | None = None,
                  now_ns: Callable[[], int] = time.time_ns, wait_s: float = 10.0) -> None:
-        self.chain_id = chain_id
+        # A pinned root fixes the chain id through its header hash (learned on first use).
+        self.chain_id = chain_id or (root.chain_id if isinstance(root, GenesisRoot) else "")
         self.provider = provider
         self.root = root
         self.store = store if store is not None else TrustedStore()
@@ -83,8 +98,11 @@ class LightClient:
             if isinstance(root, PinnedRoot) and known.header.hash() != root.hash:
                 raise TrustError("conflict", f"stored header at {height} differs from the "
                                              "pinned hash")
+            self.chain_id = self.chain_id or known.header.chain_id
             return known
         lb = self._fetch(height)
+        if isinstance(root, PinnedRoot) and not self.chain_id and lb.header.hash() == root.hash:
+            self.chain_id = lb.header.chain_id
         if lb.header.chain_id != self.chain_id:
             raise HeaderError("wrong_chain_id", f"header is for chain {lb.header.chain_id!r}, "
                                                 f"expected {self.chain_id!r}")

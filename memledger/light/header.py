@@ -280,7 +280,8 @@ def parse_commit(doc: Any) -> Commit:
             sigs.append(CommitSig(flag, b"", 0, 0, b""))
             continue
         t_s, t_n = _time(s, "timestamp")
-        sigs.append(CommitSig(flag, _hex(s, "validator_address", 20), t_s, t_n, _b64(s, "signature")))
+        sigs.append(CommitSig(flag, _hex(s, "validator_address", 20), t_s, t_n,
+                              _b64(s, "signature")))
     return Commit(_int(doc, "height"), _int(doc, "round"), parse_block_id(_get(doc, "block_id")),
                   tuple(sigs))
 

@@ -11,13 +11,18 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import threading
+from pathlib import Path
 from typing import Any
 
 from memledger.consensus.proofs import ProofOp, decode_ops, record_key
 from memledger.consensus.store.commitment import ProofFormatError, verify_proof
-from memledger.light.client import LightClient
+from memledger.light.client import LightClient, TrustRoot
 from memledger.light.errors import ProofError
 from memledger.light.header import LightBlock
+from memledger.light.provider import Provider
+from memledger.light.store import TrustedStore
+from memledger.light.verify import TrustOptions
 
 #: Fields of the API's memory object that come from the canonical record, checked one by
 #: one against the proven record (content is checked against the proven content).
@@ -111,6 +116,25 @@ def verify_memory(lc: LightClient, memory_id: str, served: dict[str, Any] | None
     return proven
 
 
+class ReadVerifier:
+    """A light client plus the record checks: what a client needs for verified reads."""
+
+    def __init__(self, root: TrustRoot, provider: Provider, *, store_path: Path | None = None,
+                 options: TrustOptions | None = None, chain_id: str | None = None) -> None:
+        self.light = LightClient(provider, root, chain_id=chain_id,
+                                 store=TrustedStore(store_path), options=options)
+        self._lock = threading.Lock()
+
+    def memory(self, memory_id: str, served: dict[str, Any] | None,
+               proof: Any) -> dict[str, Any]:
+        with self._lock:  # one light client state; verification is CPU-bound anyway
+            return verify_memory(self.light, memory_id, served, proof)
+
+    def record(self, doc: Any, path: str, data: bytes) -> tuple[bytes | None, int]:
+        with self._lock:
+            return verify_record(self.light, doc, path, data)
+
+
 def proven_memory(record: dict[str, Any], content: bytes) -> dict[str, Any]:
     """The API memory object built only from canonical bytes."""
     ballot = record.get("ballot")
@@ -124,4 +148,5 @@ def proven_memory(record: dict[str, Any], content: bytes) -> dict[str, Any]:
     }
 
 
-__all__ = ["MEMORY_FIELDS", "proven_memory", "record_from_query", "verify_memory", "verify_record"]
+__all__ = ["MEMORY_FIELDS", "ReadVerifier", "proven_memory", "record_from_query",
+           "verify_memory", "verify_record"]

@@ -126,7 +126,7 @@ def check_self_consistent(chain_id: str, lb: LightBlock) -> None:
 def check_not_expired(trusted: Header, now_ns: int, opts: TrustOptions) -> None:
     if trusted.time_ns + opts.period_ns <= now_ns:
         raise TrustError("expired", f"trusted header at height {trusted.height} is older than "
-                                    f"the trusting period; pin a recent --trust-height/--trust-hash")
+                                    "the trusting period; pin a recent --trust-height/--trust-hash")
 
 
 def verify_step(chain_id: str, trusted: LightBlock, new: LightBlock, now_ns: int,

@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -33,14 +34,18 @@ import httpx
 from nacl.signing import SigningKey
 
 from memledger.consensus.codes import Code
+from memledger.light.client import TrustRoot
+from memledger.light.errors import TrustError, VerificationError
+from memledger.light.provider import Provider, RestProvider, RpcProvider
+from memledger.light.reads import ReadVerifier
 from memledger.node.keys import Agent
 from memledger.node.txbuilder import TxBuilder, cocommit_core, confidence_to_ppm, sign_cocommit
 
 __all__ = [
     "Account", "AsyncMemLedgerClient", "Corroboration", "MemLedgerClient",
     "MemLedgerConnectionError", "MemLedgerError", "Memory", "MemoryPage", "RetryPolicy",
-    "Status", "TxReceipt", "Validator", "Vote", "cocommit_core", "derive_memory_id",
-    "sign_cocommit",
+    "Status", "TxReceipt", "Validator", "Vote", "VerificationError", "cocommit_core",
+    "derive_memory_id", "sign_cocommit",
 ]
 
 DEFAULT_URL = "http://127.0.0.1:26680"
@@ -142,6 +147,8 @@ class Memory:
     ballot: dict[str, Any] | None = None
     corroborators: list[str] = field(default_factory=list)
     coauthors: list[str] | None = None
+    #: Set only on a verified read: the height H whose app hash (header H+1) proved it.
+    verified_height: int | None = None
 
     @property
     def confidence(self) -> float:
@@ -323,6 +330,36 @@ class _Core:
         self._chain_id = chain_id
         self._nonces = NonceSource() if nonces is None else nonces
         self._retry = RetryPolicy() if retry is None else retry
+        self._trust: tuple[TrustRoot | None, Path | None, str | None] = (None, None, None)
+        self._verifier_obj: ReadVerifier | None = None
+
+    def configure_trust(self, root: TrustRoot, *, store: Path | None = None,
+                        rpc_url: str | None = None) -> None:
+        """Enable `verify=True` reads: trust `root` (genesis or pinned header).
+
+        Light blocks come from this node's `/v1/light` pass-through unless `rpc_url`
+        names a CometBFT RPC endpoint; either way they are verified, not trusted.
+        `store` keeps verified headers on disk between runs.
+        """
+        self._trust = (root, store, rpc_url)
+        self._verifier_obj = None
+
+    def _verifier(self) -> ReadVerifier:
+        root, store, rpc_url = self._trust
+        if root is None:
+            raise TrustError("no_root", "verified reads need a trust root: call "
+                                        "configure_trust(GenesisRoot/PinnedRoot)")
+        if self._verifier_obj is None:
+            provider: Provider = (RpcProvider(rpc_url) if rpc_url
+                                  else RestProvider(self.base_url))
+            self._verifier_obj = ReadVerifier(root, provider, store_path=store)
+        return self._verifier_obj
+
+    def _verified(self, memory_id: str, served: dict[str, Any] | None,
+                  proof: Any) -> Memory:
+        """Memory as proven; raises VerificationError (see memledger.light.errors)."""
+        doc = self._verifier().memory(memory_id, served, proof)
+        return Memory.from_json(doc)
 
     @property
     def public_key(self) -> str | None:
@@ -360,6 +397,16 @@ class _Core:
         if resp.headers.get("content-type", "").startswith("application/json"):
             return resp.json()
         return resp.text
+
+
+def _served(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k != "proof"}
+
+
+def _memory_doc(memory: Memory) -> dict[str, Any]:
+    """A Memory back in the API's JSON shape, to compare with the proven record."""
+    names = [n for n in Memory.__dataclass_fields__ if n != "verified_height"]
+    return {n: getattr(memory, n) for n in names}
 
 
 def _q(ident: str) -> str:
@@ -514,6 +561,20 @@ class MemLedgerClient(_Core):
     def get_memory(self, memory_id: str) -> Memory:
         return Memory.from_json(self._request("GET", f"/v1/memories/{_q(memory_id)}"))
 
+    def get(self, memory_id: str, *, verify: bool = False) -> Memory:
+        """One memory; with `verify`, only if its record and content prove against a
+        light-client-verified app hash and match what the node served (else
+        VerificationError saying which check failed)."""
+        if not verify:
+            return self.get_memory(memory_id)
+        doc = self._request("GET", f"/v1/memories/{_q(memory_id)}", params={"prove": "true"})
+        return self._verified(memory_id, _served(doc), doc.get("proof"))
+
+    def verify_memory(self, memory: Memory) -> Memory:
+        """Check a memory obtained from any read (e.g. a search hit) against the chain."""
+        doc = self._request("GET", f"/v1/memories/{_q(memory.id)}", params={"prove": "true"})
+        return self._verified(memory.id, _memory_doc(memory), doc.get("proof"))
+
     def memory_page(self, *, domain: str | None = None, status: str | None = None,
                     type: str | None = None, author: str | None = None,  # noqa: A002
                     tags: Sequence[str] = (), include_disputed: bool = False,
@@ -540,9 +601,14 @@ class MemLedgerClient(_Core):
                 return
             cursor = page.next_cursor
 
-    def search(self, q: str, **filters: Any) -> Iterator[Memory]:
-        """Full-text search (all words must match), newest blocks last."""
-        return self.list_memories(q=q, **filters)
+    def search(self, q: str, *, verify: bool = False, **filters: Any) -> Iterator[Memory]:
+        """Full-text search (all words must match), newest blocks last.
+
+        With `verify`, every returned memory is checked against the chain (raising on the
+        first that fails); that the list is complete is NOT proven.
+        """
+        hits = self.list_memories(q=q, **filters)
+        return (self.verify_memory(m) for m in hits) if verify else hits
 
     def votes(self, memory_id: str) -> list[Vote]:
         doc = self._request("GET", f"/v1/memories/{_q(memory_id)}/votes")
@@ -721,6 +787,21 @@ class AsyncMemLedgerClient(_Core):
     async def get_memory(self, memory_id: str) -> Memory:
         return Memory.from_json(await self._request("GET", f"/v1/memories/{_q(memory_id)}"))
 
+    async def get(self, memory_id: str, *, verify: bool = False) -> Memory:
+        """As `MemLedgerClient.get`; verification runs in a worker thread."""
+        if not verify:
+            return await self.get_memory(memory_id)
+        doc = await self._request("GET", f"/v1/memories/{_q(memory_id)}",
+                                  params={"prove": "true"})
+        return await asyncio.to_thread(self._verified, memory_id, _served(doc),
+                                       doc.get("proof"))
+
+    async def verify_memory(self, memory: Memory) -> Memory:
+        doc = await self._request("GET", f"/v1/memories/{_q(memory.id)}",
+                                  params={"prove": "true"})
+        return await asyncio.to_thread(self._verified, memory.id, _memory_doc(memory),
+                                       doc.get("proof"))
+
     async def memory_page(self, *, domain: str | None = None, status: str | None = None,
                           type: str | None = None, author: str | None = None,  # noqa: A002
                           tags: Sequence[str] = (), include_disputed: bool = False,
@@ -746,8 +827,13 @@ class AsyncMemLedgerClient(_Core):
                 return
             cursor = page.next_cursor
 
-    def search(self, q: str, **filters: Any) -> AsyncIterator[Memory]:
-        return self.list_memories(q=q, **filters)
+    def search(self, q: str, *, verify: bool = False, **filters: Any) -> AsyncIterator[Memory]:
+        hits = self.list_memories(q=q, **filters)
+        return self._verify_each(hits) if verify else hits
+
+    async def _verify_each(self, hits: AsyncIterator[Memory]) -> AsyncIterator[Memory]:
+        async for memory in hits:
+            yield await self.verify_memory(memory)
 
     async def votes(self, memory_id: str) -> list[Vote]:
         doc = await self._request("GET", f"/v1/memories/{_q(memory_id)}/votes")

@@ -7,8 +7,8 @@ from typing import Annotated, Any
 import sqlalchemy as sa
 from fastapi import APIRouter, Path, Query
 
-from memledger.node.api import queries
-from memledger.node.api.deps import State, read
+from memledger.node.api import proving, queries
+from memledger.node.api.deps import State, read, rpc_call
 from memledger.node.api.problems import PROBLEM_RESPONSES, not_found
 from memledger.node.api.schemas import (
     HEX_KEY,
@@ -24,6 +24,7 @@ from memledger.node.api.schemas import (
     MemoryPage,
     MemoryStatus,
     MemoryType,
+    ProvenMemory,
     Tag,
     VoteList,
 )
@@ -131,12 +132,19 @@ _MEMORY_LINKS = {
 }
 
 
-@router.get("/memories/{memory_id:path}", response_model=Memory, summary="One memory by id",
+@router.get("/memories/{memory_id:path}", response_model=ProvenMemory | Memory,
+            summary="One memory by id",
             responses={200: {"description": "the memory", "links": _MEMORY_LINKS}})
-async def get_memory(memory_id: MemoryId, state: State) -> dict[str, Any]:
+async def get_memory(memory_id: MemoryId, state: State,
+                     prove: Annotated[bool, Query(description=(
+                         "add `proof`: the canonical record and content with proofs "
+                         "against the app hash (docs/VERIFIED_READS.md)"))] = False
+                     ) -> dict[str, Any]:
     found = await read(state, queries.get_memory, memory_id)
     if found is None:
         raise not_found("memory", memory_id)
+    if prove:
+        found["proof"] = await rpc_call(proving.memory_proof, state.rpc, memory_id)
     return found
 
 

@@ -11,9 +11,9 @@ import httpx
 import sqlalchemy as sa
 from fastapi import APIRouter, Path, Query
 
-from memledger.node.api import queries
+from memledger.node.api import proving, queries
 from memledger.node.api.db import projection_height
-from memledger.node.api.deps import ApiState, State, read
+from memledger.node.api.deps import ApiState, State, read, rpc_call
 from memledger.node.api.problems import PROBLEM_RESPONSES, not_found
 from memledger.node.api.schemas import (
     DOCUMENT_CURSOR,
@@ -22,6 +22,8 @@ from memledger.node.api.schemas import (
     Account,
     Document,
     DocumentPage,
+    LightBlockDoc,
+    ProvenDocument,
     ValidatorSet,
 )
 from memledger.node.cometbft import validator_address
@@ -112,3 +114,24 @@ async def get_proposal(proposal_id: Annotated[str, Path(pattern=NAME)],
     if found is None:
         raise not_found("proposal", proposal_id)
     return {"id": proposal_id, "record": found}
+
+
+@router.get("/light", response_model=LightBlockDoc, tags=["verified reads"],
+            summary="Signed header and validator set at a height, for light clients")
+async def get_light_block(state: State, height: Annotated[int | None, Query(
+        ge=1, description="block height; the latest when absent")] = None) -> dict[str, Any]:
+    """Passed through from cometbft (`/commit`, `/validators`) without verification: a
+    client checks the signatures itself, so it need not trust this node."""
+    return await rpc_call(proving.light_block, state.rpc, height)
+
+
+@router.get("/proofs/{kind}", response_model=ProvenDocument, tags=["verified reads"],
+            summary="One canonical record with its proof of inclusion or absence")
+async def get_proof(kind: Annotated[str, Path(pattern="^(" + "|".join(proving.KINDS) + ")$")],
+                    state: State,
+                    id: Annotated[str, Query(  # noqa: A002
+                        pattern=r"^[A-Za-z0-9._:/@-]{0,128}$",
+                        description="memory/content/domain/scope/proposal id, account key "
+                                    "(hex); empty for validators")] = "") -> dict[str, Any]:
+    record = await rpc_call(proving.proven_record, state.rpc, proving.KINDS[kind], id.encode())
+    return {"kind": kind, "id": id, "record": record}

@@ -255,3 +255,47 @@ class ReadyCheck(BaseModel):
 class Ready(BaseModel):
     status: str
     checks: dict[str, ReadyCheck]
+
+
+# --- verified reads (docs/VERIFIED_READS.md) ---------------------------------------------
+
+
+class ProofOpDoc(BaseModel):
+    """One ABCI proof op; key and data are base64."""
+
+    type: str
+    key: str
+    data: str
+
+
+class ProvenRecord(BaseModel):
+    """A raw canonical record with its proof; `value` null means proven absent."""
+
+    path: str = Field(description="ABCI query path the record was read with")
+    key: str = Field(description="state key, base64")
+    value: str | None = Field(description="raw canonical record, base64; null if absent")
+    height: int = Field(description="state height H; its app hash is in header H+1")
+    proof_ops: list[ProofOpDoc]
+
+
+class RecordProofs(BaseModel):
+    records: list[ProvenRecord]
+
+
+class ProvenMemory(Memory):
+    """A memory with the proofs a client needs to check it against the chain."""
+
+    proof: RecordProofs
+
+
+class LightBlockDoc(BaseModel):
+    """CometBFT `/commit` signed header and `/validators` list, passed through unverified."""
+
+    signed_header: dict[str, Any]
+    validators: list[dict[str, Any]]
+
+
+class ProvenDocument(BaseModel):
+    kind: str
+    id: str
+    record: ProvenRecord
