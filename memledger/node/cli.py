@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -159,23 +160,74 @@ def projection() -> None:
 @click.option("--db-url", default="", help="Target database (default: the node's).")
 @click.option("--json", "as_json", is_flag=True)
 def projection_rebuild(home: Path, db_url: str, as_json: bool) -> None:
-    """Recreate the projection from canonical state (stop the node first)."""
+    """Recreate the projection from canonical state.
+
+    Into the node's own database only while the node is stopped (refused otherwise: the
+    running app writes that projection every block). Into another database (--db-url)
+    at any time, e.g. to move to PostgreSQL.
+    """
     from memledger.consensus.store.state import CanonicalStore
+    from memledger.node.home import HomeInUseError
     from memledger.projection.writer import Projection
 
     node_home = NodeHome(home)
+    if not node_home.exists():
+        _fail(f"no memledger node at {node_home.root} (run `memledger init` first)")
     config = node_home.load()
-    target = db_url or node_home.db_url(config)
+    own = node_home.db_url(config)
+    target = db_url or own
+    lock = None
+    if target == own:
+        try:
+            lock = node_home.lock()  # held until we exit: the node cannot start meanwhile
+        except HomeInUseError as exc:
+            _fail(f"cannot rebuild the projection of a running node: {exc}; or rebuild into "
+                  f"another database with --db-url")
     store = CanonicalStore(str(node_home.state_dir), readonly=True)
+    _progress(f"rebuilding {_redact(target)} from canonical state at height "
+              f"{store.last_height}")
     proj = Projection(target)
     try:
-        count = proj.rebuild(store.iter_prefix(b""), store.last_height, store.last_app_hash)
+        count = proj.rebuild(_counted(store.iter_prefix(b"")), store.last_height,
+                             store.last_app_hash)
         result = {"records": count, "height": store.last_height, "db_url": target}
     finally:
         proj.close()
         store.close()
+        if lock is not None:
+            lock.close()
     _emit(result, as_json, f"rebuilt projection from {count} records at height "
           f"{result['height']}")
+
+
+def _progress(message: str) -> None:
+    """Progress of long work goes to stderr, so --json output on stdout stays clean."""
+    click.echo(message, err=True)
+
+
+def _redact(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - only for display
+        return url
+
+
+def _counted(items: Iterator[tuple[bytes, bytes]], every_s: float = 2.0
+             ) -> Iterator[tuple[bytes, bytes]]:
+    """Pass records through, printing how many were read every `every_s` seconds."""
+    import time
+
+    count = 0
+    last = time.monotonic()
+    for item in items:
+        count += 1
+        if time.monotonic() - last >= every_s:
+            last = time.monotonic()
+            _progress(f"  {count} records read")
+        yield item
+    _progress(f"  {count} records read; building the full-text index")
 
 
 # The sub-command modules know nothing of this one: they define their commands and
