@@ -28,7 +28,7 @@ from nacl.signing import SigningKey
 
 from memledger.consensus.gate.envelope import sign_bytes
 from memledger.consensus.wire._pb import abci_pb2 as pb
-from tests.support.chain import LocalChain, seeded_key
+from memledger.devtools.chain import LocalChain, seeded_key
 
 MODES = ("inline", "helper", "warm")
 

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memledger.devtools.chain import LocalChain, seeded_key
 from memledger.projection.writer import Projection
-from tests.support.chain import LocalChain, seeded_key
 
 
 def _changes(tmp: Path, size: int) -> tuple[bytes, list[tuple[bytes, bytes | None]]]:
@@ -48,7 +48,7 @@ def _time_flush(url: str, app_hash: bytes, changes: list[tuple[bytes, bytes | No
 def run(sizes: list[int], postgres: bool) -> dict[str, Any]:
     server = None
     if postgres:
-        from tests.support.postgres import create_database, start_postgres
+        from memledger.devtools.postgres import create_database, start_postgres
 
         server = start_postgres()
     results: list[dict[str, Any]] = []

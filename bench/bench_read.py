@@ -12,7 +12,7 @@ vocabulary, realistic record shape), then measures
 
 Prints JSON. Sizes: 100k by default, `--quick` 10k (CI), `--million` adds 1M.
 PostgreSQL: `--pg-url URL`, else $MEMLEDGER_PG_URL, else a private throwaway server
-(tests/support/postgres.py); `--no-postgres` skips it.
+(memledger/devtools/postgres.py); `--no-postgres` skips it.
 
     .venv/bin/python bench/bench_read.py --quick
     .venv/bin/python bench/bench_read.py --dir /tmp/br --reuse --no-postgres   # re-measure
@@ -224,7 +224,7 @@ def rest_get_by_id(db_url: str, total: int, seconds: float, concurrency: int,
                    seed: int) -> dict[str, Any]:
     import httpx
 
-    from tests.support.ports import free_port
+    from memledger.devtools.ports import free_port
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, __file__, "--serve", db_url, "--port", str(port)],
@@ -335,7 +335,7 @@ def _pg_url(args: argparse.Namespace) -> tuple[str | None, Any]:
     url = args.pg_url or os.environ.get("MEMLEDGER_PG_URL")
     if url:
         return url, None
-    from tests.support.postgres import start_postgres
+    from memledger.devtools.postgres import start_postgres
 
     server = start_postgres("bench_read")
     return server.url, server

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_read import disk_bytes
-from tests.support.chain import LocalChain, seeded_key
+from memledger.devtools.chain import LocalChain, seeded_key
 
 BLOCK = 5000
 

@@ -138,7 +138,7 @@ def bench_net(memories: int) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- in process
 def block_path_rate(memories: int = 10_000) -> float:
     """Memories/s through FinalizeBlock + Commit with real signed submits (replay limit)."""
-    from tests.support.chain import LocalChain, seeded_key  # the in-process driver
+    from memledger.devtools.chain import LocalChain, seeded_key  # the in-process driver
 
     with tempfile.TemporaryDirectory() as tmp:
         chain = LocalChain(Path(tmp) / "c", app_state={"app_version": 3})

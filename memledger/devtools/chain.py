@@ -1,7 +1,7 @@
 """An in-process chain: drives MemLedgerApp exactly as CometBFT would, without sockets.
 
-Used by unit and property tests that need many blocks fast. Integration tests use the
-real cometbft binary instead.
+Used by unit and property tests and by benchmarks that need many blocks fast. Integration
+tests use the real cometbft binary instead.
 """
 
 from __future__ import annotations

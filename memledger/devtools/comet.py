@@ -1,4 +1,4 @@
-"""Build CometBFT home directories for tests: one node, or an n-validator local testnet."""
+"""CometBFT homes for tests and benchmarks: one node, or an n-validator local net."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memledger.devtools.ports import free_ports
 from memledger.node import cometbft
-from tests.support.ports import free_ports
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""A throwaway private PostgreSQL server for tests.
+"""A throwaway private PostgreSQL server for tests and benchmarks.
 
 Tests must exercise a real server (not SQLite), but CI has no Docker, so we run the distro
 binaries directly: initdb into a temp dir, listen on 127.0.0.1 at a free port with trust
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psycopg
 
-from tests.support.ports import free_port
+from memledger.devtools.ports import free_port
 
 DEFAULT_DB = "memledger_test"
 _START_ATTEMPTS = 3

@@ -1,4 +1,5 @@
-"""Shared helpers for tests: free ports, a private PostgreSQL server, cometbft lookup."""
+"""Shared helpers for tests. The ones bench/ needs too live in memledger.devtools (re-exported
+here: chain, comet, ports, postgres); node.py and workload.py are tests-only."""
 
 from tests.support.ports import free_port, free_ports
 
