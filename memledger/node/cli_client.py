@@ -204,14 +204,86 @@ def status_cmd(api: str | None, home: Path, as_json: bool) -> None:
          f"app hash {st.app_hash or '-'}  catching up: {'yes' if st.catching_up else 'no'}")
 
 
+def verify_options(func: F) -> F:
+    """--verify and the trust root it checks against (docs/VERIFIED_READS.md)."""
+    func = click.option("--trust-store", type=click.Path(path_type=Path), default=None,
+                        help="File of verified headers kept between runs "
+                             "[default: HOME/light/trusted.json when the home exists]")(func)
+    func = click.option("--rpc", "rpc_url", default=None,
+                        help="Fetch headers from this CometBFT RPC instead of the API.")(func)
+    func = click.option("--genesis", type=click.Path(path_type=Path, dir_okay=False),
+                        default=None, help="Genesis file whose validators are the trust root "
+                                           "[default: HOME/cometbft/config/genesis.json]")(func)
+    func = click.option("--trust-hash", default=None,
+                        help="Pinned header hash (hex) at --trust-height.")(func)
+    func = click.option("--trust-height", type=click.IntRange(1, None), default=None,
+                        help="Pinned trusted height (with --trust-hash) instead of genesis.")(func)
+    func = click.option("--verify", is_flag=True,
+                        help="Check every record against the chain through a light client; "
+                             "exit 3 with a reason if it does not verify.")(func)
+    return func
+
+
+def configure_verify(ml: MemLedgerClient, home: Path, genesis: Path | None,
+                     trust_height: int | None, trust_hash: str | None, rpc_url: str | None,
+                     trust_store: Path | None) -> None:
+    """Give the client its trust root: a pinned height+hash, else the genesis validators."""
+    from memledger.light import GenesisRoot, PinnedRoot, TrustRoot
+
+    root: TrustRoot
+    if (trust_height is None) != (trust_hash is None):
+        raise click.UsageError("--trust-height and --trust-hash go together")
+    if trust_height is not None and trust_hash is not None:
+        try:
+            pinned = bytes.fromhex(trust_hash)
+        except ValueError:
+            raise click.UsageError("--trust-hash must be hex") from None
+        if len(pinned) != 32:
+            raise click.UsageError("--trust-hash must be 32 bytes of hex")
+        root = PinnedRoot(trust_height, pinned)
+    else:
+        path = genesis or NodeHome(home).cometbft / "config" / "genesis.json"
+        if not path.exists():
+            raise click.UsageError(f"no genesis file at {path}: pass --genesis, or "
+                                   "--trust-height and --trust-hash")
+        root = GenesisRoot.from_file(path)
+    if trust_store is None and NodeHome(home).exists():
+        trust_store = Path(home) / "light" / "trusted.json"
+    ml.configure_trust(root, store=trust_store, rpc_url=rpc_url)
+
+
+@contextmanager
+def verification_as_exit() -> Iterator[None]:
+    """A failed verification is one stderr line and exit status 3 (not a transport error)."""
+    from memledger.light.errors import ProviderError, VerificationError
+
+    try:
+        yield
+    except VerificationError as exc:
+        click.echo(f"memledger: verification failed: {exc}", err=True)
+        sys.exit(3)
+    except ProviderError as exc:
+        click.echo(f"memledger: verification failed: could not fetch headers: {exc}", err=True)
+        sys.exit(3)
+
+
 @click.command("get")
 @click.argument("memory_id")
+@verify_options
 @common
-def get_cmd(memory_id: str, api: str | None, home: Path, as_json: bool) -> None:
-    """Show one memory."""
-    with errors_as_messages(), client(api, home) as ml:
-        memory = ml.get_memory(memory_id)
-    emit(memory, as_json, describe_memory(memory))
+def get_cmd(memory_id: str, api: str | None, home: Path, as_json: bool, verify: bool = False,
+            trust_height: int | None = None, trust_hash: str | None = None,
+            genesis: Path | None = None, rpc_url: str | None = None,
+            trust_store: Path | None = None) -> None:
+    """Show one memory (--verify: only if it proves against the chain)."""
+    with errors_as_messages(), verification_as_exit(), client(api, home) as ml:
+        if verify:
+            configure_verify(ml, home, genesis, trust_height, trust_hash, rpc_url, trust_store)
+        memory = ml.get(memory_id, verify=verify)
+    human = describe_memory(memory)
+    if memory.verified_height is not None:
+        human += f"\n\nverified: committed state at height {memory.verified_height}"
+    emit(memory, as_json, human)
 
 
 @click.command("search")
@@ -224,15 +296,26 @@ def get_cmd(memory_id: str, api: str | None, home: Path, as_json: bool) -> None:
 @click.option("--tag", "tags", multiple=True, help="Repeatable; all must match.")
 @click.option("--include-disputed", is_flag=True, help="Also show challenged memories.")
 @click.option("--limit", type=click.IntRange(1, None), default=20, show_default=True)
+@verify_options
 @common
 def search_cmd(query: str | None, domain: str | None, status: str | None, type_: str | None,
                author: str | None, tags: tuple[str, ...], include_disputed: bool, limit: int,
-               api: str | None, home: Path, as_json: bool) -> None:
-    """Full-text search (all words must match); without QUERY, list with filters."""
-    with errors_as_messages(), client(api, home) as ml:
+               api: str | None, home: Path, as_json: bool, verify: bool = False,
+               trust_height: int | None = None, trust_hash: str | None = None,
+               genesis: Path | None = None, rpc_url: str | None = None,
+               trust_store: Path | None = None) -> None:
+    """Full-text search (all words must match); without QUERY, list with filters.
+
+    --verify checks each listed memory against the chain, not that the list is complete.
+    """
+    with errors_as_messages(), verification_as_exit(), client(api, home) as ml:
+        if verify:
+            configure_verify(ml, home, genesis, trust_height, trust_hash, rpc_url, trust_store)
         found = list(ml.list_memories(
             q=query, domain=domain, status=status, type=type_, author=author, tags=tags,
             include_disputed=include_disputed, page_size=min(limit, 500), max_items=limit))
+        if verify:
+            found = [ml.verify_memory(m) for m in found]
     lines = [f"{m.id}  [{m.status}]  {m.domain}  {(m.content or '')[:60]!r}" for m in found]
     emit(found, as_json, "\n".join(lines) or "no memories found")
 
