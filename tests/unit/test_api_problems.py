@@ -58,3 +58,11 @@ def test_fts5_query_without_a_word_is_none() -> None:
 def test_control_characters_separate_words() -> None:
     assert fts5_query("a\x00b\x1bc\td") == '"a" "b" "c" "d"'
     assert query_words("x\u3000y -- z") == ["x", "y", "z"]
+
+
+def test_tx_rejection_detail_states_the_rule_and_the_specifics() -> None:
+    """`content_too_large` used to say only "content is N bytes", not the limit."""
+    body = tx_rejected(int(Code.CONTENT_TOO_LARGE), "content is 600000 bytes", "ab" * 32).body()
+    assert body["detail"] == "content larger than 512 KiB: content is 600000 bytes"
+    again = tx_rejected(8, DESCRIPTIONS[Code.BAD_SIGNATURE], "ab" * 32).body()
+    assert again["detail"] == DESCRIPTIONS[Code.BAD_SIGNATURE]  # never said twice

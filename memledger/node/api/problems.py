@@ -106,7 +106,12 @@ def tx_rejected(code: int, log_text: str, tx_hash: str, height: int | None = Non
     if height is not None:
         extra["height"] = height
     description = code_description(code)
-    return Problem(http_status_for_code(code), code_name(code), log_text or description,
+    # The rule first, then what this tx did ("content larger than 512 KiB: content is
+    # 600000 bytes"): a log alone often states the fact without the limit it broke.
+    detail = description
+    if log_text and log_text != description:
+        detail = log_text if description in log_text else f"{description}: {log_text}"
+    return Problem(http_status_for_code(code), code_name(code), detail,
                    title=description, type_=CODE_TYPE_PREFIX + code_name(code), **extra)
 
 
