@@ -45,6 +45,7 @@ sys.path.insert(0, str(REPO))
 
 from memledger.consensus.store import codec, records  # noqa: E402
 from memledger.consensus.store.state import CanonicalStore  # noqa: E402
+from memledger.node.stats import percentile  # noqa: E402
 from memledger.projection.writer import Projection  # noqa: E402
 
 BLOCK = 5_000  # memories per synthetic block (the engine and resource benches use 5,000 too)
@@ -129,14 +130,9 @@ def resource_use(root: Path, sqlite_path: Path, memories: int, seconds: float) -
     }
 
 
-def _pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def _summary(seconds: list[float]) -> dict[str, float]:
     ms = [s * 1000 for s in seconds]
-    return {"p50_ms": round(_pct(ms, 0.5), 3), "p99_ms": round(_pct(ms, 0.99), 3),
+    return {"p50_ms": round(percentile(ms, 50), 3), "p99_ms": round(percentile(ms, 99), 3),
             "mean_ms": round(statistics.fmean(ms), 3), "queries": len(ms)}
 
 

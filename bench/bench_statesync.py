@@ -36,6 +36,7 @@ from memledger.consensus.store.state import CanonicalStore
 from memledger.consensus.store.statesync import StateSync
 from memledger.consensus.wire._pb import abci_pb2 as pb
 from memledger.node.fill import fill
+from memledger.node.stats import percentile
 from memledger.node.testnet import Testnet, TestnetNode
 from memledger.projection.writer import Projection
 
@@ -112,7 +113,7 @@ def bench_net(memories: int) -> dict[str, Any]:
             top = source.height() or 0
             intervals = _block_times(source, filled_at + 1, top)
             windows = _snapshot_windows(source.home / "logs" / "app.log")
-            typical = sorted(intervals.values())[len(intervals) // 2] if intervals else 1.0
+            typical = percentile(list(intervals.values()), 50) if intervals else 1.0
             during = {h for start, secs in windows if start > filled_at
                       for h in range(start + 1, start + 2 + math.ceil(secs / typical))}
             inside = [v for h, v in intervals.items() if h in during]

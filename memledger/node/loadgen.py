@@ -31,6 +31,7 @@ import httpx
 from nacl.signing import SigningKey
 
 from memledger.node.rpc import RpcClient, RpcError
+from memledger.node.stats import percentile
 from memledger.node.txbuilder import TxBuilder
 from memledger.node.waiting import WaitTimeout, wait_until
 
@@ -74,15 +75,6 @@ class LoadReport:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100); 0.0 for no data."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), int(-(-q * len(ordered) // 100))))
-    return ordered[rank - 1]
 
 
 def tx_hash(tx: bytes) -> str:
@@ -214,8 +206,8 @@ class LoadGenerator:
             failed=sum(1 for s in subs if s.code not in (None, 0)),
             pending=sum(1 for s in subs if s.acked and s.height == 0),
             achieved_rate=round(len(subs) / duration, 2) if duration else 0.0,
-            latency_ms={"p50": round(percentile(lat, 50), 1),
-                        "p99": round(percentile(lat, 99), 1),
+            latency_ms={"p50": round(percentile(lat, 50), 1) if lat else 0.0,
+                        "p99": round(percentile(lat, 99), 1) if lat else 0.0,
                         "max": round(max(lat, default=0.0), 1)},
             reject_codes=dict(Counter(str(s.check_code) for s in subs
                                       if s.check_code not in (None, 0))),

@@ -14,7 +14,6 @@ from memledger.node.consistency import (
     compare_headers,
     first_disagreement,
 )
-from memledger.node.loadgen import percentile
 from memledger.node.testnet_layout import (
     COMPOSE,
     LOCAL,
@@ -123,11 +122,3 @@ def test_snapshot_is_the_projection_at_its_receipt(tmp_path: Path) -> None:
         projection.close()
     with pytest.raises(FileNotFoundError):
         ProjectionReader(f"sqlite:///{tmp_path / 'missing.db'}")
-
-
-def test_percentile_nearest_rank() -> None:
-    assert percentile([], 50) == 0.0
-    values = [float(v) for v in range(1, 101)]
-    assert percentile(values, 50) == 50.0
-    assert percentile(values, 99) == 99.0
-    assert percentile([5.0], 99) == 5.0
