@@ -1,0 +1,171 @@
+"""ABCI Query with prove=true: every record path answers a proof that verifies against the
+app hash, inclusion and exclusion alike, and any single-byte change to the proof, the
+value or the key makes verification fail."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memledger.consensus.codes import QUERY_CODESPACE, QueryCode
+from memledger.consensus.proofs import BUCKET_OP, TREE_OP, ProofOp, decode_ops, encode_ops
+from memledger.consensus.query import QueryService
+from memledger.consensus.store import records
+from memledger.consensus.store.commitment import ProofFormatError, verify_proof
+from memledger.consensus.store.state import CanonicalStore
+from memledger.consensus.wire._pb import abci_pb2 as pb
+
+AGENT = bytes(range(32))
+#: query path -> (query data, state key) for a present record of each provable kind.
+PRESENT = {
+    "/memory": (b"m-1", records.memory_key("m-1")),
+    "/content": (b"m-1", records.content_key("m-1")),
+    "/account": (AGENT.hex().encode(), records.account_key(AGENT)),
+    "/domain": (b"general", records.domain_key("general")),
+    "/scope": (b"team", records.scope_key("team")),
+    "/proposal": (b"p-1", records.proposal_key("p-1")),
+    "/validators": (b"", records.VALIDATORS),
+    "/key": (b"grant/general\x00ab", b"grant/general\x00ab"),
+}
+ABSENT = {
+    "/memory": b"m-missing",
+    "/content": b"m-missing",
+    "/account": bytes(32).hex().encode(),
+    "/domain": b"nowhere",
+    "/scope": b"no-scope",
+    "/proposal": b"p-404",
+    "/key": b"nothing/here",
+}
+
+
+def _value(key: bytes) -> bytes:
+    if key.startswith(records.ACCOUNT):
+        return b'{"nonce":5}'
+    return json.dumps({"key": key.decode(errors="replace"), "n": len(key)},
+                      sort_keys=True).encode()
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QueryService]:
+    store = CanonicalStore(str(Path(tmp_path_factory.mktemp("qp")) / "state"),
+                           map_size=1 << 26)
+    overlay = store.begin_block()
+    for _, key in PRESENT.values():
+        overlay.put(key, _value(key))
+    for i in range(2000):  # enough neighbours that buckets and paths are non-trivial
+        overlay.put(f"mem/filler-{i}".encode(), str(i).encode())
+    store.commit(overlay, 7, overlay.app_hash(), 1)
+    yield QueryService(store)
+    store.close()
+
+
+def _ask(service: QueryService, path: str, data: bytes, prove: bool = True) -> pb.ResponseQuery:
+    return service.query(pb.RequestQuery(path=path, data=data, prove=prove))
+
+
+def _ops(resp: pb.ResponseQuery) -> list[ProofOp]:
+    return [ProofOp(o.type, o.key, o.data) for o in resp.proof_ops.ops]
+
+
+@pytest.mark.parametrize("path", sorted(PRESENT))
+def test_inclusion_proof_for_every_record_path(service: QueryService, path: str) -> None:
+    data, key = PRESENT[path]
+    resp = _ask(service, path, data)
+    assert resp.code == 0, resp.log
+    assert resp.height == 7 and resp.key == key and resp.value == _value(key)
+    assert [o.type for o in resp.proof_ops.ops] == [BUCKET_OP, TREE_OP]
+    proof = decode_ops(key, _ops(resp))
+    root = service.store.last_app_hash
+    assert verify_proof(root, key, resp.value, proof)
+    assert not verify_proof(root, key, None, proof)  # present, so absence must fail
+
+
+@pytest.mark.parametrize("path", sorted(ABSENT))
+def test_exclusion_proof_for_every_record_path(service: QueryService, path: str) -> None:
+    resp = _ask(service, path, ABSENT[path])
+    assert resp.code == QueryCode.NOT_FOUND and resp.codespace == QUERY_CODESPACE
+    assert resp.value == b"" and resp.height == 7
+    proof = decode_ops(resp.key, _ops(resp))
+    root = service.store.last_app_hash
+    assert verify_proof(root, resp.key, None, proof)
+    assert not verify_proof(root, resp.key, b"anything", proof)
+
+
+def test_proof_ops_concatenate_to_the_documented_encoding(service: QueryService) -> None:
+    data, key = PRESENT["/memory"]
+    resp = _ask(service, "/memory", data)
+    joined = b"".join(o.data for o in resp.proof_ops.ops)
+    assert joined == service.store.prove(key).to_bytes()
+    assert len(joined) <= 2048
+
+
+def test_unproven_queries_keep_working(service: QueryService) -> None:
+    resp = _ask(service, "/account", AGENT.hex().encode(), prove=False)
+    assert resp.code == 0 and not resp.proof_ops.ops  # synthesized nonce answer, no proof
+    assert json.loads(resp.value) == {"nonce": 5}
+    resp = _ask(service, "/key", PRESENT["/key"][1], prove=False)
+    assert resp.code == 0 and resp.value == _value(PRESENT["/key"][1])
+    assert not resp.proof_ops.ops
+    resp = _ask(service, "/memory", b"m-1", prove=False)
+    assert resp.code == 0 and resp.value == _value(records.memory_key("m-1"))
+
+
+def test_bad_proven_queries_are_answered_not_raised(service: QueryService) -> None:
+    assert _ask(service, "/nope", b"x").code == QueryCode.UNKNOWN_PATH
+    assert _ask(service, "/account", b"zz").code == QueryCode.BAD_REQUEST
+    assert _ask(service, "/key", b"").code == QueryCode.BAD_REQUEST
+    resp = service.query(pb.RequestQuery(path="/memory", data=b"m-1", prove=True, height=3))
+    assert resp.code == QueryCode.NO_SUCH_HEIGHT
+
+
+def _verifies(root: bytes, key: bytes, value: bytes | None, ops: list[ProofOp]) -> bool:
+    try:
+        return verify_proof(root, key, value, decode_ops(key, ops))
+    except ProofFormatError:
+        return False
+
+
+def _flips(data: bytes) -> Iterator[bytes]:
+    for i in range(len(data)):
+        yield data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1:]
+        yield data[:i] + bytes([data[i] ^ 0x80]) + data[i + 1:]
+
+
+@pytest.mark.parametrize("path", ["/memory", "/validators", "absent"])
+def test_every_single_byte_mutation_fails(service: QueryService, path: str) -> None:
+    if path == "absent":
+        resp = _ask(service, "/memory", b"m-missing")
+        key, value = resp.key, None
+    else:
+        data, key = PRESENT[path]
+        resp = _ask(service, path, data)
+        value = resp.value
+    root = service.store.last_app_hash
+    ops = _ops(resp)
+    assert _verifies(root, key, value, ops)
+    for i, op in enumerate(ops):
+        for bad in _flips(op.data):
+            changed = list(ops)
+            changed[i] = ProofOp(op.type, op.key, bad)
+            assert not _verifies(root, key, value, changed), (i, bad.hex())
+        for bad in _flips(op.key):
+            changed = list(ops)
+            changed[i] = ProofOp(op.type, bad, op.data)
+            assert not _verifies(root, key, value, changed)
+        changed = list(ops)
+        changed[i] = ProofOp(op.type + "x", op.key, op.data)
+        assert not _verifies(root, key, value, changed)
+    if value is not None:
+        for bad in _flips(value):
+            assert not _verifies(root, key, bad, ops)
+        assert not _verifies(root, key, value + b" ", ops)
+        assert not _verifies(root, key, value[:-1], ops)
+    for bad in _flips(key):
+        assert not _verifies(root, bad, value, encode_ops(bad, decode_ops(key, ops)))
+    for bad in _flips(root):
+        assert not _verifies(bad, key, value, ops)
+    assert not _verifies(root, key, value, ops[:1])
+    assert not _verifies(root, key, value, ops + ops[1:])
