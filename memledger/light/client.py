@@ -101,16 +101,15 @@ class LightClient:
             self.chain_id = self.chain_id or known.header.chain_id
             return known
         lb = self._fetch(height)
-        if isinstance(root, PinnedRoot) and not self.chain_id and lb.header.hash() == root.hash:
-            self.chain_id = lb.header.chain_id
-        if lb.header.chain_id != self.chain_id:
-            raise HeaderError("wrong_chain_id", f"header is for chain {lb.header.chain_id!r}, "
-                                                f"expected {self.chain_id!r}")
         if isinstance(root, PinnedRoot):
             if lb.header.hash() != root.hash:
                 raise TrustError("pinned_hash_mismatch", f"header at height {height} does not "
                                                          "have the pinned hash")
-        elif lb.header.validators_hash != root.validators.hash():
+            self.chain_id = self.chain_id or lb.header.chain_id
+        if lb.header.chain_id != self.chain_id:
+            raise HeaderError("wrong_chain_id", f"header is for chain {lb.header.chain_id!r}, "
+                                                f"expected {self.chain_id!r}")
+        if isinstance(root, GenesisRoot) and lb.header.validators_hash != root.validators.hash():
             raise TrustError("genesis_mismatch", f"header {height} is not signed by the genesis "
                                                  "validator set")
         check_self_consistent(self.chain_id, lb)

@@ -1,0 +1,276 @@
+"""Light client trust rules on synthetic chains (signed here with real Ed25519 keys).
+
+Real CometBFT headers and commits are checked in tests/integration/test_verified_reads.py
+and tests/e2e/test_light_net.py; these tests drive the rules that are hard to provoke on a
+live net: bisection across set changes, every rejection reason, expiry, backwards links.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+
+import pytest
+from nacl.signing import SigningKey
+
+from memledger.light import GenesisRoot, LightClient, PinnedRoot, TrustOptions
+from memledger.light.encoding import parse_time, time_ns
+from memledger.light.errors import (
+    CommitError,
+    HeaderError,
+    ProviderError,
+    TrustError,
+    VerificationError,
+)
+from memledger.light.header import (
+    FLAG_ABSENT,
+    FLAG_COMMIT,
+    BlockId,
+    Commit,
+    CommitSig,
+    Header,
+    LightBlock,
+    Validator,
+    ValidatorSet,
+    address_of,
+    merkle_root,
+)
+from memledger.light.store import TrustedStore
+from memledger.light.verify import verify_commit_full
+
+CHAIN = "light-test"
+T0 = 1_700_000_000
+BLOCK_S = 5
+SEC = 1_000_000_000
+
+
+def keys(tag: str, n: int) -> list[SigningKey]:
+    return [SigningKey(hashlib.sha256(f"{tag}-{i}".encode()).digest()) for i in range(n)]
+
+
+def valset(ks: list[SigningKey], powers: list[int] | None = None) -> ValidatorSet:
+    powers = powers or [10] * len(ks)
+    vals = [Validator(address_of(bytes(k.verify_key)), bytes(k.verify_key), p)
+            for k, p in zip(ks, powers, strict=True)]
+    vals.sort(key=lambda v: (-v.power, v.address))
+    return ValidatorSet(tuple(vals))
+
+
+class Chain:
+    """Headers 1..n; `sets[h]` are the signers of height h (keys by address)."""
+
+    def __init__(self, sets: dict[int, list[SigningKey]], n: int, chain_id: str = CHAIN) -> None:
+        self.keys = {address_of(bytes(k.verify_key)): k for ks in sets.values() for k in ks}
+        self.blocks: dict[int, LightBlock] = {}
+        current = sets[1]
+        prev_id = BlockId(b"", 0, b"")
+        vs_by_h = {}
+        for h in range(1, n + 2):
+            current = sets.get(h, current)
+            vs_by_h[h] = valset(current)
+        for h in range(1, n + 1):
+            header = Header(11, 1, chain_id, h, T0 + BLOCK_S * h, 0, prev_id,
+                            bytes(32), bytes(32), vs_by_h[h].hash(), vs_by_h[h + 1].hash(),
+                            bytes(32), hashlib.sha256(b"app%d" % h).digest(), bytes(32),
+                            bytes(32), vs_by_h[h].validators[0].address)
+            block_id = BlockId(header.hash(), 1, hashlib.sha256(b"parts%d" % h).digest())
+            commit = self.sign(header, block_id, vs_by_h[h], chain_id)
+            self.blocks[h] = LightBlock(header, commit, vs_by_h[h])
+            prev_id = block_id
+
+    def sign(self, header: Header, block_id: BlockId, vs: ValidatorSet, chain_id: str,
+             absent: frozenset[int] = frozenset()) -> Commit:
+        unsigned = Commit(header.height, 0, block_id, tuple(
+            CommitSig(FLAG_ABSENT if i in absent else FLAG_COMMIT, v.address,
+                      header.time_s + 1, 7, b"") for i, v in enumerate(vs.validators)))
+        sigs = []
+        for i, s in enumerate(unsigned.signatures):
+            if s.flag == FLAG_ABSENT:
+                sigs.append(CommitSig(FLAG_ABSENT, b"", 0, 0, b""))
+                continue
+            msg = unsigned.sign_bytes(chain_id, i)
+            sigs.append(replace(s, signature=self.keys[s.validator_address].sign(msg).signature))
+        return replace(unsigned, signatures=tuple(sigs))
+
+
+class FakeProvider:
+    def __init__(self, chain: Chain) -> None:
+        self.chain = chain
+        self.fetched: list[int] = []
+        self.override: dict[int, LightBlock] = {}
+
+    def light_block(self, height: int) -> LightBlock:
+        self.fetched.append(height)
+        if height in self.override:
+            return self.override[height]
+        if height not in self.chain.blocks:
+            raise ProviderError(f"no block {height}")
+        return self.chain.blocks[height]
+
+    def latest_height(self) -> int:
+        return max(self.chain.blocks)
+
+
+def client(chain: Chain, *, root: GenesisRoot | PinnedRoot | None = None,
+           now: int | None = None, options: TrustOptions | None = None,
+           provider: FakeProvider | None = None) -> LightClient:
+    first = chain.blocks[1]
+    root = root or GenesisRoot(CHAIN, first.validators, 1)
+    at = now if now is not None else (T0 + BLOCK_S * (len(chain.blocks) + 1)) * SEC
+    return LightClient(provider or FakeProvider(chain), root, options=options,
+                       now_ns=lambda: at, wait_s=0)
+
+
+# --- encodings -----------------------------------------------------------------------
+
+
+def test_merkle_root_matches_rfc6962_shape() -> None:
+    sha = hashlib.sha256
+    assert merkle_root([]) == sha(b"").digest()
+    assert merkle_root([b"a"]) == sha(b"\x00a").digest()
+    leaf = [sha(b"\x00" + x).digest() for x in (b"a", b"b", b"c")]
+    left = sha(b"\x01" + leaf[0] + leaf[1]).digest()
+    assert merkle_root([b"a", b"b", b"c"]) == sha(b"\x01" + left + leaf[2]).digest()
+
+
+def test_time_parsing_is_exact_integer_nanoseconds() -> None:
+    assert parse_time("1970-01-01T00:00:00Z") == (0, 0)
+    assert parse_time("2026-12-01T05:58:36.123456789Z")[1] == 123456789
+    assert parse_time("2026-12-01T05:58:36.5Z")[1] == 500_000_000
+    assert time_ns("1970-01-01T00:00:01.000000001Z") == 1_000_000_001
+    for bad in ("2026-12-01 05:58:36Z", "2026-12-01T05:58:36+01:00", "x", ""):
+        with pytest.raises(ValueError):
+            parse_time(bad)
+
+
+# --- trust moves ---------------------------------------------------------------------
+
+
+def test_sequential_and_skipping_verification_with_a_stable_set() -> None:
+    chain = Chain({1: keys("a", 4)}, 40)
+    lc = client(chain)
+    assert lc.verify_to(2).header.app_hash == chain.blocks[2].header.app_hash
+    provider = lc.provider
+    assert isinstance(provider, FakeProvider)
+    before = len(provider.fetched)
+    assert lc.verify_to(40).height == 40  # one skip: same set, full trust
+    assert provider.fetched[before:] == [40]
+    assert lc.verify_to(40) is lc.store.get(40)  # stored: no refetch
+    assert provider.fetched[before:] == [40]
+
+
+def test_bisection_crosses_a_full_validator_set_rotation() -> None:
+    # Heights 1-10 set A, 11-20 set B (overlapping 2 of 4 with A), 21+ set C (disjoint
+    # from A): a direct skip 1 -> 30 has no trusted power, so the client must bisect.
+    a, b_new, c = keys("a", 4), keys("b", 2), keys("c", 4)
+    chain = Chain({1: a, 11: a[:2] + b_new, 21: c}, 30)
+    lc = client(chain)
+    lb = lc.verify_to(30)
+    assert lb.header.app_hash == chain.blocks[30].header.app_hash
+    provider = lc.provider
+    assert isinstance(provider, FakeProvider)
+    assert len(provider.fetched) > 2  # pivots were needed
+    assert any(10 <= h <= 21 for h in provider.fetched)
+
+
+def test_adjacent_step_requires_the_announced_next_set() -> None:
+    a, b = keys("a", 4), keys("b", 4)
+    chain = Chain({1: a, 3: b}, 5)
+    lc = client(chain)
+    forged = Chain({1: a, 2: b}, 3)  # height 2 signed by b, but header 1 announced a
+    provider = lc.provider
+    assert isinstance(provider, FakeProvider)
+    provider.override[2] = forged.blocks[2]
+    with pytest.raises(HeaderError) as err:
+        lc.verify_to(2)
+    assert err.value.reason in ("next_validators_mismatch", "broken_link")
+
+
+# --- rejections, each with its own reason --------------------------------------------
+
+
+def _tampered_signature(chain: Chain, h: int) -> LightBlock:
+    lb = chain.blocks[h]
+    sigs = list(lb.commit.signatures)
+    bad = bytearray(sigs[0].signature)
+    bad[5] ^= 1
+    sigs[0] = replace(sigs[0], signature=bytes(bad))
+    return replace(lb, commit=replace(lb.commit, signatures=tuple(sigs)))
+
+
+def test_rejections_have_distinct_reasons() -> None:
+    chain = Chain({1: keys("a", 4)}, 12)
+    seen: dict[str, type[VerificationError]] = {}
+
+    def expect(exc_type: type[VerificationError], reason: str, lc: LightClient,
+               height: int) -> None:
+        with pytest.raises(exc_type) as err:
+            lc.verify_to(height)
+        assert err.value.reason == reason, err.value
+        seen[reason] = exc_type
+
+    lc = client(chain)
+    lc.verify_to(1)
+    provider = lc.provider
+    assert isinstance(provider, FakeProvider)
+    provider.override[5] = _tampered_signature(chain, 5)
+    expect(CommitError, "bad_signature", lc, 5)
+
+    lb = chain.blocks[6]
+    under = chain.sign(lb.header, lb.commit.block_id, lb.validators, CHAIN,
+                       absent=frozenset({0, 1}))  # 20 of 40: not more than 2/3
+    provider.override[6] = replace(lb, commit=under)
+    expect(CommitError, "insufficient_power", lc, 6)
+
+    other = Chain({1: keys("a", 4)}, 12, chain_id="other-chain")
+    provider.override[7] = other.blocks[7]
+    expect(HeaderError, "wrong_chain_id", lc, 7)
+
+    late = client(chain, now=(T0 + 30 * 24 * 3600) * SEC)
+    expect(TrustError, "expired", late, 8)
+
+    pinned = client(chain, root=PinnedRoot(3, bytes(32)))
+    expect(TrustError, "pinned_hash_mismatch", pinned, 9)
+
+    wrong_genesis = client(chain, root=GenesisRoot(CHAIN, valset(keys("z", 4)), 1))
+    expect(TrustError, "genesis_mismatch", wrong_genesis, 9)
+
+    lb10 = chain.blocks[10]
+    provider.override[10] = replace(lb10, header=replace(lb10.header, app_hash=bytes(32)))
+    expect(HeaderError, "hash_mismatch", lc, 10)
+
+    assert len(seen) == 7
+
+
+def test_commit_check_counts_only_commit_votes_of_the_right_validators() -> None:
+    chain = Chain({1: keys("a", 4)}, 3)
+    lb = chain.blocks[2]
+    assert verify_commit_full(CHAIN, lb.validators, lb.header, lb.commit) == 40
+    three = chain.sign(lb.header, lb.commit.block_id, lb.validators, CHAIN,
+                       absent=frozenset({3}))
+    assert verify_commit_full(CHAIN, lb.validators, lb.header, three) == 30  # 30*3 > 2*40
+    swapped = list(lb.commit.signatures)
+    swapped[0], swapped[1] = swapped[1], swapped[0]
+    with pytest.raises(CommitError) as err:
+        verify_commit_full(CHAIN, lb.validators, lb.header,
+                           replace(lb.commit, signatures=tuple(swapped)))
+    assert err.value.reason == "wrong_signer"
+
+
+def test_pinned_root_then_backwards_through_hash_links() -> None:
+    chain = Chain({1: keys("a", 4)}, 20)
+    root = PinnedRoot(15, chain.blocks[15].header.hash())
+    lc = LightClient(FakeProvider(chain), root, now_ns=lambda: (T0 + 200) * SEC, wait_s=0)
+    assert lc.verify_to(12).header == chain.blocks[12].header
+    assert lc.chain_id == CHAIN
+    assert lc.verify_to(18).height == 18
+
+
+def test_store_persists_verified_blocks_only_as_given(tmp_path: pytest.TempPathFactory) -> None:
+    store = TrustedStore(None, keep=3)
+    chain = Chain({1: keys("a", 4)}, 6)
+    for h in range(1, 7):
+        store.save(chain.blocks[h])
+    assert len(store) == 3 and store.get(1) is not None  # the root stays
+    assert store.latest_at_or_below(4) is store.get(1)
+    assert store.latest() is store.get(6)
