@@ -13,17 +13,16 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from memledger.consensus import versions
-from memledger.consensus.block import genesis
+from memledger.consensus.block import genesis, lifecycle
 from memledger.consensus.block.context import BlockInfo, TxBuffer
 from memledger.consensus.block.execute import TxOutcome, process_tx
 from memledger.consensus.block.proposal import order_by_nonce
 from memledger.consensus.codes import CODESPACE
-from memledger.consensus.families.governance import proposals
 from memledger.consensus.gate.pending import PendingNonces
 from memledger.consensus.gate.sigverify import SignatureVerifier
 from memledger.consensus.gate.txcache import DecodedTxCache
@@ -94,6 +93,9 @@ class _CommittedView:
 
     def get(self, key: bytes) -> bytes | None:
         return self._store.get(key)
+
+    def iter_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        return self._store.iter_prefix(prefix)
 
     def put(self, key: bytes, value: bytes) -> None:  # pragma: no cover - guarded
         raise RuntimeError("committed view is read-only")
@@ -244,7 +246,7 @@ class MemLedgerApp(BaseApplication):
             app_version=version,
         )
         opening = TxBuffer(overlay)
-        proposals.begin_block(opening, height)
+        lifecycle.begin_block(opening, height)
         opening.apply()
         response = pb.ResponseFinalizeBlock()
         add_result, verifier, decoded = response.tx_results.add, self.verifier, self.decoded
@@ -254,7 +256,7 @@ class MemLedgerApp(BaseApplication):
             self._fill_result(add_result(), outcome)
         verifier.end_block()
         closing = TxBuffer(overlay)
-        effects = proposals.end_block(closing, height, version)
+        effects = lifecycle.end_block(closing, height, version)
         closing.apply()
         app_hash = overlay.app_hash()
         new_version = effects.new_app_version or version

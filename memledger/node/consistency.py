@@ -33,7 +33,7 @@ from sqlalchemy.engine import Engine, make_url
 
 from memledger.node.rpc import RpcClient, RpcError
 from memledger.node.waiting import wait_until
-from memledger.projection.writer import make_engine, metadata, receipts
+from memledger.projection.schema import make_engine, metadata, receipts
 
 HEADER_FIELDS = ("block_hash", "app_hash", "last_results_hash")
 TRANSPORT_ERRORS = (httpx.HTTPError, RpcError, OSError, KeyError)

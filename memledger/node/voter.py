@@ -18,7 +18,8 @@ from nacl.signing import SigningKey
 
 from memledger.node.rpc import RpcClient, RpcError
 from memledger.node.txbuilder import TxBuilder
-from memledger.projection.writer import make_engine, memories, validators, votes
+from memledger.node.voter_notes import NotesWriter
+from memledger.projection.schema import make_engine, memories, validators, votes
 
 log = logging.getLogger("memledger.voter")
 

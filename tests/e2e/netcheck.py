@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from memledger.node.consistency import compare_dumps, matched_snapshots
 from memledger.node.loadgen import LoadGenerator
 from memledger.node.testnet import Testnet, TestnetNode
-from memledger.projection.writer import memories
+from memledger.projection.schema import memories
 
 MEMORY_STATUS = [c.name for c in memories.columns].index("status")
 

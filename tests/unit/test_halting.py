@@ -113,7 +113,7 @@ def test_projection_with_a_different_hash_halts(tmp_path: Path) -> None:
     chain.block(plan[0])
     import sqlalchemy as sa
 
-    from memledger.projection.writer import receipts
+    from memledger.projection.schema import receipts
 
     with chain.app.projection.engine.begin() as conn:
         conn.execute(receipts.insert().values(height=2, app_hash="00" * 32))

@@ -6,10 +6,12 @@ guarantee: a rejected tx leaves no trace in the block, whatever the handler did.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from memledger.consensus.store import codec
+from memledger.consensus.store.overlay import merged_prefix
 
 
 class KeyValueView(Protocol):
@@ -21,8 +23,8 @@ class KeyValueView(Protocol):
 
     def delete(self, key: bytes) -> None: ...
 
+    def iter_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]: ...
 
-_DELETED = object()
 
 
 class TxBuffer:
@@ -42,6 +44,10 @@ class TxBuffer:
 
     def delete(self, key: bytes) -> None:
         self._writes[key] = None
+
+    def iter_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """The pairs under prefix as this tx sees them, ascending by key."""
+        return merged_prefix(self._parent.iter_prefix(prefix), self._writes, prefix)
 
     def get_record(self, key: bytes) -> Any:
         raw = self.get(key)

@@ -19,6 +19,7 @@ CORROBORATION = b"corr/"    # corr/<id>\0<hex> -> {"height": h}
 CHALLENGE = b"chal/"        # chal/<id> -> current dispute round
 PROPOSAL = b"gov/"          # gov/<proposal id> -> proposal record
 BALLOT = b"ballot/"         # ballot/<hex> -> {"open": n} open pinned ballots naming a member
+BALLOT_EXPIRY = b"bexp/"    # bexp/<opened:020d>\0<id> -> {} open memory ballots (v4+)
 SYS = b"sys/"
 GOV_STATE = b"sys/gov"      # {"next_id": n, "open": [ids]}
 UPGRADE = b"sys/upgrade"    # scheduled upgrade plan, if any

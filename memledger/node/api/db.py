@@ -13,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine, make_url
 
-from memledger.projection.writer import receipts
+from memledger.projection.schema import receipts
 
 
 def readonly_engine(url: str) -> Engine:

@@ -17,7 +17,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy.engine import Engine
 
 from memledger.node.api.db import projection_height
-from memledger.projection.writer import memories
+from memledger.projection.schema import memories
 
 log = logging.getLogger("memledger.api")
 

@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from memledger.node.api.search import common_on_sqlite, search_clause
-from memledger.projection.writer import corroborations, documents, memories, memory_tags, votes
+from memledger.projection.schema import corroborations, documents, memories, memory_tags, votes
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from memledger.node.api.schemas import (
 )
 from memledger.node.cometbft import validator_address
 from memledger.node.rpc import RpcError
-from memledger.projection.writer import accounts, validators
+from memledger.projection.schema import accounts, validators
 
 log = logging.getLogger("memledger.api")
 

@@ -12,7 +12,7 @@ import re
 import sqlalchemy as sa
 
 from memledger.node.api.problems import Problem
-from memledger.projection.writer import FTS_TABLE, TS_CONFIG, TSV_COLUMN
+from memledger.projection.schema import FTS_TABLE, TS_CONFIG, TSV_COLUMN
 
 MAX_QUERY_CHARS = 512
 COMMON_MIN_MATCHES = 500

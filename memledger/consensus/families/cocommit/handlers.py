@@ -12,7 +12,7 @@ import hashlib
 from memledger.consensus.block.context import TxContext
 from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.access.domains import authorize_write, scope_of
-from memledger.consensus.families.memory.handlers import new_record, validate_fields
+from memledger.consensus.families.memory.record import new_record, validate_fields
 from memledger.consensus.gate.envelope import parse_canonical, verify_signature
 from memledger.consensus.limits import MAX_COAUTHORS, MIN_COAUTHORS
 from memledger.consensus.store import records

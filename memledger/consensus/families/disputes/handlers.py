@@ -14,7 +14,7 @@ from memledger.consensus import versions
 from memledger.consensus.block.context import TxBuffer, TxContext
 from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.access.domains import LEVELS, can_modify, is_shared
-from memledger.consensus.families.memory.handlers import set_status
+from memledger.consensus.families.memory.record import set_status
 from memledger.consensus.limits import MAX_REASON_BYTES
 from memledger.consensus.store import records
 from memledger.consensus.wire._pb import tx_pb2

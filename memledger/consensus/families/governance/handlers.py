@@ -8,7 +8,7 @@ from memledger.consensus import params as chain_params
 from memledger.consensus.block.context import TxContext
 from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.governance import kinds, proposals, validators
-from memledger.consensus.families.memory.handlers import _DECISIONS
+from memledger.consensus.families.memory.record import DECISIONS
 from memledger.consensus.limits import MAX_REASON_BYTES
 from memledger.consensus.store import records
 from memledger.consensus.wire._pb import tx_pb2
@@ -52,7 +52,7 @@ def vote(ctx: TxContext, msg: tx_pb2.GovVote) -> None:
     if proposal is None:
         raise TxError(Code.GOV_PROPOSAL_NOT_FOUND)
     _require_validator(ctx)
-    decision = _DECISIONS.get(msg.decision)
+    decision = DECISIONS.get(msg.decision)
     if decision is None:
         raise TxError(Code.INVALID_DECISION)
     if proposal["status"] != "open" or ctx.block.height > proposal["voting_end"]:

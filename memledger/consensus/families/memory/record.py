@@ -1,0 +1,104 @@
+"""The memory record: its fields, how one is made, and how its status may move (DESIGN §4)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from memledger.consensus.block.context import TxContext
+from memledger.consensus.codes import Code, TxError
+from memledger.consensus.families.access.domains import check_name
+from memledger.consensus.families.memory import quorum
+from memledger.consensus.limits import CONFIDENCE_SCALE, MAX_CONTENT_BYTES, MAX_TAG_BYTES, MAX_TAGS
+from memledger.consensus.store import records
+from memledger.consensus.wire._pb import tx_pb2
+
+MEMORY_TYPES = ("fact", "observation", "inference", "task")
+#: the wire decision -> the tally's name for it (memory and governance votes alike)
+DECISIONS = {
+    tx_pb2.DECISION_ACCEPT: quorum.ACCEPT,
+    tx_pb2.DECISION_REJECT: quorum.REJECT,
+    tx_pb2.DECISION_ABSTAIN: quorum.ABSTAIN,
+}
+TERMINAL_OR_DISPUTED = (
+    records.STATUS_COMMITTED,
+    records.STATUS_DEPRECATED,
+    records.STATUS_CHALLENGED,
+)
+
+
+def validate_fields(
+    domain: str,
+    memory_type: str,
+    content: str,
+    content_hash: bytes,
+    confidence_ppm: int,
+    tags: list[str],
+) -> tuple[bytes, list[str]]:
+    """Stateless checks shared by submit and co-commit; returns (content bytes, tags)."""
+    check_name(domain, Code.INVALID_DOMAIN, "domain")
+    if memory_type not in MEMORY_TYPES:
+        raise TxError(Code.INVALID_MEMORY_TYPE, f"memory type {memory_type[:40]!r} unknown")
+    data = content.encode()
+    if not data:
+        raise TxError(Code.EMPTY_CONTENT)
+    if b"\x00" in data:
+        # Text, not bytes: PostgreSQL TEXT cannot hold NUL, and no agent means one.
+        raise TxError(Code.INVALID_CONTENT)
+    if len(data) > MAX_CONTENT_BYTES:
+        raise TxError(Code.CONTENT_TOO_LARGE, f"content is {len(data)} bytes")
+    if hashlib.sha256(data).digest() != content_hash:
+        raise TxError(Code.CONTENT_HASH_MISMATCH)
+    if confidence_ppm > CONFIDENCE_SCALE:
+        raise TxError(Code.INVALID_CONFIDENCE)
+    if len(tags) > MAX_TAGS:
+        raise TxError(Code.TOO_MANY_TAGS, f"{len(tags)} tags, limit {MAX_TAGS}")
+    for tag in tags:
+        if not tag or len(tag.encode()) > MAX_TAG_BYTES or "\x00" in tag:
+            raise TxError(Code.INVALID_TAG, f"tag {tag[:40]!r} empty or too long")
+    if len(set(tags)) != len(tags):
+        raise TxError(Code.INVALID_TAG, "duplicate tags")
+    return data, sorted(tags)
+
+
+def new_record(
+    ctx: TxContext,
+    memory_id: str,
+    domain: str,
+    memory_type: str,
+    content_hash: bytes,
+    confidence_ppm: int,
+    tags: list[str],
+    status: str,
+) -> dict[str, Any]:
+    """A fresh memory record (content is stored separately under memc/<id>)."""
+    return {
+        "id": memory_id,
+        "domain": domain,
+        "author": ctx.signer_hex,
+        "type": memory_type,
+        "content_hash": content_hash.hex(),
+        "confidence_ppm": confidence_ppm,
+        "tags": tags,
+        "status": status,
+        "submitted_height": ctx.block.height,
+        "submitted_time_ns": ctx.block.time_ns,
+        "decided_height": ctx.block.height if status != records.STATUS_PROPOSED else None,
+        "votes": {},
+        "ballot": None,
+        "history": [[ctx.block.height, status]],
+        "cocommit": None,
+        "tx": ctx.tx_hash.hex(),
+    }
+
+
+def set_status(record: dict[str, Any], status: str, height: int) -> None:
+    """Move a memory along the lifecycle table; anything else is a bug, not a tx error."""
+    if (record["status"], status) not in records.TRANSITIONS:
+        raise AssertionError(f"illegal transition {record['status']} -> {status}")
+    record["status"] = status
+    record["history"].append([height, status])
+    if status in (records.STATUS_COMMITTED, records.STATUS_DEPRECATED):
+        record["decided_height"] = height
+
+

@@ -1,0 +1,165 @@
+"""The projection's SQL schema: tables, the full-text index, and the engine settings.
+
+The tables are a read model: every row is derived from canonical records
+(`mapping.py` says how), so any of them can be dropped and rebuilt.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+metadata = sa.MetaData()
+
+memories = sa.Table(
+    "memories", metadata,
+    sa.Column("id", sa.String(128), primary_key=True),
+    sa.Column("domain", sa.String(128), nullable=False, index=True),
+    sa.Column("author", sa.String(64), nullable=False, index=True),
+    sa.Column("type", sa.String(16), nullable=False),
+    sa.Column("content", sa.Text, nullable=True),
+    sa.Column("content_hash", sa.String(64), nullable=False),
+    sa.Column("confidence_ppm", sa.Integer, nullable=False),
+    sa.Column("tags", sa.Text, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False, index=True),
+    sa.Column("submitted_height", sa.BigInteger, nullable=False, index=True),
+    sa.Column("submitted_time_ns", sa.BigInteger, nullable=False),
+    sa.Column("decided_height", sa.BigInteger, nullable=True),
+    sa.Column("scope", sa.String(128), nullable=True),
+    sa.Column("cocommit", sa.String(128), nullable=True),
+    sa.Column("tx", sa.String(64), nullable=False),
+    sa.Column("record", sa.Text, nullable=False),
+)
+memory_tags = sa.Table(
+    "memory_tags", metadata,
+    sa.Column("memory_id", sa.String(128), primary_key=True),
+    sa.Column("tag", sa.String(64), primary_key=True, index=True),
+)
+votes = sa.Table(
+    "votes", metadata,
+    sa.Column("memory_id", sa.String(128), primary_key=True),
+    sa.Column("voter", sa.String(64), primary_key=True),
+    sa.Column("decision", sa.String(8), nullable=False),
+    sa.Column("height", sa.BigInteger, nullable=False),
+)
+accounts = sa.Table(
+    "accounts", metadata,
+    sa.Column("public_key", sa.String(64), primary_key=True),
+    # Nonces go up to 2^64-1: stored as decimal text, exact on every backend.
+    sa.Column("nonce", sa.String(20), nullable=False),
+)
+domains = sa.Table(
+    "domains", metadata,
+    sa.Column("name", sa.String(128), primary_key=True),
+    sa.Column("owner", sa.String(64), nullable=True),
+    sa.Column("scope", sa.String(128), nullable=True),
+    sa.Column("created", sa.BigInteger, nullable=False),
+)
+grants = sa.Table(
+    "grants", metadata,
+    sa.Column("domain", sa.String(128), primary_key=True),
+    sa.Column("grantee", sa.String(64), primary_key=True),
+    sa.Column("level", sa.String(8), nullable=False),
+    # Grant expiry is a user-chosen uint64: text keeps every value exact on every backend.
+    sa.Column("expires", sa.String(20), nullable=False),
+    sa.Column("record", sa.Text, nullable=False),
+)
+corroborations = sa.Table(
+    "corroborations", metadata,
+    sa.Column("memory_id", sa.String(128), primary_key=True),
+    sa.Column("agent", sa.String(64), primary_key=True),
+    sa.Column("height", sa.BigInteger, nullable=False),
+)
+# Records whose shape is mostly read whole: id + JSON document.
+documents = sa.Table(
+    "documents", metadata,
+    sa.Column("kind", sa.String(16), primary_key=True),
+    sa.Column("id", sa.String(160), primary_key=True),
+    sa.Column("record", sa.Text, nullable=False),
+)
+validators = sa.Table(
+    "validators", metadata,
+    sa.Column("public_key", sa.String(64), primary_key=True),
+    sa.Column("power", sa.BigInteger, nullable=False),
+)
+receipts = sa.Table(
+    "receipts", metadata,
+    sa.Column("height", sa.BigInteger, primary_key=True),
+    sa.Column("app_hash", sa.String(64), nullable=False),
+)
+
+
+# ----------------------------------------------------------------- full-text search
+# Off the flush path on purpose: triggers (SQLite) and a generated column (PostgreSQL)
+# keep the index in step with `memories`, so flush and rebuild code stay unchanged.
+FTS_TABLE = "memories_fts"
+TSV_COLUMN = "search_tsv"
+TS_CONFIG = "english"
+
+_SQLITE_FTS = [
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(content, tags, "
+    "content='memories', content_rowid='rowid', tokenize='porter unicode61')",
+    f"CREATE TRIGGER IF NOT EXISTS {FTS_TABLE}_ai AFTER INSERT ON memories BEGIN "
+    f"INSERT INTO {FTS_TABLE}(rowid, content, tags) VALUES (new.rowid, new.content, new.tags); "
+    "END",
+    f"CREATE TRIGGER IF NOT EXISTS {FTS_TABLE}_ad AFTER DELETE ON memories BEGIN "
+    f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, content, tags) "
+    "VALUES ('delete', old.rowid, old.content, old.tags); END",
+    f"CREATE TRIGGER IF NOT EXISTS {FTS_TABLE}_au AFTER UPDATE OF content, tags ON memories "
+    "WHEN old.content IS NOT new.content OR old.tags IS NOT new.tags BEGIN "
+    f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, content, tags) "
+    "VALUES ('delete', old.rowid, old.content, old.tags); "
+    f"INSERT INTO {FTS_TABLE}(rowid, content, tags) VALUES (new.rowid, new.content, new.tags); "
+    "END",
+]
+_POSTGRES_FTS = [
+    f"ALTER TABLE memories ADD COLUMN IF NOT EXISTS {TSV_COLUMN} tsvector GENERATED ALWAYS AS "
+    f"(to_tsvector('{TS_CONFIG}'::regconfig, coalesce(content, '') || ' ' || tags)) STORED",
+    f"CREATE INDEX IF NOT EXISTS ix_memories_{TSV_COLUMN} ON memories USING gin ({TSV_COLUMN})",
+]
+
+
+def install_search(engine: Engine) -> None:
+    """Create the full-text index over memories(content, tags) if it is missing.
+
+    SQLite: an FTS5 external-content table kept in sync by triggers (a pre-existing
+    projection gets its index built once). PostgreSQL: a STORED generated tsvector
+    column with a GIN index. Idempotent.
+    """
+    with engine.begin() as conn:
+        if engine.dialect.name == "sqlite":
+            existed = conn.exec_driver_sql(
+                "SELECT 1 FROM sqlite_master WHERE name = ?", (FTS_TABLE,)).first()
+            for ddl in _SQLITE_FTS:
+                conn.exec_driver_sql(ddl)
+            if existed is None:
+                conn.exec_driver_sql(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')")
+        elif engine.dialect.name == "postgresql":
+            for ddl in _POSTGRES_FTS:
+                conn.exec_driver_sql(ddl)
+
+
+def drop_search(engine: Engine) -> None:
+    """Remove the SQLite FTS table (PostgreSQL's column and index go with the table)."""
+    if engine.dialect.name == "sqlite":
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {FTS_TABLE}")
+
+
+def make_engine(url: str) -> Engine:
+    """SQLite gets WAL + synchronous=FULL (durable commits, concurrent readers)."""
+    if url.startswith("sqlite"):
+        engine = sa.create_engine(url, connect_args={"timeout": 30})
+
+        @sa.event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=FULL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+        return engine
+    return sa.create_engine(url, pool_pre_ping=True)
