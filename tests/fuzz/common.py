@@ -2,9 +2,7 @@
 
 Budgets: every fuzzer takes `budget(n)`, n examples by default (CI: the whole fuzz
 directory runs in well under three minutes on two slow vCPUs). `MEMLEDGER_FUZZ_EXAMPLES`
-replaces n everywhere for long runs. `MEMLEDGER_FUZZ_KNOWN_BUGS=1` stops steering the
-generators away from the bugs already reported (each has an xfail regression test), so a
-long run can re-find them after a fix.
+replaces n everywhere for long runs.
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ from tests.fuzz import world
 from tests.support.chain import seeded_key
 
 FUZZ_EXAMPLES = int(os.environ.get("MEMLEDGER_FUZZ_EXAMPLES", "0") or 0)
-KNOWN_BUGS = os.environ.get("MEMLEDGER_FUZZ_KNOWN_BUGS", "") not in ("", "0")
 
 #: codes the stateless gate (memledger.consensus.gate.envelope.decode_tx) may answer with
 GATE_CODES = frozenset({
