@@ -34,8 +34,9 @@ import httpx
 from nacl.signing import SigningKey
 
 from memledger.consensus.codes import Code
+from memledger.consensus.limits import MAX_CONTENT_BYTES
 from memledger.light.client import TrustRoot
-from memledger.light.errors import TrustError, VerificationError
+from memledger.light.errors import ProofError, TrustError, VerificationError
 from memledger.light.provider import Provider, RestProvider, RpcProvider
 from memledger.light.reads import ReadVerifier
 from memledger.node.keys import Agent
@@ -99,7 +100,13 @@ class MemLedgerConnectionError(MemLedgerError):
 @dataclass(frozen=True)
 class TxReceipt:
     """What the node knows about a transaction. `status` is one of submitted, accepted,
-    committed, rejected (only from `tx()` lookups) or unknown (poll `wait_tx`)."""
+    included (in a block, code 0), rejected (only from `tx()` lookups) or unknown (poll
+    `wait_tx`).
+
+    A tx is *included*; a memory is *committed* only when validators accept it:
+    `memory_status` is what the block made of the memory the tx is about (a submit's
+    memory is `proposed`; `wait_decided` waits for the validators).
+    """
 
     status: str
     hash: str
@@ -109,10 +116,18 @@ class TxReceipt:
     height: int | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
     memory_id: str | None = None
+    memory_status: str | None = None
+
+    @property
+    def included(self) -> bool:
+        """In a block with code 0 ("committed" is what nodes before 0.2 called it)."""
+        return self.status in ("included", "committed")
 
     @property
     def committed(self) -> bool:
-        return self.status == "committed"
+        """Deprecated name of `included`: the *tx* is in a block; the memory may still be
+        `proposed` (see `memory_status`)."""
+        return self.included
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> TxReceipt:
@@ -121,9 +136,12 @@ class TxReceipt:
             (e["attributes"]["id"] for e in events
              if e.get("type") in ("cocommit", "memory") and "id" in e.get("attributes", {})),
             None)
+        memory_status = doc.get("memory_status") or next(
+            (e["attributes"].get("status") for e in reversed(events)
+             if e.get("type") == "memory" and "status" in e.get("attributes", {})), None)
         return cls(status=doc["status"], hash=doc["hash"], code=doc.get("code"),
                    name=doc.get("name"), log=doc.get("log") or "", height=doc.get("height"),
-                   events=events, memory_id=memory_id)
+                   events=events, memory_id=memory_id, memory_status=memory_status)
 
 
 @dataclass(frozen=True)
@@ -147,6 +165,9 @@ class Memory:
     ballot: dict[str, Any] | None = None
     corroborators: list[str] = field(default_factory=list)
     coauthors: list[str] | None = None
+    #: Why it has its status (vote tally, dispute round, expiry, this node's voter's
+    #: reason); derived by the node when read, so absent (None) on a verified read.
+    status_reason: str | None = None
     #: Set only on a verified read: the height H whose app hash (header H+1) proved it.
     verified_height: int | None = None
 
@@ -287,6 +308,19 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def check_content_size(content: str) -> None:
+    """Refuse content the ledger would refuse, before signing, naming its size and the
+    limit (sent anyway, a huge content would be refused as an oversized request body)."""
+    size = len(content.encode("utf-8", "surrogatepass"))
+    if size > MAX_CONTENT_BYTES:
+        raise MemLedgerError(
+            f"content_too_large (code {int(Code.CONTENT_TOO_LARGE)}): content is {size} "
+            f"bytes ({size / 1024:.0f} KiB); a memory's content is at most "
+            f"{MAX_CONTENT_BYTES} bytes ({MAX_CONTENT_BYTES >> 10} KiB)",
+            code=int(Code.CONTENT_TOO_LARGE), name="content_too_large",
+            detail=f"content is {size} bytes; the limit is {MAX_CONTENT_BYTES} bytes")
+
+
 def derive_memory_id(author_hex: str, domain: str, content: str) -> str:
     """A stable id for (author, domain, content), so a retried submit is idempotent."""
     digest = hashlib.sha256(f"{author_hex}\0{domain}\0{content}".encode()).hexdigest()
@@ -355,6 +389,14 @@ class _Core:
             self._verifier_obj = ReadVerifier(root, provider, store_path=store)
         return self._verifier_obj
 
+    def _absent(self, memory_id: str, proof: Any) -> None:
+        """A 404 stands only if the chain proves the memory absent (else ProofError)."""
+        record = proof.get("record") if isinstance(proof, dict) else None
+        value, height = self._verifier().record(record, "/memory", memory_id.encode())
+        if value is not None:
+            raise ProofError("served_differs", f"memory {memory_id!r} was answered 'not found' "
+                                               f"but is committed at height {height}")
+
     def _verified(self, memory_id: str, served: dict[str, Any] | None,
                   proof: Any) -> Memory:
         """Memory as proven; raises VerificationError (see memledger.light.errors)."""
@@ -377,6 +419,7 @@ class _Core:
 
     def _submit_maker(self, memory_id: str | None, content: str, domain: str, type: str,  # noqa: A002
                       confidence: float | int, tags: Sequence[str]) -> tuple[str, MakeTx]:
+        check_content_size(content)
         mid = memory_id or derive_memory_id(self.public_key or "", domain, content)
         ppm = confidence_to_ppm(confidence)
 
@@ -416,6 +459,12 @@ def _q(ident: str) -> str:
 
 def _grantee_bytes(grantee: bytes | str) -> bytes:
     return grantee if isinstance(grantee, bytes) else bytes.fromhex(grantee)
+
+
+def _decision_timeout(message: str) -> MemLedgerError:
+    return MemLedgerError(f"decision_timeout: {message} (still proposed: its validators "
+                          "have not reached a quorum yet)", name="decision_timeout",
+                          detail=message)
 
 
 def _connection_error(base_url: str, exc: httpx.HTTPError) -> MemLedgerConnectionError:
@@ -484,7 +533,7 @@ class MemLedgerClient(_Core):
             doc: dict[str, Any] = self._request("GET", f"/v1/txs/{tx_hash}")
         except MemLedgerError:
             return None
-        return doc if doc.get("status") == "committed" else None
+        return doc if doc.get("status") in ("included", "committed") else None
 
     @property
     def chain_id(self) -> str:
@@ -567,7 +616,15 @@ class MemLedgerClient(_Core):
         VerificationError saying which check failed)."""
         if not verify:
             return self.get_memory(memory_id)
-        doc = self._request("GET", f"/v1/memories/{_q(memory_id)}", params={"prove": "true"})
+        try:
+            doc = self._request("GET", f"/v1/memories/{_q(memory_id)}", params={"prove": "true"})
+        except MemLedgerError as exc:
+            if exc.status != 404:
+                raise
+            # A node could hide a record behind a 404: ask for the proof of absence.
+            proof = self._request("GET", "/v1/proofs/memory", params={"id": memory_id})
+            self._absent(memory_id, proof)
+            raise
         return self._verified(memory_id, _served(doc), doc.get("proof"))
 
     def verify_memory(self, memory: Memory) -> Memory:
@@ -650,6 +707,19 @@ class MemLedgerClient(_Core):
                     raise
             time.sleep(poll)
 
+    def wait_decided(self, memory_id: str, timeout: float = 30.0,
+                     poll: float = 0.25) -> Memory:
+        """Poll until validators decided the memory (any status but `proposed`) and return
+        it, with `status_reason`; MemLedgerError `decision_timeout` if still proposed."""
+        from memledger.node.waiting import wait_until
+
+        def decided() -> Memory | None:
+            memory = self.get_memory(memory_id)
+            return memory if memory.status != "proposed" else None
+
+        return wait_until(decided, timeout, poll, what=f"a decision on memory {memory_id!r}",
+                          error=_decision_timeout)
+
 
 # ----------------------------------------------------------------------------- async
 class AsyncMemLedgerClient(_Core):
@@ -707,7 +777,7 @@ class AsyncMemLedgerClient(_Core):
             doc: dict[str, Any] = await self._request("GET", f"/v1/txs/{tx_hash}")
         except MemLedgerError:
             return None
-        return doc if doc.get("status") == "committed" else None
+        return doc if doc.get("status") in ("included", "committed") else None
 
     async def chain_id(self) -> str:
         if self._chain_lock is None:
@@ -791,8 +861,15 @@ class AsyncMemLedgerClient(_Core):
         """As `MemLedgerClient.get`; verification runs in a worker thread."""
         if not verify:
             return await self.get_memory(memory_id)
-        doc = await self._request("GET", f"/v1/memories/{_q(memory_id)}",
-                                  params={"prove": "true"})
+        try:
+            doc = await self._request("GET", f"/v1/memories/{_q(memory_id)}",
+                                      params={"prove": "true"})
+        except MemLedgerError as exc:
+            if exc.status != 404:
+                raise
+            proof = await self._request("GET", "/v1/proofs/memory", params={"id": memory_id})
+            await asyncio.to_thread(self._absent, memory_id, proof)
+            raise
         return await asyncio.to_thread(self._verified, memory_id, _served(doc),
                                        doc.get("proof"))
 
@@ -876,4 +953,17 @@ class AsyncMemLedgerClient(_Core):
             except MemLedgerError as err:
                 if err.status != 404 or time.monotonic() >= deadline:
                     raise
+            await asyncio.sleep(poll)
+
+    async def wait_decided(self, memory_id: str, timeout: float = 30.0,
+                           poll: float = 0.25) -> Memory:
+        """As `MemLedgerClient.wait_decided`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            memory = await self.get_memory(memory_id)
+            if memory.status != "proposed":
+                return memory
+            if time.monotonic() >= deadline:
+                raise _decision_timeout(f"timed out after {timeout:g}s waiting for a decision "
+                                        f"on memory {memory_id!r}")
             await asyncio.sleep(poll)

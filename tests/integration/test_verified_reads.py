@@ -1,0 +1,298 @@
+"""Verified reads end to end on a real node (memledger start: cometbft + app + API + voter).
+
+- Headers and commits served by the real cometbft hash and verify in the Python light
+  client; tampered ones are rejected, each with its own reason.
+- An honest node's memories pass `get(verify=True)`, `search(verify=True)` and the CLI's
+  `--verify` (sync and async SDK).
+- A memory whose content is edited in the node's SQL projection, and a REST response
+  rewritten by a proxy, are shown by plain reads but fail verified reads with a reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memledger.light import GenesisRoot, LightClient, PinnedRoot, TrustOptions
+from memledger.light.errors import CommitError, HeaderError, ProofError, TrustError
+from memledger.light.header import FLAG_ABSENT, CommitSig
+from memledger.light.provider import RestProvider, RpcProvider
+from memledger.node.client import AsyncMemLedgerClient, MemLedgerClient, MemLedgerError, Memory
+from memledger.node.keys import Agent
+from tests.support.node import REPO, NodeRunner, wait_api_ready
+
+pytestmark = pytest.mark.cometbft
+CHAIN = "memledger-vr"
+HONEST = "the build cache lives in .cache/ under the repo root"
+FORGED = "the build cache lives in /tmp and may be deleted"
+
+
+class Env:
+    def __init__(self, node: NodeRunner) -> None:
+        self.node = node
+        self.genesis = node.home / "cometbft" / "config" / "genesis.json"
+        self.root = GenesisRoot.from_file(self.genesis)
+
+    def sdk(self, url: str | None = None) -> MemLedgerClient:
+        c = MemLedgerClient(url or self.node.api_url, key=Agent.generate())
+        c.configure_trust(self.root)
+        return c
+
+    def cli(self, *args: str, api: str | None = None) -> subprocess.CompletedProcess[str]:
+        env = dict(os.environ, PYTHONPATH=str(REPO), MEMLEDGER_HOME=str(self.node.home))
+        if api:
+            env["MEMLEDGER_API"] = api
+        return subprocess.run([sys.executable, "-m", "memledger.node.cli", *args],
+                              capture_output=True, text=True, timeout=120, env=env, cwd=REPO)
+
+    def committed(self, content: str, tag: str) -> Memory:
+        with self.sdk() as ml:
+            receipt = ml.submit(None, content, tags=[tag])
+            assert receipt.memory_id
+            deadline = time.monotonic() + 60
+            while True:
+                m = ml.get(receipt.memory_id)
+                if m.status == "committed":
+                    return m
+                assert time.monotonic() < deadline, "auto-voter never committed the memory"
+                time.sleep(0.3)
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory, cometbft_bin: Path) -> Iterator[Env]:
+    runner = NodeRunner(tmp_path_factory.mktemp("vr") / "home", chain_id=CHAIN, voter=True)
+    runner.start()
+    try:
+        wait_api_ready(runner.api_url)
+        yield Env(runner)
+    finally:
+        runner.stop()
+
+
+# --- real headers and commits ----------------------------------------------------------
+
+
+def test_header_hash_equals_cometbft_block_id(env: Env) -> None:
+    provider = RpcProvider(env.node.rpc_url)
+    with env.node.rpc() as rpc:
+        latest = rpc.latest_height()
+        for h in sorted({1, 2, max(1, latest // 2), latest - 1}):
+            lb = provider.light_block(h)
+            block_id = rpc.block(h)["block_id"]["hash"]
+            assert lb.header.hash().hex().upper() == block_id
+            assert lb.validators.hash() == lb.header.validators_hash
+
+
+def test_light_client_verifies_real_chain_and_rejects_tampering(env: Env) -> None:
+    provider = RpcProvider(env.node.rpc_url)
+    lc = LightClient(provider, env.root, wait_s=5)
+    with env.node.rpc() as rpc:
+        target = rpc.latest_height() - 1
+    assert lc.verify_to(target).header.hash() == provider.light_block(target).header.hash()
+
+    good = provider.light_block(target + 1)
+    sig = good.commit.signatures[0]
+    forged_sig = bytes([sig.signature[0] ^ 1]) + sig.signature[1:]
+    forged = replace(good, commit=replace(good.commit, signatures=(
+        replace(sig, signature=forged_sig),)))
+    absent = replace(good, commit=replace(good.commit, signatures=(
+        CommitSig(FLAG_ABSENT, b"", 0, 0, b""),)))
+    reasons = {}
+    for name, lb, exc in (("forged", forged, CommitError), ("unsigned", absent, CommitError)):
+        fresh = LightClient(provider, env.root, wait_s=5)
+        fresh.verify_to(target)
+        fresh.provider = _Fixed(provider, {target + 1: lb})
+        with pytest.raises(exc) as err:
+            fresh.verify_to(target + 1)
+        reasons[name] = err.value.reason
+    other = LightClient(provider, GenesisRoot("another-chain", env.root.validators), wait_s=5)
+    with pytest.raises(HeaderError) as herr:
+        other.verify_to(target)
+    reasons["chain"] = herr.value.reason
+    expired = LightClient(provider, env.root, wait_s=5,
+                          options=TrustOptions(period_ns=1_000_000_000),
+                          now_ns=lambda: time.time_ns() + 3600 * 1_000_000_000)
+    with pytest.raises(TrustError) as terr:
+        expired.verify_to(target)
+    reasons["expired"] = terr.value.reason
+    assert reasons == {"forged": "bad_signature", "unsigned": "insufficient_power",
+                       "chain": "wrong_chain_id", "expired": "expired"}
+
+
+def test_pinned_root_through_the_rest_pass_through(env: Env) -> None:
+    rpc_provider = RpcProvider(env.node.rpc_url)
+    pin = rpc_provider.light_block(3).header
+    lc = LightClient(RestProvider(env.node.api_url), PinnedRoot(3, pin.hash()), wait_s=5)
+    with env.node.rpc() as rpc:
+        target = rpc.latest_height() - 1
+    assert lc.verify_to(target).header.hash() == rpc_provider.light_block(target).header.hash()
+    assert lc.chain_id == CHAIN
+    bad = LightClient(RestProvider(env.node.api_url), PinnedRoot(3, bytes(32)), wait_s=5)
+    with pytest.raises(TrustError):
+        bad.verify_to(target)
+
+
+class _Fixed:
+    def __init__(self, inner: RpcProvider, fixed: dict[int, object]) -> None:
+        self.inner, self.fixed = inner, fixed
+
+    def light_block(self, height: int):  # type: ignore[no-untyped-def]
+        return self.fixed.get(height) or self.inner.light_block(height)
+
+    def latest_height(self) -> int:
+        return self.inner.latest_height()
+
+
+# --- honest reads ----------------------------------------------------------------------
+
+
+def test_honest_node_passes_sdk_and_cli_verification(env: Env) -> None:
+    memory = env.committed(HONEST + " (honest)", "vr-honest")
+    with env.sdk() as ml:
+        verified = ml.get(memory.id, verify=True)
+        assert verified.content == memory.content and verified.status == "committed"
+        assert verified.verified_height is not None
+        hits = list(ml.search("honest", verify=True))
+        assert [h.id for h in hits] == [memory.id]
+        with pytest.raises(MemLedgerError) as err:  # a 404 that the chain proves
+            ml.get("no-such-memory", verify=True)
+        assert err.value.status == 404
+
+    async def run() -> Memory:
+        async with AsyncMemLedgerClient(env.node.api_url) as aml:
+            aml.configure_trust(env.root)
+            got = await aml.get(memory.id, verify=True)
+            found = [m async for m in aml.search("honest", verify=True)]
+            assert [m.id for m in found] == [memory.id]
+            return got
+
+    assert asyncio.run(run()).content == memory.content
+    out = env.cli("get", memory.id, "--verify")
+    assert out.returncode == 0, out.stderr
+    assert "verified: committed state at height" in out.stdout
+    out = env.cli("search", "honest", "--verify", "--json")
+    assert out.returncode == 0, out.stderr
+    assert [m["id"] for m in json.loads(out.stdout)] == [memory.id]
+    # Pinned trust from the CLI, with headers straight from cometbft RPC.
+    pin = RpcProvider(env.node.rpc_url).light_block(2).header.hash().hex()
+    out = env.cli("get", memory.id, "--verify", "--trust-height", "2", "--trust-hash", pin,
+                  "--rpc", env.node.rpc_url)
+    assert out.returncode == 0, out.stderr
+    out = env.cli("get", memory.id, "--verify", "--trust-height", "2", "--trust-hash", "00" * 32)
+    assert out.returncode == 3 and "pinned" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+# --- tampering -------------------------------------------------------------------------
+
+
+def test_projection_edit_is_caught_by_verified_reads(env: Env) -> None:
+    memory = env.committed(HONEST + " (projection)", "vr-proj")
+    db = sqlite3.connect(env.node.home / "data" / "projection.db", timeout=30)
+    with db:
+        db.execute("UPDATE memories SET content = ? WHERE id = ?", (FORGED, memory.id))
+    db.close()
+    with env.sdk() as ml:
+        assert ml.get(memory.id).content == FORGED  # the plain read shows the edit
+        with pytest.raises(ProofError) as err:
+            ml.get(memory.id, verify=True)
+        assert err.value.reason == "served_differs" and "content" in str(err.value)
+        # The edit reaches the full-text index too: the forged words find it.
+        hits = list(ml.search("deleted"))
+        assert [h.id for h in hits] == [memory.id] and hits[0].content == FORGED
+        with pytest.raises(ProofError):
+            list(ml.search("deleted", verify=True))
+    plain = env.cli("get", memory.id)
+    assert plain.returncode == 0 and FORGED in plain.stdout
+    for args in (("get", memory.id, "--verify"), ("search", "deleted", "--verify")):
+        out = env.cli(*args)
+        assert out.returncode == 3, out
+        assert out.stderr.count("\n") == 1 and "verification failed" in out.stderr
+        assert "content differs" in out.stderr
+
+
+class _Proxy(BaseHTTPRequestHandler):
+    """Forwards GETs to the real API and rewrites HONEST text in the JSON it returns."""
+
+    upstream = ""
+    rewrite_proof = False
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        resp = httpx.get(self.upstream + self.path, timeout=30)
+        body = resp.content
+        if resp.headers.get("content-type", "").startswith("application/json"):
+            doc = json.loads(body)
+            _rewrite(doc, self.rewrite_proof)
+            body = json.dumps(doc).encode()
+        self.send_response(resp.status_code)
+        self.send_header("content-type", resp.headers.get("content-type", "text/plain"))
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _rewrite(doc: object, proof_too: bool) -> None:
+    import base64
+
+    items = doc.get("items", [doc]) if isinstance(doc, dict) else []
+    for item in items:
+        if isinstance(item.get("content"), str) and "(proxy)" in item["content"]:
+            item["content"] = FORGED
+        proof = item.get("proof") if proof_too else None
+        for rec in (proof or {}).get("records", []):
+            if rec.get("path") == "/content" and rec.get("value"):
+                rec["value"] = base64.b64encode(FORGED.encode()).decode()
+
+
+@pytest.fixture(params=[False, True], ids=["content", "content+proof"])
+def proxy(env: Env, request: pytest.FixtureRequest) -> Iterator[str]:
+    handler = type("P", (_Proxy,), {"upstream": env.node.api_url,
+                                    "rewrite_proof": request.param})
+    rng = random.Random()
+    for _ in range(100):
+        try:
+            server = ThreadingHTTPServer(("127.0.0.1", rng.randrange(20000, 32000)), handler)
+            break
+        except OSError:
+            continue
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_rewriting_proxy_is_caught_by_verified_reads(env: Env, proxy: str) -> None:
+    # Unique text: the auto-voter rejects duplicate content.
+    memory = env.committed(f"{HONEST} (proxy) {time.time_ns()}", "vr-proxy")
+    with env.sdk(proxy) as ml:
+        assert ml.get(memory.id).content == FORGED
+        with pytest.raises(ProofError) as err:
+            ml.get(memory.id, verify=True)
+        assert err.value.reason in ("served_differs", "mismatch")
+    with env.sdk() as honest:
+        assert honest.get(memory.id, verify=True).content == memory.content
+    out = env.cli("get", memory.id, "--verify", api=proxy)
+    assert out.returncode == 3 and "verification failed: proof" in out.stderr, out
+    out = env.cli("search", "proxy", "--verify", api=proxy)
+    assert out.returncode == 3, out
+    assert env.cli("search", "proxy", api=proxy).returncode == 0
