@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -32,8 +32,20 @@ DEFAULT_API = "http://127.0.0.1:26680"
 
 
 # ----------------------------------------------------------------------------- plumbing
-def fail(message: str) -> None:
-    click.echo(f"memledger: error: {message}", err=True)
+def _wants_json() -> bool:
+    """True inside a command run with --json (its errors are then JSON too)."""
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.params.get("as_json"))
+
+
+def fail(message: str, **details: Any) -> NoReturn:
+    """One line on stderr, exit status 1: text, or with --json a JSON object
+    `{"error": message, ...details}` (name, code, status of the node's problem)."""
+    if _wants_json():
+        doc = {"error": message, **{k: v for k, v in details.items() if v is not None}}
+        click.echo(json.dumps(doc, sort_keys=True), err=True)
+    else:
+        click.echo(f"memledger: error: {message}", err=True)
     sys.exit(1)
 
 
@@ -46,8 +58,10 @@ def errors_as_messages() -> Iterator[None]:
     try:
         yield
     except MemLedgerError as exc:
-        fail(str(exc))
-    except (KeyFileError, ValueError, OSError) as exc:
+        fail(str(exc), name=exc.name or None, code=exc.code, status=exc.status or None)
+    except KeyFileError as exc:
+        fail(str(exc), name="key_file")
+    except (ValueError, OSError) as exc:
         fail(str(exc))
 
 
@@ -101,8 +115,11 @@ wait_option = click.option("--wait", type=click.Choice(["none", "sync", "commit"
 
 
 def load_key(name: str) -> Agent:
-    from memledger.node.keys import load_agent
+    from memledger.node.keys import KeyFileError, key_path, load_agent
 
+    if name == "default" and not key_path(name).exists():
+        raise KeyFileError(f"no --key given and no default key at {key_path(name)}: pass "
+                           "--key NAME (e.g. --key alice, made by `memledger keys new alice`)")
     return load_agent(name)
 
 
@@ -112,13 +129,36 @@ def client(api: str | None, home: Path, key: Any = None) -> MemLedgerClient:
     return MemLedgerClient(api_url(api, home), key=key)
 
 
-def describe_receipt(receipt: TxReceipt, what: str) -> str:
-    if receipt.status == "committed":
-        return f"{what}: tx committed at height {receipt.height} (tx {receipt.hash})"
+def describe_receipt(receipt: TxReceipt, what: str, memory: Any = None) -> str:
+    """What happened to the tx and, separately, to the memory: a tx is *included* in a
+    block; a memory is *committed* only when validators accept it."""
+    if receipt.included:
+        text = f"{what}: tx included in block {receipt.height} (tx {receipt.hash})"
+        status = memory.status if memory is not None else receipt.memory_status
+        if status:
+            text += f"\n  memory {receipt.memory_id} is {status}"
+            reason = getattr(memory, "status_reason", None)
+            if reason:
+                text += f": {reason}"
+            elif status == "proposed":
+                text += (" until validators decide; `memledger get "
+                         f"{receipt.memory_id}` shows the decision and why")
+        return text
     if receipt.status == "unknown":
         return (f"{what}: outcome unknown (tx {receipt.hash}); check later with "
                 f"`memledger tx {receipt.hash}`")
+    if receipt.status == "accepted":
+        return f"{what}: accepted into the mempool, not yet in a block (tx {receipt.hash})"
     return f"{what}: {receipt.status} (tx {receipt.hash})"
+
+
+def receipt_json(receipt: TxReceipt, memory: Any = None) -> dict[str, Any]:
+    """--json of a write: the receipt, plus the memory's status (and why) after it."""
+    doc: dict[str, Any] = asdict(receipt)
+    if memory is not None:
+        doc["memory_status"] = memory.status
+        doc["status_reason"] = memory.status_reason
+    return doc
 
 
 def describe_memory(m: Any) -> str:
@@ -132,6 +172,8 @@ def describe_memory(m: Any) -> str:
         f"tags:       {', '.join(m.tags) or '-'}",
         f"submitted:  height {m.submitted_height}",
         f"decided:    {'-' if m.decided_height is None else 'height ' + str(m.decided_height)}",
+        f"why:        {getattr(m, 'status_reason', None) or '-'}",
+        "history:    " + (" -> ".join(f"{st} (height {h})" for h, st in m.history) or "-"),
         "",
         m.content or "",
     ]
@@ -340,19 +382,52 @@ def tx_cmd(tx_hash: str, api: str | None, home: Path, as_json: bool) -> None:
               type=click.Choice(["fact", "observation", "inference", "task"]))
 @click.option("--confidence", type=click.FloatRange(0, 1), default=0.9, show_default=True)
 @click.option("--tag", "tags", multiple=True, help="Repeatable.")
+@click.option("--print-tx", is_flag=True,
+              help="Only print the signed tx as base64 (for POST /v1/txs); send nothing.")
 @key_option
 @wait_option
 @common
 def submit_cmd(content: str, memory_id: str | None, domain: str, type_: str, confidence: float,
-               tags: tuple[str, ...], key: str, wait: str, api: str | None, home: Path,
-               as_json: bool) -> None:
-    """Propose a memory (CONTENT, or - for stdin), signed with --key."""
+               tags: tuple[str, ...], print_tx: bool, key: str, wait: str, api: str | None,
+               home: Path, as_json: bool) -> None:
+    """Propose a memory (CONTENT, or - for stdin), signed with --key.
+
+    It is `proposed` once its tx is in a block; validators then commit or deprecate it
+    (`memledger get ID` shows which, and why).
+    """
+    from memledger.node.client import check_content_size
+
     with errors_as_messages():
         agent = load_key(key)
+        text = _read_content(content)
+        check_content_size(text)  # before anything is signed or sent
         with client(api, home, agent) as ml:
-            receipt = ml.submit(memory_id, _read_content(content), domain=domain, type=type_,
+            if print_tx:
+                _print_signed_submit(ml, agent, memory_id, text, domain, type_, confidence,
+                                     tags, as_json)
+                return
+            receipt = ml.submit(memory_id, text, domain=domain, type=type_,
                                 confidence=confidence, tags=tags, wait=wait)
-    emit(receipt, as_json, describe_receipt(receipt, f"memory {receipt.memory_id}"))
+    emit(receipt_json(receipt), as_json, describe_receipt(receipt, f"memory {receipt.memory_id}"))
+
+
+def _print_signed_submit(ml: MemLedgerClient, agent: Agent, memory_id: str | None, text: str,
+                         domain: str, type_: str, confidence: float, tags: tuple[str, ...],
+                         as_json: bool) -> None:
+    """The memory_submit tx the SDK would send, signed, as base64: the body of
+    `POST /v1/txs` is `{"tx": "<this>"}`."""
+    import base64
+    import time
+
+    from memledger.node.client import derive_memory_id
+    from memledger.node.txbuilder import TxBuilder, confidence_to_ppm
+
+    mid = memory_id or derive_memory_id(agent.public_key_hex, domain, text)
+    tx = TxBuilder(agent.signing_key, ml.chain_id).submit(
+        time.time_ns(), mid, text, domain=domain, memory_type=type_,
+        confidence_ppm=confidence_to_ppm(confidence), tags=tags)
+    b64 = base64.b64encode(tx).decode()
+    emit({"tx": b64, "memory_id": mid}, as_json, b64)
 
 
 @click.command("vote")
@@ -365,6 +440,8 @@ def submit_cmd(content: str, memory_id: str | None, domain: str, type_: str, con
 def vote_cmd(memory_id: str, decision: str, validator: bool, key: str, wait: str,
              api: str | None, home: Path, as_json: bool) -> None:
     """Vote on a proposed memory (validators only)."""
+    from memledger.node.client import MemLedgerError
+
     with errors_as_messages():
         if validator:
             from memledger.node import cometbft
@@ -376,8 +453,40 @@ def vote_cmd(memory_id: str, decision: str, validator: bool, key: str, wait: str
         else:
             signer = load_key(key)
         with client(api, home, signer) as ml:
-            receipt = ml.vote(memory_id, decision, wait=wait)
-    emit(receipt, as_json, describe_receipt(receipt, f"{decision} vote on {memory_id}"))
+            try:
+                receipt = ml.vote(memory_id, decision, wait=wait)
+            except MemLedgerError as err:
+                if err.name != "already_voted":
+                    raise
+                _already_voted(ml, memory_id, decision, validator, as_json)
+                return
+            memory = ml.get_memory(memory_id) if receipt.included else None
+    emit(receipt_json(receipt, memory), as_json,
+         describe_receipt(receipt, f"{decision} vote on {memory_id}", memory))
+
+
+def _already_voted(ml: MemLedgerClient, memory_id: str, decision: str, validator: bool,
+                   as_json: bool) -> None:
+    """A vote is final. The same vote again is reported as done (exit 0), naming when it
+    was cast; a different one is an error that says what was voted, and by whom."""
+    me = ml.public_key
+    mine = next((v for v in ml.votes(memory_id) if v.voter == me), None)
+    memory = ml.get_memory(memory_id)
+    who = ("this node's validator key (its auto-voter votes with it as soon as a memory is "
+           "proposed; `memledger init --no-voter` leaves voting to you)") if validator \
+        else "this key"
+    if mine is None:
+        fail(f"already_voted: {who} already voted on {memory_id}", name="already_voted")
+    assert mine is not None
+    if mine.decision != decision:
+        fail(f"already_voted: {who} voted {mine.decision} on {memory_id} at height "
+             f"{mine.height}; votes are final", name="already_voted")
+    doc = {"status": "already_voted", "memory_id": memory_id, "decision": mine.decision,
+           "height": mine.height, "memory_status": memory.status,
+           "status_reason": memory.status_reason}
+    reason = f": {memory.status_reason}" if memory.status_reason else ""
+    emit(doc, as_json, f"{decision} vote on {memory_id}: already cast at height {mine.height} "
+         f"by {who}\n  memory {memory_id} is {memory.status}{reason}")
 
 
 def _memory_action(name: str, help_text: str, call: Callable[..., TxReceipt],
@@ -394,7 +503,9 @@ def _memory_action(name: str, help_text: str, call: Callable[..., TxReceipt],
             with client(api, home, agent) as ml:
                 extra = {"reason": reason} if with_reason else {}
                 receipt = call(ml, memory_id, wait=wait, **extra)
-        emit(receipt, as_json, describe_receipt(receipt, f"{name} {memory_id}"))
+                memory = ml.get_memory(memory_id) if receipt.included else None
+        emit(receipt_json(receipt, memory), as_json,
+             describe_receipt(receipt, f"{name} {memory_id}", memory))
 
     command.__doc__ = help_text
     cmd = click.argument("memory_id")(command)
@@ -414,7 +525,8 @@ reinstate_cmd = _memory_action("reinstate", "Return a challenged memory to commi
 @click.command("co-commit")
 @click.argument("content")
 @click.option("--coauthor", "coauthors", multiple=True, required=True,
-              help="Key file of another coauthor (repeatable); --key submits and signs too.")
+              help="Key of a coauthor (repeatable, at least two distinct keys in all); the "
+                   "first one submits unless --key names another signer.")
 @click.option("--domain", default="general", show_default=True)
 @click.option("--type", "type_", default="fact", show_default=True,
               type=click.Choice(["fact", "observation", "inference", "task"]))
@@ -424,13 +536,14 @@ reinstate_cmd = _memory_action("reinstate", "Return a challenged memory to commi
               help="Distinguishes repeated agreements on the same content.")
 @click.option("--valid-for", type=click.FloatRange(1, None), default=None,
               help="Seconds the agreement stays valid [default: no expiry].")
-@key_option
+@click.option("--key", "key", envvar="MEMLEDGER_KEY", default=None,
+              help="Key that submits (and signs too) [default: the first --coauthor].")
 @wait_option
 @common
 def cocommit_cmd(content: str, coauthors: tuple[str, ...], domain: str, type_: str,
                  confidence: float, tags: tuple[str, ...], agreement_nonce: int,
-                 valid_for: float | None, key: str, wait: str, api: str | None, home: Path,
-                 as_json: bool) -> None:
+                 valid_for: float | None, key: str | None, wait: str, api: str | None,
+                 home: Path, as_json: bool) -> None:
     """Jointly sign CONTENT with every coauthor key and submit it as one co-commit."""
     import time
 
@@ -438,7 +551,7 @@ def cocommit_cmd(content: str, coauthors: tuple[str, ...], domain: str, type_: s
     from memledger.node.txbuilder import confidence_to_ppm
 
     with errors_as_messages():
-        submitter = load_key(key)
+        submitter = load_key(key or coauthors[0])
         signers = {submitter.public_key: submitter}
         for name in coauthors:
             agent = load_key(name)
@@ -454,7 +567,10 @@ def cocommit_cmd(content: str, coauthors: tuple[str, ...], domain: str, type_: s
                                  agreement_nonce=agreement_nonce, not_after_unix_ns=not_after)
             signatures = [sign_cocommit(a.signing_key, core) for a in signers.values()]
             receipt = ml.cocommit(core, signatures, wait=wait)
-    emit(receipt, as_json, describe_receipt(receipt, f"co-commit by {len(signers)} coauthors"))
+            memory = ml.get_memory(receipt.memory_id) \
+                if receipt.included and receipt.memory_id else None
+    emit(receipt_json(receipt, memory), as_json,
+         describe_receipt(receipt, f"co-commit by {len(signers)} coauthors", memory))
 
 
 # ----------------------------------------------------------------------------- server

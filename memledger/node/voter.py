@@ -79,6 +79,7 @@ class Voter:
         self.batch = batch
         self.sent: dict[str, float] = {}
         self.last_nonce = 0
+        self.notes: NotesWriter | None = None  # opened on first use (the home may be new)
 
     def _nonce(self) -> int:
         """max(now_ns, last+1): unique across restarts without reading state."""
@@ -142,8 +143,20 @@ class Voter:
                          result.code, result.log)
             else:
                 log.info("voted %s on %s (%s)", decision, cand.memory_id, reason)
+                self._note(cand.memory_id, decision, reason)
                 sent += 1
         return sent
+
+    def _note(self, memory_id: str, decision: str, reason: str) -> None:
+        """Why it voted, for the memory's status_reason (memledger.node.voter_notes)."""
+        import sqlite3
+
+        try:
+            if self.notes is None:
+                self.notes = NotesWriter(self.home)
+            self.notes.record(memory_id, self.me, decision, reason)
+        except sqlite3.Error as exc:  # a note is an explanation, never worth a lost vote
+            log.warning("could not note the reason for %s: %s", memory_id, exc)
 
     def beat(self) -> None:
         path = heartbeat_path(self.home)

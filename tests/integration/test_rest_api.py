@@ -107,7 +107,9 @@ def test_raw_and_json_submission_forms(node: NodeRunner) -> None:
                         headers={"content-type": "application/octet-stream"})
         assert resp.status_code == 200, resp.text
         body = resp.json()
-        assert body["status"] == "committed" and body["code"] == 0 and body["height"] > 0
+        assert body["status"] == "included" and body["code"] == 0 and body["height"] > 0
+        # The tx is included; the memory it proposes is not committed by that (issue 18).
+        assert body["memory_id"] == "r-raw" and body["memory_status"] == "proposed", body
         assert body["hash"] == hashlib.sha256(raw).hexdigest()
         assert any(e["type"] == "memory" and e["attributes"]["id"] == "r-raw"
                    for e in body["events"])
@@ -202,8 +204,8 @@ def test_unknown_outcome_is_not_failure(node: NodeRunner) -> None:
         assert body["status"] == "unknown" and body["code"] is None
         assert f"/v1/txs/{body['hash']}" in body["log"]
         again = api.post("/v1/txs", params={"wait": "commit"}, json=_b64(tx))  # same bytes
-        assert again.status_code == 200 and again.json()["status"] == "committed", again.text
-        assert api.get(f"/v1/txs/{body['hash'].upper()}").json()["status"] == "committed"
+        assert again.status_code == 200 and again.json()["status"] == "included", again.text
+        assert api.get(f"/v1/txs/{body['hash'].upper()}").json()["status"] == "included"
         _problem(api.get(f"/v1/txs/{'0' * 64}"), 404, "tx_not_found")
         _problem(api.get("/v1/txs/xyz"), 422, "invalid_request")
 

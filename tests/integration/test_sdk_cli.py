@@ -113,7 +113,7 @@ def test_cli_keys_submit_search_get(env: Env) -> None:
     receipt = env.cli_json("submit", "Badgers dig setts with many tunnel entrances",
                            "--id", "cli-1", "--tag", "animals", "--type", "observation",
                            "--key", "alice")
-    assert receipt["status"] == "committed" and receipt["memory_id"] == "cli-1"
+    assert receipt["status"] == "included" and receipt["memory_id"] == "cli-1"
     eventually(lambda: env.cli_json("get", "cli-1")["status"] == "committed",
                what="voter commit via CLI")
     hits = env.cli_json("search", "badger tunnels")
@@ -131,14 +131,14 @@ def test_cli_disputes_and_cocommit(env: Env) -> None:
     env.cli("keys", "new", "bob")
     # bob corroborates alice's memory; alice (the author, shared domain) challenges it:
     # one eligible corroborator, so the memory is challenged rather than deprecated.
-    assert env.cli_json("corroborate", "cli-1", "--key", "bob")["status"] == "committed"
+    assert env.cli_json("corroborate", "cli-1", "--key", "bob")["status"] == "included"
     assert env.cli_json("challenge", "cli-1", "--reason", "seen only once",
-                        "--key", "alice")["status"] == "committed"
+                        "--key", "alice")["status"] == "included"
     assert env.cli_json("get", "cli-1")["status"] == "challenged"
     assert env.cli_json("search", "badger tunnels") == []  # disputed: hidden by default
     assert [m["id"] for m in env.cli_json("search", "badger tunnels", "--include-disputed")] \
         == ["cli-1"]
-    assert env.cli_json("reinstate", "cli-1", "--key", "bob")["status"] == "committed"
+    assert env.cli_json("reinstate", "cli-1", "--key", "bob")["status"] == "included"
     assert env.cli_json("get", "cli-1")["status"] == "committed"
     receipt = env.cli_json("co-commit", "Alice and Bob agree the river floods in spring",
                            "--key", "alice", "--coauthor", "bob", "--tag", "joint")

@@ -1,8 +1,11 @@
 """Submit signed transactions to cometbft and report exactly what is known about them.
 
 Three honest answers: rejected (a result code, from CheckTx or from the block),
-accepted/committed, or unknown. A timeout or a dropped connection after the bytes went
-out is *unknown* — the tx may still commit — and is never reported as failure or success;
+accepted/included, or unknown. A tx is `included` in a block; a *memory* is `committed`
+only when validators accept it, so a submit's outcome also carries `memory_status` (what
+the block made of the memory: usually `proposed`). A timeout or a dropped connection
+after the bytes went out is *unknown* — the tx may still be included — and is never
+reported as failure or success;
 the client polls GET /v1/txs/{hash}. Waiting for a block is done by polling the tx
 index with async sleeps, so slow commits hold no worker thread.
 """
@@ -25,7 +28,7 @@ from memledger.node.api.schemas import WaitMode
 from memledger.node.rpc import RpcError
 
 ACCEPTED = 202
-COMMITTED = 200
+INCLUDED = 200
 
 
 def tx_hash_hex(tx: bytes) -> str:
@@ -41,24 +44,38 @@ def _events(result: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def _memory_event(events: list[dict[str, Any]]) -> tuple[str | None, str | None]:
+    """(memory id, memory status) from the block's last `memory` event of this tx."""
+    for ev in reversed(events):
+        attrs = ev["attributes"]
+        if ev["type"] == "memory" and "id" in attrs:
+            return attrs["id"], attrs.get("status") or None
+    return None, None
+
+
 def outcome_from_tx(found: dict[str, Any]) -> dict[str, Any]:
-    """A /tx RPC answer as a TxOutcome body (code 0 -> committed, else rejected)."""
+    """A /tx RPC answer as a TxOutcome body (code 0 -> included, else rejected)."""
     result = found.get("tx_result") or {}
     code = int(result.get("code") or 0)
-    return {
-        "status": "committed" if code == 0 else "rejected",
+    events = _events(result)
+    memory_id, memory_status = _memory_event(events)
+    body: dict[str, Any] = {
+        "status": "included" if code == 0 else "rejected",
         "hash": str(found.get("hash", "")).lower(),
         "code": code,
         "name": "ok" if code == 0 else code_name(code),
         "log": str(result.get("log") or ""),
         "height": int(found.get("height") or 0),
-        "events": _events(result),
+        "events": events,
     }
+    if code == 0 and memory_id is not None:
+        body.update(memory_id=memory_id, memory_status=memory_status)
+    return body
 
 
 def _unknown(tx_hash: str, why: str) -> dict[str, Any]:
     return {"status": "unknown", "hash": tx_hash,
-            "log": f"{why}; poll GET /v1/txs/{tx_hash} — it may still commit"}
+            "log": f"{why}; poll GET /v1/txs/{tx_hash} — it may still be included"}
 
 
 async def _blocking(func: Any, *args: Any) -> Any:
@@ -129,7 +146,7 @@ async def submit(state: ApiState, tx: bytes, wait: WaitMode,
     if body["code"] != 0:
         raise tx_rejected(body["code"], body["log"], tx_hash, body["height"],
                           stage="finalize_block")
-    return COMMITTED, body
+    return INCLUDED, body
 
 
 async def wait_for_block(state: ApiState, tx_hash: str, timeout_s: float) -> dict[str, Any] | None:
@@ -155,7 +172,7 @@ async def lookup(state: ApiState, tx_hash: str) -> dict[str, Any]:
         found: dict[str, Any] = await _blocking(state.rpc.tx, tx_hash)
     except RpcError as exc:
         if "not found" in f"{exc.message} {exc.data}".lower():
-            raise Problem(404, "tx_not_found", f"no committed block contains tx {tx_hash} "
+            raise Problem(404, "tx_not_found", f"no block contains tx {tx_hash} "
                           "(it may still be pending in the mempool)") from None
         raise Problem(502, "cometbft_error", f"cometbft RPC error: {exc.data or exc.message}"
                       ) from None

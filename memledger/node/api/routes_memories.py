@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import sqlalchemy as sa
 from fastapi import APIRouter, Path, Query
 
-from memledger.node.api import proving, queries
+from memledger.node.api import proving, queries, reasons
 from memledger.node.api.deps import State, read, rpc_call
 from memledger.node.api.problems import PROBLEM_RESPONSES, not_found
 from memledger.node.api.schemas import (
@@ -84,7 +84,8 @@ async def list_memories(
         domain=domain, status=None if status is None else status.value,
         type=None if type is None else type.value, author=author, tags=tuple(tag or ()),
         include_disputed=include_disputed, q=q)
-    items, next_cursor = await read(state, queries.list_memories, flt, limit, cursor)
+    items, next_cursor = await read(state, reasons.list_memories, flt, limit, cursor,
+                                    state.settings.home)
     return {"items": items, "next_cursor": next_cursor}
 
 
@@ -140,7 +141,7 @@ async def get_memory(memory_id: MemoryId, state: State,
                          "add `proof`: the canonical record and content with proofs "
                          "against the app hash (docs/VERIFIED_READS.md)"))] = False
                      ) -> dict[str, Any]:
-    found = await read(state, queries.get_memory, memory_id)
+    found = await read(state, reasons.get_memory, memory_id, state.settings.home)
     if found is None:
         raise not_found("memory", memory_id)
     if prove:

@@ -55,7 +55,7 @@ _MEMORY_LINKS = {**_TX_LINK, **memory_links("$response.body#/memory_id")}
 
 def _outcomes(links: dict[str, Any]) -> dict[int | str, dict[str, Any]]:
     return {
-        200: {"model": TxOutcome, "description": "committed in a block (wait=commit)",
+        200: {"model": TxOutcome, "description": "included in a block (wait=commit)",
               "links": links},
         202: {"model": TxOutcome, "description": "submitted/accepted, or outcome unknown",
               "links": links},
@@ -104,6 +104,8 @@ async def post_tx(request: Request, state: State, wait: WaitQuery = WaitMode.syn
     """Raw signed tx in; a non-zero result code becomes a 4xx problem with its `code`."""
     tx = await _read_tx(request)
     status, body = await broadcast.submit(state, tx, wait, timeout)
+    if body.get("memory_id") is None:
+        body["memory_id"] = target_memory_id(tx)
     return _respond(status, body)
 
 
@@ -131,6 +133,24 @@ def _tx_from_form(req: MemorySubmitForm, chain_id: str) -> bytes:
                          public_key=bytes.fromhex(req.public_key),
                          signature=bytes.fromhex(req.signature))
     return envelope.SerializeToString(deterministic=True)
+
+
+#: tx kinds that name one memory (a co-commit's id comes from its block event)
+_MEMORY_KINDS = ("memory_submit", "memory_vote", "memory_challenge", "memory_corroborate",
+                 "memory_reinstate")
+
+
+def target_memory_id(tx: bytes) -> str | None:
+    """The memory a tx is about, read from its own bytes (None for other kinds or bytes
+    that do not decode: the ledger's verdict on those is in the outcome)."""
+    try:
+        body = tx_pb2.TxBody.FromString(tx_pb2.Tx.FromString(tx).body)
+    except (DecodeError, ValueError):
+        return None
+    kind = body.WhichOneof("msg")
+    if kind not in _MEMORY_KINDS:
+        return None
+    return str(getattr(body, kind).memory_id) or None
 
 
 def _submitted_memory_id(tx: bytes) -> str | None:

@@ -95,8 +95,12 @@ class TxOutcome(BaseModel):
     """What is known about a submitted transaction.
 
     status: `submitted` (wait=none), `accepted` (passed CheckTx, in the mempool),
-    `committed` (in a block with code 0), `unknown` (not seen in a block before the
-    timeout: poll GET /v1/txs/{hash}; it may still commit).
+    `included` (in a block with code 0), `unknown` (not seen in a block before the
+    timeout: poll GET /v1/txs/{hash}; it may still be included).
+
+    `included` is about the transaction. A memory is `committed` only once validators
+    accept it: `memory_status` says what the block made of the memory the tx is about
+    (a submit is `proposed`; a vote may have decided it).
     """
 
     status: str
@@ -106,7 +110,9 @@ class TxOutcome(BaseModel):
     log: str = ""
     height: int | None = None
     events: list[TxEvent] = Field(default_factory=list)
-    memory_id: str | None = None
+    memory_id: str | None = Field(None, description="the memory this tx is about, if any")
+    memory_status: str | None = Field(
+        None, description="that memory's status after the block (wait=commit)")
 
 
 class MemorySubmitTx(BaseModel):
@@ -164,6 +170,11 @@ class Memory(BaseModel):
     ballot: dict[str, Any] | None = None
     corroborators: list[str] = Field(default_factory=list)
     coauthors: list[str] | None = None
+    status_reason: str | None = Field(
+        None, description="Why the memory has its status, in one sentence: the vote tally, "
+                          "the dispute round (e.g. withdrawn by its author), expiry, and "
+                          "this node's auto-voter's reason for its vote. Derived when read, "
+                          "not part of the canonical record.")
 
 
 class MemoryPage(BaseModel):
