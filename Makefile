@@ -70,6 +70,8 @@ proto: install
 run: install cometbft
 	test -f "$(MEMLEDGER_HOME)/config.json" || \
 		$(VENV)/bin/memledger init --home "$(MEMLEDGER_HOME)"
+	@echo 'the memledger command: $(CURDIR)/$(VENV)/bin/memledger; in another terminal run'
+	@echo '  export PATH="$(CURDIR)/$(VENV)/bin:$$PATH"'
 	$(VENV)/bin/memledger start --home "$(MEMLEDGER_HOME)"
 
 bench: install cometbft

@@ -181,8 +181,10 @@ def projection_rebuild(home: Path, db_url: str, as_json: bool) -> None:
         try:
             lock = node_home.lock()  # held until we exit: the node cannot start meanwhile
         except HomeInUseError as exc:
-            _fail(f"cannot rebuild the projection of a running node: {exc}; or rebuild into "
-                  f"another database with --db-url")
+            pid = f" (pid {exc.holder})" if exc.holder else ""
+            _fail(f"the node at {node_home.root} is running{pid} and writes this projection "
+                  "every block: stop it first (Ctrl-C), or rebuild into another database "
+                  "with --db-url")
     store = CanonicalStore(str(node_home.state_dir), readonly=True)
     _progress(f"rebuilding {_redact(target)} from canonical state at height "
               f"{store.last_height}")

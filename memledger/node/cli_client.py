@@ -112,6 +112,10 @@ def key_option(func: F) -> F:
 wait_option = click.option("--wait", type=click.Choice(["none", "sync", "commit"]),
                            default="commit", show_default=True,
                            help="Return after broadcast, CheckTx, or block inclusion.")
+submit_wait_option = click.option(
+    "--wait", type=click.Choice(["none", "sync", "commit", "decided"]), default="commit",
+    show_default=True, help="Return after broadcast, CheckTx, block inclusion (the memory is "
+                            "then proposed), or the validators' decision.")
 
 
 def load_key(name: str) -> Agent:
@@ -385,7 +389,7 @@ def tx_cmd(tx_hash: str, api: str | None, home: Path, as_json: bool) -> None:
 @click.option("--print-tx", is_flag=True,
               help="Only print the signed tx as base64 (for POST /v1/txs); send nothing.")
 @key_option
-@wait_option
+@submit_wait_option
 @common
 def submit_cmd(content: str, memory_id: str | None, domain: str, type_: str, confidence: float,
                tags: tuple[str, ...], print_tx: bool, key: str, wait: str, api: str | None,
@@ -408,7 +412,10 @@ def submit_cmd(content: str, memory_id: str | None, domain: str, type_: str, con
                 return
             receipt = ml.submit(memory_id, text, domain=domain, type=type_,
                                 confidence=confidence, tags=tags, wait=wait)
-    emit(receipt_json(receipt), as_json, describe_receipt(receipt, f"memory {receipt.memory_id}"))
+            memory = ml.get_memory(receipt.memory_id) \
+                if wait == "decided" and receipt.included and receipt.memory_id else None
+    emit(receipt_json(receipt, memory), as_json,
+         describe_receipt(receipt, f"memory {receipt.memory_id}", memory))
 
 
 def _print_signed_submit(ml: MemLedgerClient, agent: Agent, memory_id: str | None, text: str,

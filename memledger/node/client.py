@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import email.utils
 import hashlib
 import random
@@ -565,10 +566,19 @@ class MemLedgerClient(_Core):
 
     def submit(self, memory_id: str | None, content: str, *, domain: str = "general",
                type: str = "fact", confidence: float | int = 0.9,  # noqa: A002
-               tags: Sequence[str] = (), wait: str = "commit") -> TxReceipt:
-        """Propose a memory (status `proposed` until validators decide)."""
+               tags: Sequence[str] = (), wait: str = "commit",
+               decide_timeout: float = 30.0) -> TxReceipt:
+        """Propose a memory. `wait="commit"` returns once its tx is in a block (the memory
+        is then `proposed`); `wait="decided"` also waits for the validators' decision, so
+        `memory_status` is `committed` or `deprecated` (see `wait_decided`)."""
         mid, make = self._submit_maker(memory_id, content, domain, type, confidence, tags)
-        return self._send("/v1/memories", make, wait, mid)
+        if wait != "decided":
+            return self._send("/v1/memories", make, wait, mid)
+        receipt = self._send("/v1/memories", make, "commit", mid)
+        if not receipt.included:
+            return receipt
+        memory = self.wait_decided(mid, decide_timeout)
+        return dataclasses.replace(receipt, memory_status=memory.status)
 
     def vote(self, memory_id: str, decision: str = "accept", *, wait: str = "commit") -> TxReceipt:
         return self._send("/v1/txs", lambda b, n: b.vote(n, memory_id, decision), wait, memory_id)
@@ -809,9 +819,17 @@ class AsyncMemLedgerClient(_Core):
 
     async def submit(self, memory_id: str | None, content: str, *, domain: str = "general",
                      type: str = "fact", confidence: float | int = 0.9,  # noqa: A002
-                     tags: Sequence[str] = (), wait: str = "commit") -> TxReceipt:
+                     tags: Sequence[str] = (), wait: str = "commit",
+                     decide_timeout: float = 30.0) -> TxReceipt:
+        """As `MemLedgerClient.submit` (also `wait="decided"`)."""
         mid, make = self._submit_maker(memory_id, content, domain, type, confidence, tags)
-        return await self._send("/v1/memories", make, wait, mid)
+        if wait != "decided":
+            return await self._send("/v1/memories", make, wait, mid)
+        receipt = await self._send("/v1/memories", make, "commit", mid)
+        if not receipt.included:
+            return receipt
+        memory = await self.wait_decided(mid, decide_timeout)
+        return dataclasses.replace(receipt, memory_status=memory.status)
 
     async def vote(self, memory_id: str, decision: str = "accept", *,
                    wait: str = "commit") -> TxReceipt:
