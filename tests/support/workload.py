@@ -95,10 +95,14 @@ def _lifecycle_tx(chain: LocalChain, rng: random.Random, nonce: Any,
 
 def run(home: Path, seed: int, count: int, restart_at: int,
         app_version: int = 0) -> dict[int, str]:
-    """Apply the workload; with `app_version` >= 3, also shuffle each block (order-free nonces)."""
+    """Apply the workload; with `app_version` >= 3, also shuffle each block (order-free nonces);
+    from 4, ballots expire after 10 blocks."""
     app_state: dict[str, Any] = {}
     if app_version:
-        app_state = {"app_version": app_version, "params": {"nonce_window": 8}}
+        params: dict[str, Any] = {"nonce_window": 8}
+        if app_version >= 4:
+            params["ballot_expiry"] = 10
+        app_state = {"app_version": app_version, "params": params}
     chain = LocalChain(home, app_state=app_state)
     plan = blocks(chain, seed, count)
     if app_version >= 3:
