@@ -253,6 +253,9 @@ def test_readme_use_it_runs_as_written(fresh_node: FreshNode) -> None:
             shell.python(block)
     # Each surprise of issue 18 is checked above through its README step; what the
     # README only states in prose is checked here.
+    other = shell.run("memledger vote staging-db reject --validator; echo \"rc=$?\"")
+    assert "voted accept on staging-db at height" in other and "votes are final" in other, other
+    assert other.rstrip().endswith("rc=1"), other
     docs = httpx.get(f"http://127.0.0.1:{fresh_node.api_port}/docs", timeout=10)
     assert docs.status_code == 200 and "/docs/assets/swagger-ui-bundle.js" in docs.text
     # With the node stopped, the rebuild the README says is refused while it runs works.
