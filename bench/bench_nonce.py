@@ -24,6 +24,7 @@ from nacl.signing import SigningKey
 
 from memledger.node.burst import missing, run_burst, wait_mempool_empty
 from memledger.node.testnet import Testnet
+from memledger.node.waiting import wait_until
 
 
 def _start(root: Path, app_version: int) -> Testnet:
@@ -41,15 +42,8 @@ def _start(root: Path, app_version: int) -> Testnet:
 def _wait_api(url: str, timeout: float = 60.0) -> None:
     import httpx
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/ready", timeout=2.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(f"{url} not ready")
+    wait_until(lambda: httpx.get(f"{url}/ready", timeout=2.0).status_code == 200, timeout, 0.2,
+               what=f"{url}/ready", ignore=(httpx.HTTPError,))
 
 
 def _measure(net: Testnet, key: SigningKey | None, writers: int, submits: int,

@@ -46,6 +46,7 @@ sys.path.insert(0, str(REPO))
 from memledger.consensus.store import codec, records  # noqa: E402
 from memledger.consensus.store.state import CanonicalStore  # noqa: E402
 from memledger.node.stats import percentile  # noqa: E402
+from memledger.node.waiting import wait_until  # noqa: E402
 from memledger.projection.writer import Projection  # noqa: E402
 
 BLOCK = 5_000  # memories per synthetic block (the engine and resource benches use 5,000 too)
@@ -227,16 +228,13 @@ def rest_get_by_id(db_url: str, total: int, seconds: float, concurrency: int,
                             cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("bench API server did not start")
-            time.sleep(0.1)
+        def healthy() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"bench API server exited with {proc.returncode}")
+            return httpx.get(f"{url}/health", timeout=2).status_code == 200
+
+        wait_until(healthy, 60, 0.1, what="the bench API server", ignore=(httpx.HTTPError,),
+                   error=RuntimeError)
         paths = [f"/v1/memories/mem-{i:08d}"
                  for i in random.Random(seed).sample(range(total), 2000)]
         asyncio.run(_hammer(url, paths, 1.0, concurrency, seed))  # warm-up

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 from memledger.node.consistency import compare_dumps, matched_snapshots
 from memledger.node.loadgen import LoadGenerator
 from memledger.node.testnet import Testnet, TestnetNode
+from memledger.node.waiting import wait_until
 from memledger.projection.schema import memories
 
 MEMORY_STATUS = [c.name for c in memories.columns].index("status")
@@ -40,18 +40,20 @@ def assert_replicated(net: Testnet, committed: Sequence[tuple[str, int]],
 def wait_all_voted(net: Testnet, memory_ids: Sequence[str], timeout: float = 90.0) -> None:
     """The voters move every given memory to `committed` on every node."""
     wanted = set(memory_ids)
-    deadline = time.monotonic() + timeout
-    while True:
+    open_: list[str] = []
+
+    def all_committed() -> bool:
         height, dumps = matched_snapshots(net.targets(), timeout=30)
         statuses = {row[0]: row[MEMORY_STATUS] for row in dumps[net.node(0).name]["memories"]
                     if row[0] in wanted}
-        open_ = sorted(m for m in wanted if statuses.get(m) != "committed")
-        if not open_:
-            assert compare_dumps(dumps, height) is None
-            return
-        assert time.monotonic() < deadline, \
-            f"{len(open_)} memories not committed by the voters at {height}: {open_[:5]}"
-        time.sleep(1.0)
+        open_[:] = sorted(m for m in wanted if statuses.get(m) != "committed")
+        if open_:
+            return False
+        assert compare_dumps(dumps, height) is None
+        return True
+
+    wait_until(all_committed, timeout, 1.0, what="the voters to commit every memory everywhere",
+               error=lambda msg: AssertionError(f"{msg}: {len(open_)} open, e.g. {open_[:5]}"))
 
 
 def assert_only_victims_lost(gen: LoadGenerator, victims: Sequence[TestnetNode]) -> None:

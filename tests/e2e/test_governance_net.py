@@ -14,6 +14,7 @@ import pytest
 from memledger.node import cometbft
 from memledger.node.testnet import Testnet, TestnetNode
 from memledger.node.txbuilder import TxBuilder
+from memledger.node.waiting import wait_until
 from tests.support.chain import seeded_key
 from tests.support.node import memledger
 
@@ -117,16 +118,12 @@ def test_validator_added_by_governance_joins_signs_and_counts(gnet: Testnet) -> 
     assert pubkey.hex() in _validator_keys(n0, executed + 2)
     # It signs blocks: its address appears in a later block's commit signatures.
     address = cometbft.validator_address(pubkey)
-    deadline = time.monotonic() + 60
-    signed = False
-    while time.monotonic() < deadline and not signed:
+    def signed() -> bool:
         with n0.rpc(30) as rpc:
-            h = rpc.latest_height()
-            sigs = rpc.block(h)["block"]["last_commit"]["signatures"]
-        signed = any(s.get("validator_address") == address and s.get("signature")
-                     for s in sigs)
-        time.sleep(0.5)
-    assert signed, "the new validator never signed a block"
+            sigs = rpc.block(rpc.latest_height())["block"]["last_commit"]["signatures"]
+        return any(s.get("validator_address") == address and s.get("signature") for s in sigs)
+
+    wait_until(signed, 60, 0.5, what="the new validator to sign a block")
     # Its votes count in memory quorums: 5 × 10 power, 4 accepts needed (3·40 > 2·50).
     agent = TxBuilder(seeded_key("g-c"), gnet.chain_id)
     with n0.rpc(60) as rpc:

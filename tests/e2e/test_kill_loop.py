@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import calendar
 import collections
+import contextlib
 import json
 import os
 import random
@@ -41,6 +42,7 @@ from memledger.consensus.wire._pb import abci_pb2 as pb
 from memledger.node import cometbft
 from memledger.node.rpc import RpcClient, RpcError
 from memledger.node.txbuilder import TxBuilder
+from memledger.node.waiting import WaitTimeout, wait_until
 from memledger.projection.writer import Projection
 from tests.support.chain import seeded_key
 from tests.support.node import NodeRunner, memledger
@@ -290,9 +292,10 @@ def test_kill_loop(tmp_path: Path, cometbft_bin: Path) -> None:
                     f"iteration {i}: app hash at {last} disagrees with header {context}")
                 reference.sync(rpc, rpc.latest_height() - 1)
             # Let some load through (a memory and its vote) before the next crash.
-            deadline = time.monotonic() + LINGER_S
-            while len(submitter.snapshot()) < acked_before + 2 and time.monotonic() < deadline:
-                time.sleep(0.05)
+            with contextlib.suppress(WaitTimeout):
+                wanted = acked_before + 2
+                wait_until(lambda: len(submitter.snapshot()) >= wanted, LINGER_S,  # noqa: B023
+                           0.05, what="two more acknowledged txs")
             assert runner.stop() == 0
             check_stopped_node(runner, tmp_path, submitter.snapshot(), cli=i in (0, LOOPS - 1))
         # Final sweep: cometbft still has every acknowledged tx, with code 0.

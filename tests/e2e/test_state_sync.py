@@ -12,7 +12,8 @@ import pytest
 import sqlalchemy as sa
 
 from memledger.node.fill import fill
-from memledger.node.testnet import Testnet
+from memledger.node.testnet import Testnet, TestnetNode
+from memledger.node.waiting import wait_until
 from tests.support.node import memledger
 
 pytestmark = pytest.mark.cometbft
@@ -55,19 +56,13 @@ def _memories(db_url: str) -> int:
 
 def _wait_snapshot_after(net: Testnet, height: int, timeout: float = 240) -> None:
     """Until the honest validators all serve a snapshot above `height`."""
-    import time
+    def served(node: TestnetNode) -> bool:
+        found = [int(p.name) for p in node.node_home.snapshots_dir.glob("[0-9]*")
+                 if p.name.isdigit()]
+        return bool(found) and max(found) > height
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready = 0
-        for node in net.nodes[:3]:
-            found = [int(p.name) for p in node.node_home.snapshots_dir.glob("[0-9]*")
-                     if p.name.isdigit()]
-            ready += bool(found) and max(found) > height
-        if ready == 3:
-            return
-        time.sleep(1)
-    raise TimeoutError(f"no snapshot above height {height} within {timeout:.0f}s")
+    wait_until(lambda: all(served(node) for node in net.nodes[:3]), timeout, 1,
+               what=f"a snapshot above height {height} on the three honest validators")
 
 
 def test_a_new_node_state_syncs_past_a_corrupt_peer_and_agrees(snapnet: Testnet) -> None:

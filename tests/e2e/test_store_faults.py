@@ -46,6 +46,7 @@ from memledger.consensus.app import FaultPlan, MemLedgerApp
 from memledger.consensus.store.state import DEFAULT_MAP_SIZE, CanonicalStore
 from memledger.node.rpc import RpcClient
 from memledger.node.txbuilder import TxBuilder
+from memledger.node.waiting import wait_until
 from memledger.projection.writer import Projection
 from tests.support.chain import HaltCalled, LocalChain, seeded_key
 from tests.support.node import NodeRunner, memledger
@@ -402,8 +403,9 @@ def test_node_with_read_only_sqlite_projection_halts_cleanly(tmp_path: Path,
 def _app_pid(runner: NodeRunner, timeout: float = 30) -> int:
     """The pid of the node's ABCI app process (a child of the supervisor)."""
     assert runner.proc is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    supervisor = runner.proc.pid
+
+    def app_pid() -> int | None:
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
@@ -413,10 +415,11 @@ def _app_pid(runner: NodeRunner, timeout: float = 30) -> int:
             except OSError:
                 continue
             ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            if ppid == runner.proc.pid and b"app" in cmdline and b"memledger.node.cli" in cmdline:
+            if ppid == supervisor and b"app" in cmdline and b"memledger.node.cli" in cmdline:
                 return int(entry.name)
-        time.sleep(0.1)
-    raise AssertionError("app process not found")
+        return None
+
+    return wait_until(app_pid, timeout, 0.1, what="the node's app process")
 
 
 def _fill_until_halt(runner: NodeRunner) -> tuple[str, list[str]]:

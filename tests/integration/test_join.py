@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from memledger.node.client import MemLedgerClient
 from memledger.node.home import NodeHome
+from memledger.node.waiting import wait_until
 from tests.support.chain import seeded_key
 from tests.support.node import REPO, NodeRunner, free_base_port, memledger, wait_api_ready
 
@@ -41,10 +42,9 @@ def test_init_join_restores_a_snapshot_and_follows_the_chain(tmp_path: Path,
             for i in range(5):
                 client.submit(f"before-join-{i}", f"written before the second node existed {i}")
         target = _sync_info(source.rpc_url)["latest_block_height"]
-        deadline = time.monotonic() + 60
-        while not any(int(p.name) > int(target) for p in home.snapshots_dir.glob("[0-9]*")):
-            assert time.monotonic() < deadline, "no snapshot taken"
-            time.sleep(0.5)
+        wait_until(lambda: any(int(p.name) > int(target)
+                               for p in home.snapshots_dir.glob("[0-9]*")),
+                   60, 0.5, what=f"a snapshot above height {target}")
 
         second = tmp_path / "second"
         out = memledger("init", "--home", str(second), "--join", source.rpc_url,
@@ -59,18 +59,16 @@ def test_init_join_restores_a_snapshot_and_follows_the_chain(tmp_path: Path,
                                    str(second), "--no-api"], env=env, cwd=REPO,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, text=True)
         rpc = f"http://127.0.0.1:{int(joined.rpc_laddr.rsplit(':', 1)[1])}"
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                info = _sync_info(rpc)
-                if int(info["latest_block_height"]) > int(target) + 2 and \
-                        not info["catching_up"]:
-                    break
-            except (httpx.HTTPError, KeyError, ValueError):
-                pass
+
+        def caught_up() -> dict[str, Any] | None:
             assert joiner.poll() is None, (second / "logs" / "app.log").read_text()[-2000:]
-            assert time.monotonic() < deadline, "the joined node did not catch up"
-            time.sleep(0.5)
+            info = _sync_info(rpc)
+            done = int(info["latest_block_height"]) > int(target) + 2 and \
+                not info["catching_up"]
+            return info if done else None
+
+        info = wait_until(caught_up, 120, 0.5, what="the joined node to catch up",
+                          ignore=(httpx.HTTPError, KeyError, ValueError))
         assert int(info["earliest_block_height"]) > 1  # restored, not replayed
         assert "restored height" in (second / "logs" / "app.log").read_text()
         engine = sa.create_engine(NodeHome(second).db_url(joined))

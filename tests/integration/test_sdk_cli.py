@@ -12,8 +12,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import pytest
 
 from memledger.node.client import MemLedgerClient, MemLedgerError
 from memledger.node.keys import Agent
+from memledger.node.waiting import wait_until
 from tests.support.node import REPO, NodeRunner, wait_api_ready
 from tests.support.postgres import create_database, drop_database, unique_db_name
 
@@ -49,16 +49,14 @@ class Env:
     def cli_json(self, *args: str) -> Any:
         return json.loads(self.cli(*args, "--json").stdout)
 
-
-
-def eventually(check: Callable[[], Any], timeout: float = 30, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what or check}"
-        time.sleep(0.2)
+    def cli_submit_committed(self, memory_id: str, content: str, key: str) -> None:
+        """Make key ``key``, submit ``content`` as ``memory_id`` and wait for the voter: the
+        state a test builds for itself instead of relying on an earlier test."""
+        self.cli("keys", "new", key)
+        receipt = self.cli_json("submit", content, "--id", memory_id, "--key", key)
+        assert receipt["status"] == "included" and receipt["memory_id"] == memory_id
+        wait_until(lambda: self.cli_json("get", memory_id)["status"] == "committed", 30, 0.2,
+                   what=f"the voter to commit {memory_id}")
 
 
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres",
@@ -92,7 +90,7 @@ def test_sdk_submit_voter_commits_search_finds(env: Env) -> None:
         receipt = ml.submit("sdk-1", "Otters hold hands while sleeping so they do not drift",
                             type="fact", confidence=0.95, tags=["animals", "sleep"])
         assert receipt.committed and receipt.height and receipt.memory_id == "sdk-1"
-        eventually(lambda: _status(ml, "sdk-1") == "committed", what="voter commit")
+        wait_until(lambda: _status(ml, "sdk-1") == "committed", 30, 0.2, what="voter commit")
         found = [m.id for m in ml.search("otters drifting")]
         assert found == ["sdk-1"]
         memory = ml.get_memory("sdk-1")
@@ -114,7 +112,7 @@ def test_cli_keys_submit_search_get(env: Env) -> None:
                            "--id", "cli-1", "--tag", "animals", "--type", "observation",
                            "--key", "alice")
     assert receipt["status"] == "included" and receipt["memory_id"] == "cli-1"
-    eventually(lambda: env.cli_json("get", "cli-1")["status"] == "committed",
+    wait_until(lambda: env.cli_json("get", "cli-1")["status"] == "committed", 30, 0.2,
                what="voter commit via CLI")
     hits = env.cli_json("search", "badger tunnels")
     assert [m["id"] for m in hits] == ["cli-1"]
@@ -128,33 +126,38 @@ def test_cli_keys_submit_search_get(env: Env) -> None:
 
 
 def test_cli_disputes_and_cocommit(env: Env) -> None:
-    env.cli("keys", "new", "bob")
-    # bob corroborates alice's memory; alice (the author, shared domain) challenges it:
+    # Its own keys and memory (it must pass alone, not only after the keys/submit test).
+    env.cli_submit_committed("dispute-1", "Herons stand motionless in the shallows to fish",
+                             key="carol")
+    env.cli("keys", "new", "dave")
+    # dave corroborates carol's memory; carol (the author, shared domain) challenges it:
     # one eligible corroborator, so the memory is challenged rather than deprecated.
-    assert env.cli_json("corroborate", "cli-1", "--key", "bob")["status"] == "included"
-    assert env.cli_json("challenge", "cli-1", "--reason", "seen only once",
-                        "--key", "alice")["status"] == "included"
-    assert env.cli_json("get", "cli-1")["status"] == "challenged"
-    assert env.cli_json("search", "badger tunnels") == []  # disputed: hidden by default
-    assert [m["id"] for m in env.cli_json("search", "badger tunnels", "--include-disputed")] \
-        == ["cli-1"]
-    assert env.cli_json("reinstate", "cli-1", "--key", "bob")["status"] == "included"
-    assert env.cli_json("get", "cli-1")["status"] == "committed"
-    receipt = env.cli_json("co-commit", "Alice and Bob agree the river floods in spring",
-                           "--key", "alice", "--coauthor", "bob", "--tag", "joint")
+    assert env.cli_json("corroborate", "dispute-1", "--key", "dave")["status"] == "included"
+    assert env.cli_json("challenge", "dispute-1", "--reason", "seen only once",
+                        "--key", "carol")["status"] == "included"
+    assert env.cli_json("get", "dispute-1")["status"] == "challenged"
+    assert env.cli_json("search", "herons shallows") == []  # disputed: hidden by default
+    assert [m["id"] for m in env.cli_json("search", "herons shallows", "--include-disputed")] \
+        == ["dispute-1"]
+    assert env.cli_json("reinstate", "dispute-1", "--key", "dave")["status"] == "included"
+    assert env.cli_json("get", "dispute-1")["status"] == "committed"
+    env.committed.append("dispute-1")
+    receipt = env.cli_json("co-commit", "Carol and Dave agree the river floods in spring",
+                           "--key", "carol", "--coauthor", "dave", "--tag", "joint")
     memory = env.cli_json("get", receipt["memory_id"])
     assert memory["status"] == "committed" and len(memory["coauthors"]) == 2
     env.committed.append(receipt["memory_id"])
 
 
 def test_cli_errors_are_one_line(env: Env) -> None:
+    env.cli_submit_committed("errors-1", "Wrens sing loudest for their size", key="erin")
     out = env.cli("get", "no-such-memory", check=False)
     assert out.returncode == 1 and out.stdout == ""
     assert out.stderr.strip().splitlines() == [
         "memledger: error: not_found: no memory with id 'no-such-memory'"]
     out = env.cli("vote", "no-such-memory", "accept", "--validator", check=False)
     assert out.returncode == 1 and "memory_not_found (code 50)" in out.stderr
-    out = env.cli("vote", "cli-1", "accept", "--key", "bob", check=False)
+    out = env.cli("vote", "errors-1", "accept", "--key", "erin", check=False)
     assert out.returncode == 1 and "not_a_validator (code 51)" in out.stderr
     out = env.cli("submit", "x", "--key", "nobody", check=False)
     assert out.returncode == 1 and "no key file" in out.stderr
@@ -183,7 +186,10 @@ def _cometbft_pid(home: Path) -> int:
 
 def test_cometbft_death_stops_node_and_restart_resumes(env: Env) -> None:
     node = env.node
-    with MemLedgerClient(node.api_url) as ml:
+    with MemLedgerClient(node.api_url, key=Agent.generate("restart")) as ml:
+        assert ml.submit("restart-1", "Kingfishers dive from a perch above the water").committed
+        wait_until(lambda: _status(ml, "restart-1") == "committed", 30, 0.2, what="voter commit")
+        env.committed.append("restart-1")
         before = ml.status().height
     os.kill(_cometbft_pid(node.home), signal.SIGKILL)
     code = node.wait_exit(timeout=60)
@@ -195,7 +201,7 @@ def test_cometbft_death_stops_node_and_restart_resumes(env: Env) -> None:
         assert ml.status().height >= before
         for memory_id in env.committed:
             assert ml.get_memory(memory_id).status == "committed", memory_id
-        assert [m.id for m in ml.search("otters")] == ["sdk-1"]
+        assert [m.id for m in ml.search("kingfishers")] == ["restart-1"]
         with pytest.raises(MemLedgerError) as info:
             ml.get_memory("never-written")
         assert info.value.status == 404

@@ -20,6 +20,7 @@ import pytest
 from memledger.node.client import MemLedgerClient
 from memledger.node.keys import Agent
 from memledger.node.testnet_procs import node_processes
+from memledger.node.waiting import wait_until
 from tests.support.node import PORT_OFFSETS, NodeRunner, memledger, wait_api_ready
 
 pytestmark = pytest.mark.cometbft
@@ -137,11 +138,9 @@ def test_second_start_on_a_busy_home_refuses_at_once(node: NodeRunner) -> None:
     # The first node was not disturbed: same processes, still making blocks.
     assert node.proc.poll() is None
     assert set(node_processes(node.home)) == ROLES
-    deadline = time.monotonic() + 30
     with node.rpc() as rpc:
-        while rpc.latest_height() <= before:
-            assert time.monotonic() < deadline, "first node stopped making blocks"
-            time.sleep(0.2)
+        wait_until(lambda: rpc.latest_height() > before, 30, 0.2,
+                   what="the first node to keep making blocks")
 
 
 def test_restart_after_sigkill_serves_with_nothing_lost(node: NodeRunner) -> None:

@@ -13,7 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memledger.node.rpc import RpcClient
+import httpx
+
+from memledger.node.rpc import RpcClient, RpcError
+from memledger.node.waiting import wait_until
 
 REPO = Path(__file__).parents[2]
 PORT_OFFSETS = (0, 1, 2, 24)
@@ -86,18 +89,15 @@ class NodeRunner:
         return RpcClient(self.rpc_url, timeout=60)
 
     def wait_rpc(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def first_block() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"node exited early: {self.collect()}\n{self.logs()}")
-            try:
-                with self.rpc() as client:
-                    if client.latest_height() >= 1:
-                        return
-            except Exception:  # noqa: BLE001 - not up yet
-                pass
-            time.sleep(0.2)
-        raise TimeoutError(f"node RPC not ready\n{self.logs()}")
+            with self.rpc() as client:
+                return client.latest_height() >= 1
+
+        wait_until(first_block, timeout, 0.2, what=f"the first block on {self.rpc_url}",
+                   ignore=(httpx.HTTPError, RpcError, ValueError, KeyError),
+                   error=lambda msg: TimeoutError(f"{msg}\n{self.logs()}"))
 
     def wait_exit(self, timeout: float = 60) -> int:
         assert self.proc is not None
@@ -132,17 +132,12 @@ class NodeRunner:
 
 def wait_api_ready(url: str, timeout: float = 60) -> None:
     """Poll `/ready` until the REST API reports the node ready (200)."""
-    import httpx
+    last = [""]
 
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
-        try:
-            resp = httpx.get(f"{url}/ready", timeout=5)
-            if resp.status_code == 200:
-                return
-            last = resp.text
-        except httpx.HTTPError as exc:
-            last = repr(exc)
-        time.sleep(0.25)
-    raise TimeoutError(f"{url}/ready never became 200: {last}")
+    def ready() -> bool:
+        resp = httpx.get(f"{url}/ready", timeout=5)
+        last[0] = resp.text
+        return resp.status_code == 200
+
+    wait_until(ready, timeout, 0.25, what=f"{url}/ready to answer 200",
+               ignore=(httpx.HTTPError,), error=lambda msg: TimeoutError(f"{msg}: {last[0]}"))

@@ -29,6 +29,7 @@ from memledger.consensus.wire.server import (
     encode_frame,
     encode_uvarint,
 )
+from memledger.node.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_FRAME = 8 * 1024 * 1024
@@ -349,6 +350,14 @@ run(Crashing(), sys.argv[1])
 """
 
 
+def _wait_listening(proc: subprocess.Popen[str] | subprocess.Popen[bytes], path: Path) -> None:
+    def listening() -> bool:
+        assert proc.poll() is None, "server exited"
+        return path.exists()
+
+    wait_until(listening, 20, 0.02, what=f"the server to listen on {path}")
+
+
 def test_app_exception_kills_process_without_response(tmp_path: Path) -> None:
     path = tmp_path / "crash.sock"
     proc = subprocess.Popen(
@@ -358,10 +367,7 @@ def test_app_exception_kills_process_without_response(tmp_path: Path) -> None:
         text=True,
     )
     try:
-        deadline = time.monotonic() + 20
-        while not path.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
-            time.sleep(0.02)
+        _wait_listening(proc, path)
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(20)
             sock.connect(str(path))
@@ -386,10 +392,7 @@ def test_sigterm_stops_cleanly(tmp_path: Path) -> None:
     script += "run(BaseApplication(), sys.argv[1])\n"
     proc = subprocess.Popen([sys.executable, "-c", script, f"unix://{path}"], cwd=ROOT)
     try:
-        deadline = time.monotonic() + 20
-        while not path.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
-            time.sleep(0.02)
+        _wait_listening(proc, path)
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.connect(str(path))  # an open connection must not block shutdown
             proc.terminate()

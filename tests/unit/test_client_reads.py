@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -17,6 +16,7 @@ from memledger.node.client import (
     MemLedgerConnectionError,
     MemLedgerError,
 )
+from memledger.node.waiting import wait_until
 from tests.support.chain import LocalChain, seeded_key
 from tests.support.ports import free_port
 
@@ -38,10 +38,7 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                                            log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
+    wait_until(lambda: server.started, 20, 0.05, what="uvicorn to start")
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(10)

@@ -11,27 +11,29 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
 from memledger.node.home import HomeInUseError, NodeHome
+from memledger.node.waiting import WaitTimeout, wait_until
 
 REPO = Path(__file__).parents[2]
 
 
+def _dead(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] == "Z"
+
+
 def _gone(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            return True
-        if stat.rsplit(")", 1)[-1].split()[0] == "Z":
-            return True
-        time.sleep(0.02)
-    return False
+    try:
+        return wait_until(lambda: _dead(pid), timeout, 0.02, what=f"pid {pid} to die")
+    except WaitTimeout:
+        return False
 
 
 def test_second_lock_refused_naming_the_live_holder(tmp_path: Path) -> None:
@@ -78,15 +80,9 @@ def test_lock_inherited_by_a_child_outlives_its_dead_holder(tmp_path: Path) -> N
     finally:
         os.kill(child, signal.SIGKILL)
     assert _gone(child, 5)
-    deadline = time.monotonic() + 5
-    while True:
-        try:
-            handle = NodeHome(tmp_path).lock()
-            break
-        except HomeInUseError:
-            assert time.monotonic() < deadline, "lock not released after its last holder died"
-            time.sleep(0.05)
-    assert handle is not None
+    handle = wait_until(lambda: NodeHome(tmp_path).lock(), 5, 0.05,
+                        what="the lock to be released after its last holder died",
+                        ignore=(HomeInUseError,))
     handle.close()
 
 
