@@ -17,7 +17,15 @@ from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
 from memledger.light.errors import CommitError, HeaderError, TrustError
-from memledger.light.header import FLAG_COMMIT, Commit, Header, LightBlock, ValidatorSet
+from memledger.light.header import (
+    FLAG_ABSENT,
+    FLAG_COMMIT,
+    FLAG_NIL,
+    Commit,
+    Header,
+    LightBlock,
+    ValidatorSet,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +87,12 @@ def verify_commit_full(chain_id: str, vals: ValidatorSet, header: Header, commit
         signed += val.power
     total = vals.total_power
     if signed * 3 <= total * 2:
+        flags = [s.flag for s in commit.signatures]
         raise CommitError("insufficient_power", f"only {signed} of {total} voting power signed "
-                                                f"height {commit.height} (needs more than 2/3)")
+                                                f"height {commit.height} (needs more than 2/3; "
+                                                f"{flags.count(FLAG_COMMIT)} for the block, "
+                                                f"{flags.count(FLAG_NIL)} nil, "
+                                                f"{flags.count(FLAG_ABSENT)} absent)")
     return signed
 
 
