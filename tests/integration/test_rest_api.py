@@ -253,6 +253,9 @@ def test_sdk_vote_commits_and_metrics_count_codes(node: NodeRunner) -> None:
         assert [m.id for m in agent.search("validator accepts")] == ["r-voted"]
         assert agent.status().chain_id == CHAIN
     with _api(node) as api:
+        # A rejection of its own to count (not test_bad_signature_is_code_8's).
+        forged = _forge(TxBuilder(AGENT, CHAIN).submit(NONCE(), "r-forged-2", "forged"))
+        _problem(api.post("/v1/txs", json=_b64(forged)), 400, "bad_signature", 8)
         text = api.get("/metrics").text
     assert 'memledger_tx_submissions_total{code="8",name="bad_signature"' in text or \
         'name="bad_signature"' in text
