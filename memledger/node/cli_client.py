@@ -270,11 +270,12 @@ def verify_options(func: F) -> F:
     return func
 
 
-def configure_verify(ml: MemLedgerClient, home: Path, genesis: Path | None,
+def verifying_client(api: str | None, home: Path, genesis: Path | None,
                      trust_height: int | None, trust_hash: str | None, rpc_url: str | None,
-                     trust_store: Path | None) -> None:
-    """Give the client its trust root: a pinned height+hash, else the genesis validators."""
+                     trust_store: Path | None) -> MemLedgerClient:
+    """A client with its trust root: a pinned height+hash, else the genesis validators."""
     from memledger.light import GenesisRoot, PinnedRoot, TrustRoot
+    from memledger.node.client import MemLedgerClient
 
     root: TrustRoot
     if (trust_height is None) != (trust_hash is None):
@@ -295,7 +296,8 @@ def configure_verify(ml: MemLedgerClient, home: Path, genesis: Path | None,
         root = GenesisRoot.from_file(path)
     if trust_store is None and NodeHome(home).exists():
         trust_store = Path(home) / "light" / "trusted.json"
-    ml.configure_trust(root, store=trust_store, rpc_url=rpc_url)
+    return MemLedgerClient(api_url(api, home), trust=root, trust_store=trust_store,
+                           light_rpc=rpc_url)
 
 
 @contextmanager
@@ -322,9 +324,9 @@ def get_cmd(memory_id: str, api: str | None, home: Path, as_json: bool, verify: 
             genesis: Path | None = None, rpc_url: str | None = None,
             trust_store: Path | None = None) -> None:
     """Show one memory (--verify: only if it proves against the chain)."""
-    with errors_as_messages(), verification_as_exit(), client(api, home) as ml:
-        if verify:
-            configure_verify(ml, home, genesis, trust_height, trust_hash, rpc_url, trust_store)
+    with errors_as_messages(), verification_as_exit(), (
+            verifying_client(api, home, genesis, trust_height, trust_hash, rpc_url, trust_store)
+            if verify else client(api, home)) as ml:
         memory = ml.get(memory_id, verify=verify)
     human = describe_memory(memory)
     if memory.verified_height is not None:
@@ -354,9 +356,9 @@ def search_cmd(query: str | None, domain: str | None, status: str | None, type_:
 
     --verify checks each listed memory against the chain, not that the list is complete.
     """
-    with errors_as_messages(), verification_as_exit(), client(api, home) as ml:
-        if verify:
-            configure_verify(ml, home, genesis, trust_height, trust_hash, rpc_url, trust_store)
+    with errors_as_messages(), verification_as_exit(), (
+            verifying_client(api, home, genesis, trust_height, trust_hash, rpc_url, trust_store)
+            if verify else client(api, home)) as ml:
         found = list(ml.list_memories(
             q=query, domain=domain, status=status, type=type_, author=author, tags=tags,
             include_disputed=include_disputed, page_size=min(limit, 500), max_items=limit))

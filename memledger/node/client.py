@@ -359,31 +359,26 @@ class _Core:
     """State and request shapes shared by the sync and async clients (no I/O here)."""
 
     def __init__(self, base_url: str, key: Agent | SigningKey | None, chain_id: str | None,
-                 nonces: NonceSource | None = None, retry: RetryPolicy | None = None) -> None:
+                 nonces: NonceSource | None = None, retry: RetryPolicy | None = None,
+                 trust: TrustRoot | None = None, trust_store: Path | None = None,
+                 light_rpc: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self._key = _signing_key(key)
         self._chain_id = chain_id
         self._nonces = NonceSource() if nonces is None else nonces
         self._retry = RetryPolicy() if retry is None else retry
-        self._trust: tuple[TrustRoot | None, Path | None, str | None] = (None, None, None)
+        # Verified reads (`verify=True`) trust `trust` (genesis or a pinned header). Light
+        # blocks come from this node's `/v1/light` pass-through unless `light_rpc` names
+        # a CometBFT RPC endpoint; either way they are verified, not trusted.
+        # `trust_store` keeps verified headers on disk between runs.
+        self._trust = (trust, trust_store, light_rpc)
         self._verifier_obj: ReadVerifier | None = None
-
-    def configure_trust(self, root: TrustRoot, *, store: Path | None = None,
-                        rpc_url: str | None = None) -> None:
-        """Enable `verify=True` reads: trust `root` (genesis or pinned header).
-
-        Light blocks come from this node's `/v1/light` pass-through unless `rpc_url`
-        names a CometBFT RPC endpoint; either way they are verified, not trusted.
-        `store` keeps verified headers on disk between runs.
-        """
-        self._trust = (root, store, rpc_url)
-        self._verifier_obj = None
 
     def _verifier(self) -> ReadVerifier:
         root, store, rpc_url = self._trust
         if root is None:
-            raise TrustError("no_root", "verified reads need a trust root: call "
-                                        "configure_trust(GenesisRoot/PinnedRoot)")
+            raise TrustError("no_root", "verified reads need a trust root: pass "
+                                        "trust=GenesisRoot(...) or PinnedRoot(...)")
         if self._verifier_obj is None:
             provider: Provider = (RpcProvider(rpc_url) if rpc_url
                                   else RestProvider(self.base_url))
@@ -484,8 +479,10 @@ class MemLedgerClient(_Core):
     def __init__(self, base_url: str = DEFAULT_URL, key: Agent | SigningKey | None = None,
                  chain_id: str | None = None, *, timeout: float = 60.0,
                  transport: httpx.BaseTransport | None = None,
-                 nonces: NonceSource | None = None, retry: RetryPolicy | None = None) -> None:
-        super().__init__(base_url, key, chain_id, nonces, retry)
+                 nonces: NonceSource | None = None, retry: RetryPolicy | None = None,
+                 trust: TrustRoot | None = None, trust_store: Path | None = None,
+                 light_rpc: str | None = None) -> None:
+        super().__init__(base_url, key, chain_id, nonces, retry, trust, trust_store, light_rpc)
         self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
         self._chain_lock = threading.Lock()
 
@@ -738,8 +735,10 @@ class AsyncMemLedgerClient(_Core):
     def __init__(self, base_url: str = DEFAULT_URL, key: Agent | SigningKey | None = None,
                  chain_id: str | None = None, *, timeout: float = 60.0,
                  transport: httpx.AsyncBaseTransport | None = None,
-                 nonces: NonceSource | None = None, retry: RetryPolicy | None = None) -> None:
-        super().__init__(base_url, key, chain_id, nonces, retry)
+                 nonces: NonceSource | None = None, retry: RetryPolicy | None = None,
+                 trust: TrustRoot | None = None, trust_store: Path | None = None,
+                 light_rpc: str | None = None) -> None:
+        super().__init__(base_url, key, chain_id, nonces, retry, trust, trust_store, light_rpc)
         self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout,
                                        transport=transport)
         self._chain_lock: asyncio.Lock | None = None

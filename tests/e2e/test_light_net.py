@@ -182,8 +182,7 @@ def test_cometbft_light_proxy_agrees(lnet: Testnet, cometbft_bin: Path,
 
 def test_verified_sdk_read_after_the_change(lnet: Testnet) -> None:
     n0 = lnet.node(0)
-    with MemLedgerClient(n0.api_url, key=Agent.generate()) as ml:
-        ml.configure_trust(root_of(lnet))
+    with MemLedgerClient(n0.api_url, key=Agent.generate(), trust=root_of(lnet)) as ml:
         receipt = ml.submit(None, f"read after a validator change {time.time_ns()}")
         assert receipt.memory_id
         memory = ml.get(receipt.memory_id, verify=True)

@@ -48,9 +48,7 @@ class Env:
         self.root = GenesisRoot.from_file(self.genesis)
 
     def sdk(self, url: str | None = None) -> MemLedgerClient:
-        c = MemLedgerClient(url or self.node.api_url, key=Agent.generate())
-        c.configure_trust(self.root)
-        return c
+        return MemLedgerClient(url or self.node.api_url, key=Agent.generate(), trust=self.root)
 
     def cli(self, *args: str, api: str | None = None) -> subprocess.CompletedProcess[str]:
         env = dict(os.environ, PYTHONPATH=str(REPO), MEMLEDGER_HOME=str(self.node.home))
@@ -173,8 +171,7 @@ def test_honest_node_passes_sdk_and_cli_verification(env: Env) -> None:
         assert err.value.status == 404
 
     async def run() -> Memory:
-        async with AsyncMemLedgerClient(env.node.api_url) as aml:
-            aml.configure_trust(env.root)
+        async with AsyncMemLedgerClient(env.node.api_url, trust=env.root) as aml:
             got = await aml.get(memory.id, verify=True)
             found = [m async for m in aml.search("honest", verify=True)]
             assert [m.id for m in found] == [memory.id]
