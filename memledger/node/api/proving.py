@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from memledger.consensus.codes import QUERY_CODESPACE, QueryCode
 from memledger.light.provider import fetch_rpc_light_block
 from memledger.light.reads import record_from_query
+from memledger.node.api.problems import Problem, not_found
 from memledger.node.rpc import RpcClient, RpcError
 
 #: REST kind -> ABCI query path (the provable single-record paths).
@@ -24,7 +26,9 @@ KINDS = {"memory": "/memory", "content": "/content", "account": "/account",
 def proven_record(rpc: RpcClient, path: str, data: bytes) -> dict[str, Any]:
     """One proven record document (docs/VERIFIED_READS.md); raises on RPC failure."""
     answer = rpc.abci_query(path, data, prove=True)
-    if answer.code not in (0, 1) or answer.codespace not in ("", "memledger.query"):
+    if answer.code == QueryCode.BAD_REQUEST and answer.codespace == QUERY_CODESPACE:
+        raise Problem(400, "bad_request", answer.log)
+    if answer.code not in (0, 1) or answer.codespace not in ("", QUERY_CODESPACE):
         raise RpcError("abci_query", answer.code, f"query {path} failed", answer.log)
     return record_from_query(path, answer.raw)
 
@@ -38,6 +42,9 @@ def memory_proof(rpc: RpcClient, memory_id: str) -> dict[str, Any]:
 
 def light_block(rpc: RpcClient, height: int | None) -> dict[str, Any]:
     """`{"signed_header", "validators"}` at height (latest when None), unverified."""
+    latest = rpc.latest_height()
     if height is None:
-        height = rpc.latest_height()
+        height = latest
+    elif height > latest:
+        raise not_found("light block", str(height))
     return fetch_rpc_light_block(rpc, height)
