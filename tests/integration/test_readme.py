@@ -64,10 +64,17 @@ class Block:
     output: list[str] | None = None  # a python block's ```text block
 
 
+def section(text: str, heading: str) -> str:
+    """From a `## ` or `### ` heading to the next heading of the same or a higher level."""
+    level = heading.split(" ")[0]
+    start = text.index(f"\n{heading}\n")
+    ends = [i for i in (text.find(f"\n{'#' * n} ", start + 1) for n in range(2, len(level) + 1))
+            if i != -1]
+    return text[start:min(ends) if ends else len(text)]
+
+
 def use_it_section(text: str) -> str:
-    start = text.index("\n## Use it\n")
-    end = text.find("\n## ", start + 1)
-    return text[start:end if end != -1 else len(text)]
+    return section(text, "## Use it")
 
 
 def parse_blocks(section: str) -> list[Block]:
@@ -142,17 +149,22 @@ class Shell:
 
     def __init__(self, cwd: Path, env: dict[str, str], api_port: int) -> None:
         self.cwd, self.env, self.api_port = cwd, env, api_port
+        self.paths: dict[str, str] = {}  # README path -> scratch path (test nets)
         self.state = cwd / ".readme-env.sh"
         self.state.write_text("")
 
     def localize(self, text: str) -> str:
         for host in ("localhost", "127.0.0.1"):
             text = text.replace(f"{host}:{DEFAULT_API_PORT}", f"{host}:{self.api_port}")
+        for old, new in self.paths.items():
+            text = text.replace(old, new)
         return text
 
-    def run(self, script: str, timeout: float = 90) -> str:
-        full = (f"source {shlex.quote(str(self.state))}\nexec 2>&1\n{self.localize(script)}\n"
-                f"export -p > {shlex.quote(str(self.state))}\n")
+    def run(self, script: str, timeout: float = 90, *, strict: bool = False) -> str:
+        """Run `script`; with `strict`, any failing command (or pipe stage) fails it."""
+        strict = "set -e -o pipefail\n" if strict else ""
+        full = (f"source {shlex.quote(str(self.state))}\nexec 2>&1\n{strict}"
+                f"{self.localize(script)}\nexport -p > {shlex.quote(str(self.state))}\n")
         proc = subprocess.run(["bash", "-c", full], cwd=self.cwd, env=self.env, text=True,
                               capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
         assert proc.returncode == 0, f"bash failed ({proc.returncode}):\n{proc.stdout}"
@@ -246,7 +258,7 @@ def test_readme_use_it_runs_as_written(fresh_node: FreshNode) -> None:
     shell = Shell(fresh_node.work, fresh_node.env, fresh_node.api_port)
     for block in blocks:
         if block.lang == "sh":
-            shell.run(block.body)
+            shell.run(block.body, strict=True)
         elif block.lang == "console":
             shell.console(block)
         else:
@@ -262,3 +274,38 @@ def test_readme_use_it_runs_as_written(fresh_node: FreshNode) -> None:
     fresh_node.stop()
     out = shell.run("memledger projection rebuild --json")
     assert '"records":' in out and "rebuilding sqlite:///" in out, out
+
+
+def test_readme_test_nets_run_as_written(tmp_path: Path, cometbft_bin: Path) -> None:
+    """The "Test nets" block, command by command (each must succeed), after the PATH step
+    of "Use it". Its /tmp/net and /tmp/net2 become scratch directories, so a run never
+    touches (or trips over) a net a developer keeps there."""
+    text = README.read_text()
+    setup = [b for b in parse_blocks(use_it_section(text)) if b.lang == "sh"]
+    nets = [b for b in parse_blocks(section(text, "### Test nets")) if b.lang == "sh"]
+    assert setup and len(nets) == 1
+    body = nets[0].body
+    assert "memledger testnet up /tmp/net" in body and "--compose" in body
+    work = tmp_path / "repo"
+    work.mkdir()
+    (work / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("MEMLEDGER_", "PYTEST_")) and k != "PYTHONPATH"}
+    env.update(HOME=str(tmp_path / "home"), COMETBFT_BIN=str(cometbft_bin))
+    shell = Shell(work, env, DEFAULT_API_PORT)
+    shell.paths = {"/tmp/net2": str(tmp_path / "net2"), "/tmp/net": str(tmp_path / "net")}
+    for block in setup:
+        shell.run(block.body, strict=True)
+    lines = [ln for ln in body.split("\n") if ln.strip()]
+    try:
+        for line in lines:
+            out = shell.run(line, timeout=240, strict=True)
+            if line.startswith("memledger testnet up"):
+                assert "waiting for the first block" in out and "api http://" in out, out
+            if line.startswith("memledger testnet check"):
+                assert "consistent" in out, out
+            if line.startswith("memledger bench load"):
+                assert '"committed"' in out, out
+    finally:
+        shell.run(f"memledger testnet down {tmp_path / 'net'} || true", timeout=120)
+    assert (tmp_path / "net2" / "docker-compose.yml").exists()
