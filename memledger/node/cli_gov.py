@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from memledger.consensus.params import PARAMS
 from memledger.consensus.wire._pb import tx_pb2
 from memledger.node import cometbft
 from memledger.node.cli_root import home_option
@@ -145,7 +146,9 @@ def propose_scope(home: Path, rpc: str | None, action: str, scope_id: str,
             f"scope {action} {scope_id!r}", yes, as_json)
 
 
-@propose.command("param")
+@propose.command("param", help="Change a governed parameter: " + ", ".join(
+    f"{name} ({spec.bounds[0]}..{spec.bounds[1]}{', from rule ' + spec.rule if spec.rule else ''})"
+    for name, spec in PARAMS.items() if spec.bounds is not None) + ".")
 @home_option
 @rpc_option
 @click.argument("key")
@@ -155,7 +158,6 @@ def propose_scope(home: Path, rpc: str | None, action: str, scope_id: str,
 @json_option
 def propose_param(home: Path, rpc: str | None, key: str, value: int, title: str, yes: bool,
                   as_json: bool) -> None:
-    """Change a parameter (gov_voting_period, gov_min_upgrade_delay)."""
     _submit(_ctx(home, rpc), param_proposal(key, value, title), f"{key} = {value}", yes,
             as_json)
 

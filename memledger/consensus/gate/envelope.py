@@ -61,7 +61,8 @@ def is_canonical(message: Message, raw: bytes) -> bool:
     re-encoding, so each signed action has exactly one byte string and one tx hash.
     """
     message.DiscardUnknownFields()
-    return message.SerializeToString(deterministic=True) == raw
+    reencoded: bytes = message.SerializeToString(deterministic=True)
+    return reencoded == raw
 
 
 def parse_canonical(cls: type[Message], raw: bytes, decode_code: Code, canon_code: Code) -> Message:
@@ -140,5 +141,6 @@ def encode_tx(body: tx_pb2.TxBody, signing_key: object) -> bytes:
         public_key=bytes(signing_key.verify_key),
         signature=signature,
     )
-    return envelope.SerializeToString(deterministic=True)
+    encoded: bytes = envelope.SerializeToString(deterministic=True)
+    return encoded
 

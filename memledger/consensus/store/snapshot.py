@@ -34,7 +34,8 @@ class Snapshot:
         self._txn = txn
 
     def get(self, key: bytes) -> bytes | None:
-        return self._txn.get(key, db=self._s._data)
+        value: bytes | None = self._txn.get(key, db=self._s._data)
+        return value
 
     def iter_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) pairs whose key starts with prefix, ascending by key bytes."""
@@ -59,7 +60,7 @@ class Snapshot:
     @property
     def last_app_hash(self) -> bytes:
         """App hash of the last commit; before any commit, the root of the stored state."""
-        raw = self._txn.get(_M_APP_HASH, db=self._s._meta)
+        raw: bytes | None = self._txn.get(_M_APP_HASH, db=self._s._meta)
         if raw is not None:
             return raw
         root = self._txn.get(_node_key(1), db=self._s._tree_db)
@@ -71,7 +72,8 @@ class Snapshot:
         return 0 if raw is None else int.from_bytes(raw, "big")
 
     def get_meta(self, name: str) -> bytes | None:
-        return self._txn.get(_user_meta_key(name), db=self._s._meta)
+        value: bytes | None = self._txn.get(_user_meta_key(name), db=self._s._meta)
+        return value
 
     def bucket_entries(
         self, bucket: int, cursor: lmdb.Cursor | None = None

@@ -183,7 +183,8 @@ class CanonicalStore(StoreOffline):
 
     def get(self, key: bytes) -> bytes | None:
         with self._env.begin() as txn:
-            return txn.get(key, db=self._data)
+            value: bytes | None = txn.get(key, db=self._data)
+            return value
 
     def iter_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Committed (key, value) pairs under prefix, ascending; holds one read txn."""

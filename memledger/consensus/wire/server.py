@@ -88,7 +88,7 @@ def decode_uvarint(data: bytes | bytearray | memoryview, pos: int = 0) -> tuple[
 
 def encode_frame(msg: Message) -> bytes:
     """Length-prefixed serialization of one message."""
-    body = msg.SerializeToString(deterministic=True)
+    body: bytes = msg.SerializeToString(deterministic=True)
     return encode_uvarint(len(body)) + body
 
 
