@@ -16,7 +16,7 @@ it, so both sides agree on one byte layout.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from memledger.consensus.store import records
@@ -83,7 +83,7 @@ def _hex_key(data: bytes) -> bytes:
 
 #: Query path -> (state key from the query data). One line per provable record path; the
 #: value answered is the raw canonical record (docs/VERIFIED_READS.md).
-RECORD_PATHS = {
+RECORD_PATHS: dict[str, Callable[[bytes], bytes]] = {
     "/memory": lambda d: records.MEMORY + d,
     "/content": lambda d: records.CONTENT + d,
     "/account": lambda d: records.account_key(_hex_key(d)),

@@ -7,8 +7,8 @@ from typing import Annotated, Any
 import sqlalchemy as sa
 from fastapi import APIRouter, Path, Query
 
-from memledger.node.api import proving, queries, reasons
-from memledger.node.api.deps import State, read, rpc_call
+from memledger.node.api import proving, queries, ranked, reasons
+from memledger.node.api.deps import ApiState, State, read, rpc_call
 from memledger.node.api.problems import PROBLEM_RESPONSES, not_found
 from memledger.node.api.schemas import (
     HEX_KEY,
@@ -25,6 +25,7 @@ from memledger.node.api.schemas import (
     MemoryStatus,
     MemoryType,
     ProvenMemory,
+    SearchMode,
     Tag,
     VoteList,
 )
@@ -79,14 +80,31 @@ async def list_memories(
     cursor: Annotated[str | None, Query(
         pattern=MEMORY_CURSOR, description="a page's next_cursor: the next page starts after "
                                            "that (height, id) key")] = None,
+    mode: Annotated[SearchMode | None, Query(
+        description="with q, rank the results: text (all words, by BM25), semantic (by "
+                    "meaning), hybrid (both, fused by reciprocal rank). Default: hybrid when "
+                    "the node has an embedder, else the unranked all-words listing in "
+                    "(height, id) order. Filters apply before the top-k cut in every mode; "
+                    "ranked pages take `<offset>~ranked` cursors")] = None,
 ) -> dict[str, Any]:
     flt = queries.MemoryFilter(
         domain=domain, status=None if status is None else status.value,
         type=None if type is None else type.value, author=author, tags=tuple(tag or ()),
         include_disputed=include_disputed, q=q)
+    chosen = None if q is None else (
+        mode.value if mode is not None else "hybrid" if state.recall is not None else None)
+    if chosen is not None:
+        return await read(state, _ranked, flt, chosen, limit, cursor, state)
     items, next_cursor = await read(state, reasons.list_memories, flt, limit, cursor,
                                     state.settings.home)
     return {"items": items, "next_cursor": next_cursor}
+
+
+def _ranked(conn: sa.Connection, flt: queries.MemoryFilter, mode: str, limit: int,
+            cursor: str | None, state: ApiState) -> dict[str, Any]:
+    page = ranked.ranked_search(conn, flt, mode, limit, cursor, state.recall)
+    reasons.annotate(conn, page.items, state.settings.home)
+    return {"items": page.items, "next_cursor": page.next_cursor}
 
 
 def _votes(conn: sa.Connection, memory_id: str) -> dict[str, Any]:
@@ -145,7 +163,8 @@ async def get_memory(memory_id: MemoryId, state: State,
     if found is None:
         raise not_found("memory", memory_id)
     if prove:
-        found["proof"] = await rpc_call(proving.memory_proof, state.rpc, memory_id)
+        found["proof"] = await rpc_call(proving.memory_proof, state.rpc, memory_id,
+                                        state.settings.home)
     return found
 
 
