@@ -4,6 +4,7 @@
     HOME/cometbft/        cometbft's own home (keys, genesis, config.toml, block store)
     HOME/data/state/      canonical state (LMDB)
     HOME/data/projection.db   default SQLite serving projection
+    HOME/data/recall/     vector index for recall by meaning, derived from the projection
     HOME/data/snapshots/  state sync snapshots this node serves (docs/SNAPSHOTS.md)
     HOME/logs/            one log per child process
     HOME/node.lock        held (flock) while a node runs on this home; names its supervisor
@@ -40,6 +41,8 @@ class NodeConfig:
     voter_interval_s: float = 0.5
     snapshot_interval: int = 1000  # blocks between state sync snapshots; 0 = none
     snapshot_keep: int = 2
+    # recall by meaning (memledger.recall.embedder specs); "none" = text search only
+    embedder: str = "wordllama"
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -89,6 +92,11 @@ class NodeHome:
     @property
     def snapshots_dir(self) -> Path:
         return self.root / "data" / "snapshots"
+
+    @property
+    def recall_dir(self) -> Path:
+        """The vector index derived from the projection (memledger.recall.index)."""
+        return self.root / "data" / "recall"
 
     @property
     def logs(self) -> Path:

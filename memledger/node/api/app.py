@@ -19,17 +19,21 @@ from fastapi.openapi.docs import (
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
+from sqlalchemy.engine import Engine
 
 from memledger.node.api import problems, routes_memories, routes_state, routes_status, routes_txs
 from memledger.node.api.db import readonly_engine
 from memledger.node.api.deps import ApiState
 from memledger.node.api.limits import RateLimitMiddleware, TimeoutMiddleware
-from memledger.node.api.metrics import ApiMetrics
+from memledger.node.api.metrics import ApiMetrics, RecallCollector
 from memledger.node.api.middleware import BodyLimitMiddleware, RequestMetricsMiddleware
 from memledger.node.api.schemas import ProblemModel, TxRequest
 from memledger.node.api.settings import ApiSettings
 from memledger.node.home import NodeHome
 from memledger.node.rpc import RpcClient
+from memledger.recall.embedder import make_embedder
+from memledger.recall.index import VectorIndex
+from memledger.recall.indexer import Indexer
 
 DESCRIPTION = """Consensus-replicated memory ledger for AI agents.
 
@@ -51,6 +55,22 @@ def _settings(source: ApiSettings | NodeHome | str | os.PathLike[str]) -> ApiSet
     if isinstance(source, ApiSettings):
         return source
     return ApiSettings.from_home(source)
+
+
+def start_recall(settings: ApiSettings, engine: Engine) -> Indexer | None:
+    """The vector index follower for recall by meaning, started; None without an embedder.
+
+    It opens the index beside the projection (rebuilding it when missing, stale or built
+    by another model) and keeps it at the projection's height in a background thread.
+    """
+    embedder = make_embedder(settings.embedder)
+    if embedder is None:
+        return None
+    if settings.index_dir is None:
+        raise ValueError("an embedder needs ApiSettings.index_dir for its vector index")
+    indexer = Indexer(engine, VectorIndex(settings.index_dir, embedder))
+    indexer.start()
+    return indexer
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
@@ -124,7 +144,10 @@ def create_app(source: ApiSettings | NodeHome | str | os.PathLike[str]) -> FastA
         rpc=RpcClient(settings.rpc_url, timeout=settings.rpc_timeout_s),
         probe=RpcClient(settings.rpc_url, timeout=2.0),
         metrics=ApiMetrics(engine),
+        recall=start_recall(settings, engine),
     )
+    if state.recall is not None:
+        state.metrics.registry.register(RecallCollector(state.recall))
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

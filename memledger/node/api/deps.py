@@ -17,6 +17,7 @@ from memledger.node.api.metrics import ApiMetrics
 from memledger.node.api.problems import Problem
 from memledger.node.api.settings import ApiSettings
 from memledger.node.rpc import RpcClient, RpcError
+from memledger.recall.indexer import Indexer
 
 T = TypeVar("T")
 
@@ -30,8 +31,11 @@ class ApiState:
     rpc: RpcClient
     probe: RpcClient  # short timeout, for /ready and /status
     metrics: ApiMetrics
+    recall: Indexer | None = None  # the vector index follower, when an embedder is set
 
     def close(self) -> None:
+        if self.recall is not None:
+            self.recall.stop()
         self.rpc.close()
         self.probe.close()
         self.engine.dispose()

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Engine
 
 from memledger.node.api.db import projection_height
 from memledger.projection.schema import memories
+from memledger.recall.indexer import Indexer
 
 log = logging.getLogger("memledger.api")
 
@@ -54,6 +55,31 @@ class _LedgerCollector(Collector):
         backlog.add_metric([], int(count or 0))
         oldest.add_metric([], max(0, h - int(first)) if first is not None else 0)
         yield from (up, height, backlog, oldest)
+
+
+class RecallCollector(Collector):
+    """The vector index behind recall by meaning: size, memory, disk, watermark, lag."""
+
+    def __init__(self, indexer: Indexer) -> None:
+        self.indexer = indexer
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        st = self.indexer.status()
+        for name, doc, value in (
+            ("memledger_recall_index_vectors", "Memories in the vector index", st.count),
+            ("memledger_recall_index_memory_bytes", "RAM held by the vector index",
+             st.memory_bytes),
+            ("memledger_recall_index_disk_bytes", "Bytes of the vector index on disk",
+             st.disk_bytes),
+            ("memledger_recall_indexed_height",
+             "Last projection height whose memories are all in the vector index",
+             st.indexed_height),
+            ("memledger_recall_lag_blocks",
+             "Blocks the vector index is behind the SQL projection", st.lag),
+        ):
+            gauge = GaugeMetricFamily(name, doc)
+            gauge.add_metric([], value)
+            yield gauge
 
 
 class ApiMetrics:

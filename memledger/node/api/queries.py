@@ -85,10 +85,9 @@ def memory_exists(conn: sa.Connection, memory_id: str) -> bool:
     return conn.execute(_EXISTS, {"memory_id": memory_id}).first() is not None
 
 
-def list_memories(conn: sa.Connection, flt: MemoryFilter, limit: int,
-                  cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
-    """One page of memories matching `flt`, and the cursor of the next page (if any)."""
-    query = sa.select(*_MEMORY_COLUMNS)
+def apply_filters(query: Any, flt: MemoryFilter) -> Any:
+    """`query` (a select over memories) narrowed by every filter of `flt` except `q`:
+    shared by the page listing and the ranked search modes (ranked.py)."""
     if flt.domain is not None:
         query = query.where(memories.c.domain == flt.domain)
     if flt.status is not None:
@@ -102,6 +101,13 @@ def list_memories(conn: sa.Connection, flt: MemoryFilter, limit: int,
     for tag in dict.fromkeys(flt.tags):
         query = query.where(memories.c.id.in_(
             sa.select(memory_tags.c.memory_id).where(memory_tags.c.tag == tag)))
+    return query
+
+
+def list_memories(conn: sa.Connection, flt: MemoryFilter, limit: int,
+                  cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of memories matching `flt`, and the cursor of the next page (if any)."""
+    query = apply_filters(sa.select(*_MEMORY_COLUMNS), flt)
     if flt.q is not None:
         query = query.where(search_clause(conn.dialect.name, flt.q,
                                           ordered_scan=_ordered_scan(conn, flt)))

@@ -14,7 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from memledger.node.api.db import projection_height
 from memledger.node.api.deps import ApiState, State, rpc_call
 from memledger.node.api.problems import PROBLEM_RESPONSES, Problem
-from memledger.node.api.schemas import Health, Ready, Status
+from memledger.node.api.schemas import Health, Ready, Recall, Status
 from memledger.node.rpc import RpcError
 from memledger.node.voter import is_alive
 
@@ -47,7 +47,18 @@ async def get_status(state: State) -> Status:
         latest_block_time=str(sync.get("latest_block_time", "")),
         catching_up=bool(sync.get("catching_up", False)),
         projection_height=height or 0,
+        embedder=_recall_status(state),
     )
+
+
+def _recall_status(state: ApiState) -> Recall | None:
+    if state.recall is None:
+        return None
+    st = state.recall.status()
+    return Recall(name=st.embedder, version=st.embedder_version, dim=st.dim, state=st.state,
+                  indexed_height=st.indexed_height, lag=st.lag, vectors=st.count,
+                  memory_bytes=st.memory_bytes, disk_bytes=st.disk_bytes,
+                  rebuilt_reason=st.rebuilt_reason)
 
 
 @router.get("/health", response_model=Health, summary="The REST process is up")

@@ -177,8 +177,22 @@ class Memory(BaseModel):
                           "not part of the canonical record.")
 
 
+class SearchMode(StrEnum):
+    text = "text"
+    semantic = "semantic"
+    hybrid = "hybrid"
+
+
+class MemoryHit(Memory):
+    score: float | None = Field(
+        None, description="ranked searches (q with mode): the hit's score in that mode, "
+                          "higher is better (text: BM25 or ts_rank_cd; semantic: cosine "
+                          "similarity; hybrid: reciprocal rank fusion score)")
+    mode: str | None = Field(None, description="the search mode that ranked this hit")
+
+
 class MemoryPage(BaseModel):
-    items: list[Memory]
+    items: list[MemoryHit]
     next_cursor: str | None = Field(None, description="Pass as `cursor` for the next page")
 
 
@@ -242,6 +256,21 @@ class ValidatorSet(BaseModel):
     validators: list[Validator]
 
 
+class Recall(BaseModel):
+    name: str
+    version: str
+    dim: int
+    state: str = Field(description="building (from the projection), following or stopped")
+    indexed_height: int = Field(
+        description="last projection height whose memories are all in the vector index")
+    lag: int = Field(description="blocks the vector index is behind the projection")
+    vectors: int
+    memory_bytes: int
+    disk_bytes: int
+    rebuilt_reason: str | None = Field(
+        None, description="why the index was rebuilt at start (missing, another model, ...)")
+
+
 class Status(BaseModel):
     chain_id: str
     moniker: str
@@ -252,6 +281,9 @@ class Status(BaseModel):
     latest_block_time: str
     catching_up: bool
     projection_height: int
+    embedder: Recall | None = Field(
+        None, description="recall by meaning: the embedder and its vector index (None when "
+                          "no embedder is configured: text search only)")
 
 
 class Health(BaseModel):

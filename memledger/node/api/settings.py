@@ -37,6 +37,8 @@ class ApiSettings:
     rate_limit_per_s: float = 200.0  # per client address; 0 disables
     rate_limit_burst: int = 400
     request_timeout_s: float = 60.0
+    embedder: str = ""  # memledger.recall.embedder spec; "" or "none": text search only
+    index_dir: Path | None = None  # where the vector index lives (needed with an embedder)
 
     @classmethod
     def from_home(cls, home: NodeHome | str | os.PathLike[str]) -> ApiSettings:
@@ -52,4 +54,6 @@ class ApiSettings:
                                .split(",") if o.strip()),
             rate_limit_per_s=float(config.extra.get("api_rate_limit_per_s", "200")),
             rate_limit_burst=int(config.extra.get("api_rate_limit_burst", "400")),
+            embedder=config.embedder,
+            index_dir=node_home.recall_dir,
         )

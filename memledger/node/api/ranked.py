@@ -1,0 +1,173 @@
+"""Ranked search over memories: `mode=text|semantic|hybrid` of GET /v1/memories?q=.
+
+- `text`: every word must match (as the page listing), ranked by BM25 (SQLite FTS5) or
+  ts_rank_cd (PostgreSQL); score = that rank, higher is better.
+- `semantic`: nearest memories by meaning (the node's embedder and vector index, see
+  memledger.recall); score = cosine similarity.
+- `hybrid`: reciprocal rank fusion of an any-word BM25 ranking and the semantic
+  ranking; score = the fused RRF score.
+
+Every filter (domain, status, type, author, tags, include_disputed) is applied before the
+top-k cut in every mode. Ranked pages use an offset cursor `<offset>~ranked`, valid for
+the same query and mode; at most MAX_RANKED results are reachable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import TSQUERY
+
+from memledger.node.api.problems import Problem
+from memledger.node.api.queries import (
+    _MEMORY_COLUMNS,
+    MemoryFilter,
+    apply_filters,
+    memory_json,
+)
+from memledger.node.api.search import MAX_QUERY_CHARS, query_words
+from memledger.projection.schema import FTS_TABLE, TS_CONFIG, TSV_COLUMN, memories
+from memledger.recall.hybrid import Ranked, rrf, semantic_ranked
+from memledger.recall.indexer import Indexer
+
+MODES = ("text", "semantic", "hybrid")
+MAX_RANKED = 1000
+RANKED_CURSOR = "ranked"
+#: candidates each leg of hybrid brings to the fusion, at least
+HYBRID_DEPTH = 50
+
+
+@dataclass(frozen=True)
+class RankedPage:
+    items: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+def parse_offset(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    offset, _, tail = cursor.partition("~")
+    if tail != RANKED_CURSOR:
+        raise Problem(422, "invalid_cursor",
+                      "a ranked search (mode=text|semantic|hybrid) takes the next_cursor of "
+                      "the same search, of the form <offset>~ranked")
+    return int(offset)
+
+
+def _fts_any(text: str) -> str | None:
+    words = query_words(text)
+    if not words:
+        return None
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+def _fts_all(text: str) -> str | None:
+    words = query_words(text)
+    if not words:
+        return None
+    return " ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+def text_ranked(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
+                any_word: bool = False) -> Ranked:
+    """Top `n` memories by word relevance among those `flt` passes."""
+    if len(text) > MAX_QUERY_CHARS:
+        raise Problem(422, "invalid_query", f"q is longer than {MAX_QUERY_CHARS} characters")
+    dialect = conn.dialect.name
+    if dialect == "sqlite":
+        fts = _fts_any(text) if any_word else _fts_all(text)
+        if fts is None:
+            return []
+        rank: Any = sa.literal_column(f"bm25({FTS_TABLE})")
+        query = sa.select(memories.c.id, rank.label("r")).select_from(
+            memories.join(sa.table(FTS_TABLE),
+                          sa.text(f"{FTS_TABLE}.rowid = memories.rowid"))).where(
+            sa.text(f"{FTS_TABLE} MATCH :fts_q").bindparams(fts_q=fts))
+        query = apply_filters(query, flt).order_by(sa.text("r"), memories.c.id).limit(n)
+        return [(str(r.id), -float(r.r)) for r in conn.execute(query)]
+    if dialect == "postgresql":
+        words = " ".join(query_words(text))
+        if not words:
+            return []
+        tsq: Any = sa.func.plainto_tsquery(sa.literal_column(f"'{TS_CONFIG}'::regconfig"),
+                                           sa.bindparam("ts_words", words))
+        if any_word:  # the same stemmed lexemes, OR-ed
+            tsq = sa.cast(sa.func.replace(sa.cast(tsq, sa.Text), "&", "|"), TSQUERY)
+        tsv: Any = sa.literal_column(f"memories.{TSV_COLUMN}")
+        query = sa.select(memories.c.id, sa.func.ts_rank_cd(tsv, tsq).label("r")).where(
+            tsv.op("@@")(tsq))
+        query = apply_filters(query, flt).order_by(sa.desc(sa.text("r")), memories.c.id)
+        return [(str(r.id), float(r.r)) for r in conn.execute(query.limit(n))]
+    raise Problem(501, "search_unsupported", f"ranked search is not available on {dialect}")
+
+
+def _narrowed(flt: MemoryFilter) -> bool:
+    return bool(flt.domain or flt.type or flt.author or flt.tags or
+                flt.status not in (None, "committed"))
+
+
+def semantic(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
+             indexer: Indexer) -> Ranked:
+    """Top `n` memories by meaning among those `flt` passes."""
+    vector = indexer.embedder.embed([text])[0]
+
+    def keep(ids: list[str]) -> set[str]:
+        out: set[str] = set()
+        for i in range(0, len(ids), 500):
+            query = apply_filters(sa.select(memories.c.id), flt).where(
+                memories.c.id.in_(ids[i:i + 500]))
+            out.update(str(r) for r in conn.execute(query).scalars())
+        return out
+
+    def narrow(cap: int) -> list[str] | None:
+        rows = conn.execute(apply_filters(sa.select(memories.c.id), flt)
+                            .limit(cap + 1)).scalars().all()
+        return None if len(rows) > cap else [str(r) for r in rows]
+
+    return semantic_ranked(indexer.index, vector, n, keep,
+                           narrow if _narrowed(flt) else None)
+
+
+def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
+                  cursor: str | None, indexer: Indexer | None) -> RankedPage:
+    """One page of a ranked search; each item carries `score` and `mode`."""
+    assert flt.q is not None
+    if mode not in MODES:
+        raise Problem(422, "invalid_mode", f"mode must be one of {', '.join(MODES)}")
+    if mode != "text" and indexer is None:
+        raise Problem(409, "recall_unavailable",
+                      f"mode={mode} needs an embedder; this node has none configured "
+                      "(node config `embedder`)")
+    offset = parse_offset(cursor)
+    want = min(offset + limit, MAX_RANKED) + 1
+    if mode == "text":
+        ranked = text_ranked(conn, flt, flt.q, want)
+    elif mode == "semantic":
+        assert indexer is not None
+        ranked = semantic(conn, flt, flt.q, want, indexer)
+    else:
+        assert indexer is not None
+        depth = max(want, HYBRID_DEPTH)
+        words = text_ranked(conn, flt, flt.q, depth, any_word=True)
+        meaning = semantic(conn, flt, flt.q, depth, indexer)
+        ranked = rrf([[m for m, _ in words], [m for m, _ in meaning]])[:want]
+    window = ranked[offset:offset + limit]
+    rows: dict[str, Any] = {}
+    if window:
+        ids = [m for m, _ in window]
+        for row in conn.execute(sa.select(*_MEMORY_COLUMNS).where(memories.c.id.in_(ids))):
+            rows[row.id] = row
+    items = []
+    for mid, score in window:
+        found = rows.get(mid)
+        if found is None:  # gone from the projection since ranking: skip it
+            continue
+        item = memory_json(found)
+        item["score"] = round(score, 6)
+        item["mode"] = mode
+        items.append(item)
+    end = offset + limit
+    next_cursor = f"{end}~{RANKED_CURSOR}" if len(ranked) > end and end < MAX_RANKED else None
+    return RankedPage(items, next_cursor)

@@ -1,0 +1,64 @@
+"""Ranking: semantic candidates with filters applied before the top-k cut, and reciprocal
+rank fusion of word and meaning rankings.
+
+Filters live in the SQL projection, vectors in the index, so a semantic top-k that
+respects filters takes one of two paths:
+
+- **narrow filter** (at most PREFILTER_CAP memories pass it): read the ids that pass from
+  SQL and score exactly those against the query with their stored vectors. Exact, and the
+  cut is taken over the filtered set only.
+- **broad filter**: walk the HNSW graph for `want * 4` neighbours, keep those the filter
+  passes, and widen the walk (x4, up to OVERFETCH_CAP) until `want` survive. A memory the
+  filter rejects never takes a place in the top-k.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from memledger.recall.index import VectorIndex
+
+RRF_K = 60
+PREFILTER_CAP = 20_000
+OVERFETCH_CAP = 20_000
+
+Ranked = list[tuple[str, float]]
+
+
+def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> Ranked:
+    """Reciprocal rank fusion: score(d) = sum over rankings of 1 / (k + rank(d)), rank
+    from 1. Ties break by id so pages are stable."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, doc in enumerate(ranking, start=1):
+            scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def semantic_ranked(index: VectorIndex, query: np.ndarray, want: int,
+                    keep: Callable[[list[str]], set[str]] | None,
+                    narrow: Callable[[int], list[str] | None] | None) -> Ranked:
+    """The `want` memories nearest to `query` among those the filter passes.
+
+    `keep(ids)` returns the subset of ids the filter passes (None: no filter);
+    `narrow(cap)` returns every id the filter passes when there are fewer than `cap`,
+    else None (None: never narrow).
+    """
+    if want <= 0 or len(index) == 0:
+        return []
+    if narrow is not None:
+        ids = narrow(PREFILTER_CAP)
+        if ids is not None:
+            sims = index.similarities(query, ids)
+            return sorted(sims.items(), key=lambda kv: (-kv[1], kv[0]))[:want]
+    fetch = max(want * 4, 50)
+    while True:
+        hits = index.search(query, fetch)
+        if keep is not None:
+            passed = keep([mid for mid, _ in hits])
+            hits = [(mid, s) for mid, s in hits if mid in passed]
+        if len(hits) >= want or fetch >= min(len(index), OVERFETCH_CAP):
+            return hits[:want]
+        fetch = min(fetch * 4, OVERFETCH_CAP)

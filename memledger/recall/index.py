@@ -1,0 +1,263 @@
+"""The vector index: usearch HNSW over int8-quantised unit vectors, persisted beside the
+projection and tagged with the embedder that built it.
+
+Files in the index folder (HOME/data/recall/ for a node):
+
+- `meta.json`: format, embedder (name, version, dim), quantisation, `indexed_height`,
+  count, and the name of the vectors file it vouches for. Written last, atomically
+  (write + fsync + rename): it is the commit point.
+- `vectors-<generation>.usearch`: the HNSW graph and vectors. A save writes a new
+  generation and only then moves `meta.json` to it, so a crash at any point leaves a
+  meta that names a complete file holding exactly the memories up to its
+  `indexed_height` (never one claiming memories it lacks); older generations are
+  removed after the switch.
+- `keys.sqlite`: vector key -> memory id. Keys are the first 63 bits of BLAKE2b(id), so
+  the same memory has the same key on every backend and after any rebuild. This map is
+  written before the vectors it serves; extra rows are harmless.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memledger.recall.embedder import Embedder
+
+FORMAT = 1
+DTYPE = "i8"
+CONNECTIVITY = 16
+EXPANSION_ADD = 64
+EXPANSION_SEARCH = 96
+
+
+def memory_key(memory_id: str) -> int:
+    """Stable 63-bit vector key of a memory id."""
+    digest = hashlib.blake2b(memory_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & ((1 << 63) - 1)
+
+
+@dataclass
+class IndexMeta:
+    format: int
+    embedder: str
+    embedder_version: str
+    dim: int
+    dtype: str
+    indexed_height: int
+    count: int
+    generation: int
+    vectors_file: str
+
+    def matches(self, embedder: Embedder) -> bool:
+        return (self.format == FORMAT and self.embedder == embedder.name
+                and self.embedder_version == embedder.version and self.dim == embedder.dim
+                and self.dtype == DTYPE)
+
+
+class VectorIndex:
+    """One node's vector index; thread-safe (searches share a lock with writers)."""
+
+    def __init__(self, folder: str | os.PathLike[str], embedder: Embedder) -> None:
+        self.folder = Path(folder)
+        self.embedder = embedder
+        self.lock = threading.RLock()
+        self.meta = self._empty_meta(0)
+        self._index = self._new_index()
+        self._keys: sqlite3.Connection | None = None
+        self.rebuilt_reason: str | None = None
+
+    # ---------------------------------------------------------------- lifecycle
+    def _empty_meta(self, generation: int) -> IndexMeta:
+        e = self.embedder
+        return IndexMeta(FORMAT, e.name, e.version, e.dim, DTYPE, 0, 0, generation, "")
+
+    def _new_index(self) -> Any:
+        from usearch.index import Index
+
+        return Index(ndim=self.embedder.dim, metric="cos", dtype=DTYPE,
+                     connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD,
+                     expansion_search=EXPANSION_SEARCH)
+
+    @property
+    def meta_file(self) -> Path:
+        return self.folder / "meta.json"
+
+    def open(self) -> str | None:
+        """Load the persisted index. Returns why it must be rebuilt from height 0 (missing,
+        unreadable, other model), or None when it was loaded and can be caught up."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._keys = sqlite3.connect(self.folder / "keys.sqlite", check_same_thread=False,
+                                     isolation_level=None)
+        self._keys.execute("PRAGMA journal_mode=WAL")
+        self._keys.execute("CREATE TABLE IF NOT EXISTS keys (key INTEGER PRIMARY KEY, "
+                           "id TEXT NOT NULL)")
+        reason = self._load()
+        if reason is not None:
+            with self.lock:
+                generation = self.meta.generation
+                self.meta = self._empty_meta(generation)
+                self._index = self._new_index()
+        self.rebuilt_reason = reason
+        return reason
+
+    def _load(self) -> str | None:
+        if not self.meta_file.exists():
+            return "missing"
+        try:
+            data = json.loads(self.meta_file.read_text())
+            meta = IndexMeta(**data)
+        except (OSError, ValueError, TypeError) as exc:
+            return f"unreadable meta: {exc}"
+        self.meta.generation = meta.generation
+        if not meta.matches(self.embedder):
+            return (f"built by {meta.embedder} {meta.embedder_version} ({meta.dim}-dim "
+                    f"{meta.dtype}), configured {self.embedder.name} {self.embedder.version}")
+        path = self.folder / meta.vectors_file
+        if not path.exists():
+            return f"missing vectors file {meta.vectors_file}"
+        index = self._new_index()
+        try:
+            index.load(str(path))
+        except Exception as exc:  # noqa: BLE001 - any load failure means rebuild
+            return f"unreadable vectors file: {exc}"
+        if len(index) != meta.count:
+            return f"vectors file holds {len(index)} vectors, meta says {meta.count}"
+        with self.lock:
+            self._index, self.meta = index, meta
+        return None
+
+    def reset(self) -> None:
+        """Forget every vector (a rebuild follows); files change at the next save."""
+        with self.lock:
+            self._index = self._new_index()
+            self.meta = self._empty_meta(self.meta.generation)
+
+    def close(self) -> None:
+        if self._keys is not None:
+            self._keys.close()
+            self._keys = None
+
+    # ---------------------------------------------------------------- writes
+    def add(self, items: Sequence[tuple[str, str]], height: int) -> int:
+        """Embed and add (memory id, text) pairs, then advance the watermark to `height`.
+        A memory already present is replaced (content never changes, so this is rare)."""
+        if items:
+            vectors = self.embedder.embed([text for _, text in items])
+            keys = np.array([memory_key(mid) for mid, _ in items], dtype=np.uint64)
+            assert self._keys is not None
+            self._keys.executemany("INSERT OR REPLACE INTO keys (key, id) VALUES (?, ?)",
+                                   [(int(k), mid) for k, (mid, _) in zip(keys, items,
+                                                                         strict=True)])
+            with self.lock:
+                present = [k for k in keys.tolist() if self._index.contains(k)]
+                if present:
+                    self._index.remove(present)
+                self._index.add(keys, vectors, threads=1)
+        with self.lock:
+            self.meta.indexed_height = max(self.meta.indexed_height, height)
+            self.meta.count = len(self._index)
+        return len(items)
+
+    def remove(self, memory_ids: Iterable[str]) -> None:
+        keys = [memory_key(m) for m in memory_ids]
+        with self.lock:
+            present = [k for k in keys if self._index.contains(k)]
+            if present:
+                self._index.remove(present)
+            self.meta.count = len(self._index)
+
+    def save(self) -> None:
+        """Persist a new generation, then switch meta.json to it (the commit point)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with self.lock:
+            generation = self.meta.generation + 1
+            name = f"vectors-{generation}.usearch"
+            path = self.folder / name
+            self._index.save(str(path))
+            meta = IndexMeta(**{**asdict(self.meta), "generation": generation,
+                                "vectors_file": name, "count": len(self._index)})
+        with open(path, "rb") as fh:
+            os.fsync(fh.fileno())
+        tmp = self.folder / "meta.json.tmp"
+        tmp.write_text(json.dumps(asdict(meta), indent=1))
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.meta_file)
+        with self.lock:
+            self.meta.generation, self.meta.vectors_file = generation, name
+        for old in self.folder.glob("vectors-*.usearch"):
+            if old.name != name:
+                with contextlib.suppress(OSError):
+                    old.unlink()
+
+    # ---------------------------------------------------------------- reads
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def search(self, query: np.ndarray, count: int) -> list[tuple[str, float]]:
+        """Nearest memories to a unit query vector: (memory id, cosine similarity)."""
+        with self.lock:
+            size = len(self._index)
+            if size == 0 or count <= 0:
+                return []
+            matches = self._index.search(query, min(count, size), threads=1)
+            keys = [int(k) for k in matches.keys]
+            dists = [float(d) for d in matches.distances]
+        ids = self.ids_for(keys)
+        return [(ids[k], 1.0 - d) for k, d in zip(keys, dists, strict=True) if k in ids]
+
+    def similarities(self, query: np.ndarray, memory_ids: Sequence[str]) -> dict[str, float]:
+        """Exact cosine of the query to each given memory that the index holds (the
+        stored, quantised vectors): the pre-filtered path for narrow filters."""
+        keys = np.array([memory_key(m) for m in memory_ids], dtype=np.uint64)
+        if not len(keys):
+            return {}
+        with self.lock:
+            found = [self._index.contains(int(k)) for k in keys]
+            have = keys[np.array(found, dtype=bool)]
+            if not len(have):
+                return {}
+            vectors = np.asarray(self._index.get(have, dtype=np.float32), dtype=np.float32)
+        vectors = vectors.reshape(len(have), -1)
+        norms = np.linalg.norm(vectors, axis=1)
+        norms[norms == 0] = 1.0
+        sims = (vectors @ query) / norms
+        by_key = dict(zip(have.tolist(), sims.tolist(), strict=True))
+        out: dict[str, float] = {}
+        for mid, k in zip(memory_ids, keys.tolist(), strict=True):
+            if k in by_key:
+                out[mid] = float(by_key[k])
+        return out
+
+    def ids_for(self, keys: Sequence[int]) -> dict[int, str]:
+        if not keys or self._keys is None:
+            return {}
+        out: dict[int, str] = {}
+        for i in range(0, len(keys), 500):
+            chunk = list(keys[i:i + 500])
+            marks = ",".join("?" * len(chunk))
+            for key, mid in self._keys.execute(
+                    f"SELECT key, id FROM keys WHERE key IN ({marks})", chunk):
+                out[int(key)] = str(mid)
+        return out
+
+    def memory_bytes(self) -> int:
+        with self.lock:
+            return int(self._index.memory_usage)
+
+    def disk_bytes(self) -> int:
+        total = 0
+        for path in self.folder.glob("*"):
+            with contextlib.suppress(OSError):
+                total += path.stat().st_size
+        return total

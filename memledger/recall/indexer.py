@@ -1,0 +1,197 @@
+"""The follower that feeds the vector index from the SQL projection, after Commit.
+
+It never runs inside Commit: it reads what the projection already made durable, so
+Commit's cost does not change, and embeddings never touch consensus. Its watermark,
+`indexed_height`, is the last projection height whose memories are all in the index;
+reads report it (and the lag behind the projection) in /v1/status and /metrics.
+
+A memory's content is written once, in the block that submits it, so the memories to add
+between two watermarks are exactly those with `lo < submitted_height <= hi`, read in
+(height, id) order a chunk at a time. Status changes need no index work: every search
+filters its candidates against the projection.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from memledger.projection.schema import memories, receipts
+from memledger.recall.embedder import Embedder
+from memledger.recall.index import VectorIndex
+
+log = logging.getLogger("memledger.recall")
+
+CHUNK = 2000
+SAVE_EVERY_S = 5.0
+SAVE_EVERY_ADDS = 50_000
+
+
+@dataclass
+class IndexerStatus:
+    embedder: str
+    embedder_version: str
+    dim: int
+    indexed_height: int
+    projection_height: int
+    count: int
+    memory_bytes: int
+    disk_bytes: int
+    rebuilt_reason: str | None
+    state: str  # "building", "following", "stopped"
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.projection_height - self.indexed_height)
+
+
+def projection_height(conn: sa.Connection) -> int:
+    value = conn.execute(sa.select(sa.func.max(receipts.c.height))).scalar_one_or_none()
+    return int(value or 0)
+
+
+class Indexer:
+    """Owns a VectorIndex and keeps it at the projection's height."""
+
+    def __init__(self, engine: Engine, index: VectorIndex, poll_s: float = 0.2) -> None:
+        self.engine = engine
+        self.index = index
+        self.poll_s = poll_s
+        self.projection_height = 0
+        self.state = "stopped"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_save = time.monotonic()
+        self._unsaved = 0
+
+    @property
+    def embedder(self) -> Embedder:
+        return self.index.embedder
+
+    # ---------------------------------------------------------------- one step
+    def catch_up(self, limit_rows: int | None = None) -> int:
+        """Index every memory up to the projection's current height; returns rows added."""
+        added = 0
+        with self.engine.connect() as conn:
+            hi = projection_height(conn)
+            self.projection_height = hi
+            lo = self.index.meta.indexed_height
+            if hi < lo:
+                # the projection went back (rebuilt or replaced): start over
+                log.warning("projection height %d is below the index's %d: rebuilding", hi, lo)
+                self.index.reset()
+                self.index.rebuilt_reason = "projection behind index"
+                lo = 0
+            after: tuple[int, str] | None = None
+            while True:
+                query = sa.select(memories.c.id, memories.c.content,
+                                  memories.c.submitted_height).where(
+                    memories.c.submitted_height > lo, memories.c.submitted_height <= hi,
+                    memories.c.content.is_not(None))
+                if after is not None:
+                    query = query.where(memories.c.submitted_height >= after[0], sa.or_(
+                        memories.c.submitted_height > after[0], memories.c.id > after[1]))
+                rows = conn.execute(query.order_by(memories.c.submitted_height, memories.c.id)
+                                    .limit(CHUNK)).all()
+                if not rows:
+                    break
+                last = rows[-1]
+                done = len(rows) < CHUNK
+                # the watermark moves only past heights whose rows are all added
+                mark = hi if done else max(lo, int(last.submitted_height) - 1)
+                self.index.add([(r.id, r.content) for r in rows], mark)
+                added += len(rows)
+                self._unsaved += len(rows)
+                after = (int(last.submitted_height), str(last.id))
+                if done or (limit_rows is not None and added >= limit_rows):
+                    break
+            if after is None:
+                self.index.add([], hi)  # nothing new up to hi
+        return added
+
+    def maybe_save(self, force: bool = False) -> bool:
+        due = self._unsaved >= SAVE_EVERY_ADDS or \
+            (self._unsaved and time.monotonic() - self._last_save >= SAVE_EVERY_S)
+        moved = self.index.meta.indexed_height != getattr(self, "_saved_height", -1)
+        if force and (self._unsaved or moved) or due:
+            self.index.save()
+            self._saved_height = self.index.meta.indexed_height
+            self._unsaved = 0
+            self._last_save = time.monotonic()
+            return True
+        return False
+
+    def rebuild(self) -> int:
+        """Drop the in-memory index and build it again from the projection, then save."""
+        self.index.reset()
+        total = 0
+        self.state = "building"
+        while True:
+            added = self.catch_up()
+            total += added
+            if added == 0 or self.index.meta.indexed_height >= self.projection_height:
+                break
+        self.maybe_save(force=True)
+        self.state = "following"
+        return total
+
+    # ---------------------------------------------------------------- follower thread
+    def start(self) -> None:
+        """Open the persisted index (rebuilding when missing, stale or from another model)
+        and follow the projection in a daemon thread."""
+        reason = self.index.open()
+        if reason is not None:
+            log.warning("vector index will be rebuilt from the projection: %s", reason)
+        self.state = "building" if reason is not None else "following"
+        self._thread = threading.Thread(target=self._run, name="recall-indexer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                added = self.catch_up()
+                if added == 0 and self.index.meta.indexed_height >= self.projection_height:
+                    self.state = "following"
+                self.maybe_save(force=self.state == "following" and self._unsaved > 0)
+            except sa.exc.OperationalError as exc:
+                log.warning("projection not readable by the indexer: %s", exc.orig)
+            except Exception:  # noqa: BLE001 - the follower must keep following
+                log.exception("indexer step failed")
+            if self.state == "following":
+                self._stop.wait(self.poll_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        try:
+            self.maybe_save(force=True)
+        except Exception:  # noqa: BLE001 - best effort at shutdown
+            log.exception("saving the vector index at shutdown failed")
+        self.index.close()
+        self.state = "stopped"
+
+    def wait_caught_up(self, timeout_s: float = 60.0) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self.engine.connect() as conn:
+                hi = projection_height(conn)
+            if self.index.meta.indexed_height >= hi and self.state == "following":
+                return True
+            time.sleep(0.05)
+        return False
+
+    def status(self) -> IndexerStatus:
+        meta = self.index.meta
+        return IndexerStatus(
+            embedder=self.embedder.name, embedder_version=self.embedder.version,
+            dim=self.embedder.dim, indexed_height=meta.indexed_height,
+            projection_height=max(self.projection_height, meta.indexed_height),
+            count=len(self.index), memory_bytes=self.index.memory_bytes(),
+            disk_bytes=self.index.disk_bytes(), rebuilt_reason=self.index.rebuilt_reason,
+            state=self.state)
