@@ -9,12 +9,17 @@ by an earlier block, and a helper killed in the middle of a block.
 
 from __future__ import annotations
 
-import time
+import logging
+import socket
+import subprocess
+import sys
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import pytest
 
 from memledger.consensus.codes import Code
+from memledger.consensus.gate.verifypool import VerifyPool
 from memledger.consensus.wire._pb import tx_pb2
 from tests.support.chain import LocalChain, seeded_key
 
@@ -128,27 +133,69 @@ def test_small_blocks_stay_inline(tmp_path: Path) -> None:
         chain.close()
 
 
-@pytest.mark.parametrize("garbage", [b"\x00" * 9, b"\xff" * 8 + b"\x02"])
-def test_malformed_helper_answer_is_not_trusted(tmp_path: Path, garbage: bytes) -> None:
+#: A stand-in helper process: says ready like the real one, answers the first chunk with
+#: the bytes given (hex) on the real socket, then waits for the pool to hang up.
+_GARBAGE_HELPER = """
+import sys
+from multiprocessing.connection import Connection
+
+conn = Connection(int(sys.argv[1]))
+conn.send_bytes(b"ready")
+conn.recv_bytes()
+conn.send_bytes(bytes.fromhex(sys.argv[2]))
+try:
+    while conn.recv_bytes():
+        pass
+except (EOFError, OSError):
+    pass
+"""
+
+
+def _start_garbage_helper(pool: VerifyPool, garbage: bytes) -> None:
+    """Replace the pool's helper by one whose first answer is ``garbage`` (the restart
+    after the failure gets a real helper again)."""
+    pool.close()
+    parent, child = socket.socketpair()
+    fd = child.fileno()
+    pool._process = subprocess.Popen(
+        [sys.executable, "-c", _GARBAGE_HELPER, str(fd), garbage.hex()], pass_fds=(fd,),
+        stdin=subprocess.DEVNULL, close_fds=True)
+    child.close()
+    pool._conn, pool._ready = Connection(parent.detach()), False
+    assert pool.wait_usable(30), "stand-in helper never became ready"
+
+
+@pytest.mark.parametrize(("case", "why"), [
+    ("short", "malformed answer"),        # this chunk's number, one verdict for 64 txs
+    ("not-a-verdict", "malformed answer"),  # 64 bytes, but not 0/1
+    ("out-of-order", "out of order"),     # a chunk number never sent
+])
+def test_malformed_helper_answer_is_not_trusted(tmp_path: Path, case: str, why: str,
+                                               caplog: pytest.LogCaptureFixture) -> None:
     """A reply that is not a well-formed verdict makes the block verify inline."""
     chain = LocalChain(tmp_path, verify_helper=True)
     try:
         _wait_usable(chain)
         pool = chain.app.verifier._pool
-        assert pool is not None and pool._conn is not None
+        assert pool is not None
+        seq = pool._next_seq.to_bytes(8, "big")  # the first chunk of the next block
+        garbage = {"short": seq + b"\x01", "not-a-verdict": seq + b"\x02" * pool.chunk_size,
+                   "out-of-order": b"\xff" * 8 + b"\x01" * pool.chunk_size}[case]
+        _start_garbage_helper(pool, garbage)
         key = AGENTS[1]
         txs = [chain.builder(key).submit(n + 1, f"m-{n}", "y") for n in range(200)]
         txs[0] = _forge(txs[0])
-        original = pool._receive
-
-        def poisoned() -> None:
-            pool._receive = original  # type: ignore[method-assign]
-            time.sleep(0.2)  # let the genuine answer arrive behind the garbage
-            raise ValueError(f"injected {garbage!r}")
-
-        pool._receive = poisoned  # type: ignore[method-assign]
-        codes = [r.code for r in chain.block(txs)]
+        with caplog.at_level(logging.WARNING, logger="memledger.verifypool"):
+            codes = [r.code for r in chain.block(txs)]
         assert codes[0] == Code.BAD_SIGNATURE
         assert all(c == Code.OK for c in codes[1:])
+        # The garbage was read and refused (not merely a dead helper), once.
+        assert pool.failures == 1
+        assert why in caplog.text, caplog.text
+        # The pool restarted a real helper, which serves the next block.
+        assert pool.wait_usable(30)
+        more = [chain.builder(key).submit(n + 201, f"n-{n}", "z") for n in range(200)]
+        assert all(r.code == Code.OK for r in chain.block(more))
+        assert pool.failures == 1
     finally:
         chain.close()
