@@ -108,19 +108,22 @@ def merged_prefix(base: Iterator[tuple[bytes, bytes]], writes: Mapping[bytes, by
     Writes shadow base entries; a None write hides the key. Deterministic: the result is
     ordered by key bytes whatever order the writes were made in.
     """
-    own = sorted((k, v) for k, v in writes.items() if k.startswith(prefix))
+    own = sorted(k for k in writes if k.startswith(prefix))
     i = 0
     for key, value in base:
-        while i < len(own) and own[i][0] < key:
-            if own[i][1] is not None:
-                yield own[i][0], own[i][1]  # type: ignore[misc]
+        while i < len(own) and own[i] < key:
+            new = writes[own[i]]
+            if new is not None:
+                yield own[i], new
             i += 1
-        if i < len(own) and own[i][0] == key:
-            if own[i][1] is not None:
-                yield key, own[i][1]  # type: ignore[misc]
+        if i < len(own) and own[i] == key:
+            new = writes[key]
             i += 1
+            if new is not None:
+                yield key, new
             continue
         yield key, value
-    for key, maybe in own[i:]:
-        if maybe is not None:
-            yield key, maybe
+    for key in own[i:]:
+        new = writes[key]
+        if new is not None:
+            yield key, new

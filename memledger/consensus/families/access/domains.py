@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from memledger.consensus import params as chain_params
 from memledger.consensus.block.context import TxBuffer
 from memledger.consensus.codes import Code, TxError
 from memledger.consensus.limits import MAX_ID_BYTES
 from memledger.consensus.store import records
+
+if TYPE_CHECKING:
+    from memledger.consensus.families.governance.record import ScopeRecord
 
 LEVELS = {"read": 1, "write": 2, "modify": 3}
 _NAME = re.compile(r"[A-Za-z0-9._:/@-]+")
@@ -24,6 +27,24 @@ def check_name(value: str, code: Code, what: str) -> None:
         )
 
 
+class DomainRecord(TypedDict):
+    """`dom/<name>`: who owns a domain, or which scope binds it (never both)."""
+
+    owner: str | None
+    scope: str | None
+    created: int
+    grantees: NotRequired[list[str]]  # sorted hex keys holding a grant (the grant index)
+
+
+class GrantRecord(TypedDict):
+    """`grant/<domain>\0<hex>`: a level the owner gave, until `expires` (0 = never)."""
+
+    level: str  # read | write | modify
+    expires: int
+    granted_by: str
+    height: int
+
+
 def params(state: TxBuffer) -> dict[str, Any]:
     return chain_params.current(state)
 
@@ -34,7 +55,7 @@ def is_shared(state: TxBuffer, domain: str) -> bool:
 
 def grant_level(state: TxBuffer, domain: str, agent: bytes, height: int) -> int:
     """The agent's unexpired grant level in `domain` (0 = none)."""
-    grant = state.get_record(records.grant_key(domain, agent))
+    grant: GrantRecord | None = state.get_record(records.grant_key(domain, agent))
     if grant is None:
         return 0
     expires = int(grant["expires"])
@@ -43,18 +64,19 @@ def grant_level(state: TxBuffer, domain: str, agent: bytes, height: int) -> int:
     return LEVELS[grant["level"]]
 
 
-def scope_of(state: TxBuffer, domain: str) -> dict[str, Any] | None:
+def scope_of(state: TxBuffer, domain: str) -> ScopeRecord | None:
     """The scope record governing `domain`, if any."""
-    record = state.get_record(records.domain_key(domain))
-    if record is None or record.get("scope") is None:
+    record: DomainRecord | None = state.get_record(records.domain_key(domain))
+    scope_id = None if record is None else record.get("scope")
+    if scope_id is None:
         return None
-    scope = state.get_record(records.scope_key(record["scope"]))
-    return scope  # type: ignore[no-any-return]
+    scope: ScopeRecord | None = state.get_record(records.scope_key(scope_id))
+    return scope
 
 
 def authorize_write(
     state: TxBuffer, domain: str, agent: bytes, height: int
-) -> dict[str, Any] | None:
+) -> ScopeRecord | None:
     """Allow the write or raise; the first writer of an unowned domain becomes its owner.
 
     Shared domains are open to all. Scoped domains are writable by the scope's members.
@@ -63,15 +85,16 @@ def authorize_write(
     again, else None.
     """
     key = records.domain_key(domain)
-    record = state.get_record(key)
+    record: DomainRecord | None = state.get_record(key)
     agent_hex = agent.hex()
-    if record is not None and record.get("scope") is not None:
-        scope = state.get_record(records.scope_key(record["scope"]))
+    scope_id = None if record is None else record.get("scope")
+    if scope_id is not None:
+        scope: ScopeRecord | None = state.get_record(records.scope_key(scope_id))
         if scope is None or scope["state"] != "active":
             raise TxError(Code.SCOPE_NOT_ACTIVE, f"scope of domain {domain!r} is not active")
         if agent_hex not in {m for m, _ in scope["members"]}:
             raise TxError(Code.DOMAIN_WRITE_DENIED, f"not a member of scope {scope['id']!r}")
-        return scope  # type: ignore[no-any-return]
+        return scope
     if is_shared(state, domain):
         if record is None:
             state.put_record(key, {"owner": None, "scope": None, "created": height})

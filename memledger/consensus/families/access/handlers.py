@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from memledger.consensus.block.context import TxContext
 from memledger.consensus.codes import Code, TxError
-from memledger.consensus.families.access.domains import check_name, is_shared
+from memledger.consensus.families.access.domains import DomainRecord, check_name, is_shared
 from memledger.consensus.store import records
 from memledger.consensus.wire._pb import tx_pb2
 
@@ -17,18 +15,18 @@ _LEVELS = {
 }
 
 
-def _owned_domain(ctx: TxContext, domain: str) -> dict[str, Any]:
+def _owned_domain(ctx: TxContext, domain: str) -> DomainRecord:
     """The signer must own `domain` (shared and scoped domains have no owner)."""
     check_name(domain, Code.INVALID_DOMAIN, "domain")
     if is_shared(ctx.state, domain):
         raise TxError(Code.SHARED_DOMAIN_GRANT)
-    record = ctx.state.get_record(records.domain_key(domain))
+    record: DomainRecord | None = ctx.state.get_record(records.domain_key(domain))
     if record is None or record.get("owner") != ctx.signer_hex:
         raise TxError(Code.GRANT_DENIED, f"signer does not own domain {domain!r}")
-    return record  # type: ignore[no-any-return]
+    return record
 
 
-def _index_grantee(ctx: TxContext, domain: str, record: dict[str, Any], grantee: str,
+def _index_grantee(ctx: TxContext, domain: str, record: DomainRecord, grantee: str,
                    present: bool) -> None:
     """Keep the domain's sorted grantee index (dispute electorates are read from it)."""
     grantees = set(record.get("grantees", []))

@@ -8,26 +8,24 @@ deprecates at once). Any electorate member may reinstate it while it is challeng
 
 from __future__ import annotations
 
-from typing import Any
-
 from memledger.consensus import versions
 from memledger.consensus.block.context import TxBuffer, TxContext
 from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.access.domains import LEVELS, can_modify, is_shared
-from memledger.consensus.families.memory.record import set_status
+from memledger.consensus.families.memory.record import MemoryRecord, load, set_status
 from memledger.consensus.limits import MAX_REASON_BYTES
 from memledger.consensus.store import records
 from memledger.consensus.wire._pb import tx_pb2
 
 
-def _memory(ctx: TxContext, memory_id: str) -> dict[str, Any]:
-    record = ctx.state.get_record(records.memory_key(memory_id))
+def _memory(ctx: TxContext, memory_id: str) -> MemoryRecord:
+    record = load(ctx.state, memory_id)
     if record is None:
         raise TxError(Code.MEMORY_NOT_FOUND, f"memory {memory_id[:128]!r} not found")
-    return record  # type: ignore[no-any-return]
+    return record
 
 
-def may_challenge(state: TxBuffer, record: dict[str, Any], agent: bytes, height: int) -> bool:
+def may_challenge(state: TxBuffer, record: MemoryRecord, agent: bytes, height: int) -> bool:
     """Owner or modify-grant holder; in ownerless (shared, scoped) domains, the author."""
     domain = record["domain"]
     if can_modify(state, domain, agent, height):
@@ -37,7 +35,7 @@ def may_challenge(state: TxBuffer, record: dict[str, Any], agent: bytes, height:
     return ownerless and record["author"] == agent.hex()
 
 
-def _modify_holders(ctx: TxContext, record: dict[str, Any]) -> list[str]:
+def _modify_holders(ctx: TxContext, record: MemoryRecord) -> list[str]:
     """Unexpired modify holders of the memory's domain, from the domain's grant index."""
     domain = ctx.state.get_record(records.domain_key(record["domain"])) or {}
     holders = []

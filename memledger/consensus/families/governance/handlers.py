@@ -8,6 +8,7 @@ from memledger.consensus import params as chain_params
 from memledger.consensus.block.context import TxContext
 from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.governance import kinds, proposals, validators
+from memledger.consensus.families.governance.record import ProposalRecord, load_proposal
 from memledger.consensus.families.memory.record import DECISIONS
 from memledger.consensus.limits import MAX_REASON_BYTES
 from memledger.consensus.store import records
@@ -35,11 +36,12 @@ def propose(ctx: TxContext, msg: tx_pb2.GovPropose) -> None:
     gov = proposals.gov_state(ctx.state)
     proposal_id = f"p{gov['next_id']}"
     period = int(chain_params.value(ctx.state, "gov_voting_period"))
-    ctx.state.put_record(records.proposal_key(proposal_id), {
+    proposal: ProposalRecord = {
         "id": proposal_id, "kind": kind, "payload": payload, "title": msg.title,
         "proposer": ctx.signer_hex, "submit_height": ctx.block.height,
         "voting_end": ctx.block.height + period, "votes": {}, "status": "open",
-    })
+    }
+    ctx.state.put_record(records.proposal_key(proposal_id), proposal)
     gov["next_id"] += 1
     gov["open"] = [*gov["open"], proposal_id]
     ctx.state.put_record(records.GOV_STATE, gov)
@@ -48,7 +50,7 @@ def propose(ctx: TxContext, msg: tx_pb2.GovPropose) -> None:
 
 def vote(ctx: TxContext, msg: tx_pb2.GovVote) -> None:
     key = records.proposal_key(msg.proposal_id)
-    proposal = ctx.state.get_record(key)
+    proposal = load_proposal(ctx.state, msg.proposal_id)
     if proposal is None:
         raise TxError(Code.GOV_PROPOSAL_NOT_FOUND)
     _require_validator(ctx)
@@ -66,7 +68,7 @@ def vote(ctx: TxContext, msg: tx_pb2.GovVote) -> None:
 
 def cancel(ctx: TxContext, msg: tx_pb2.GovCancel) -> None:
     key = records.proposal_key(msg.proposal_id)
-    proposal = ctx.state.get_record(key)
+    proposal = load_proposal(ctx.state, msg.proposal_id)
     if proposal is None:
         raise TxError(Code.GOV_PROPOSAL_NOT_FOUND)
     if proposal["proposer"] != ctx.signer_hex:

@@ -14,12 +14,14 @@ from memledger.consensus.block.context import TxBuffer
 from memledger.consensus.codes import TxError
 from memledger.consensus.families.governance import kinds, validators
 from memledger.consensus.families.governance.kinds import BlockEffects, Execution
+from memledger.consensus.families.governance.record import GovState, ProposalRecord, UpgradePlan
 from memledger.consensus.families.memory import quorum
 from memledger.consensus.store import records
 
 
-def gov_state(state: TxBuffer) -> dict[str, Any]:
-    return state.get_record(records.GOV_STATE) or {"next_id": 1, "open": []}  # type: ignore[no-any-return]
+def gov_state(state: TxBuffer) -> GovState:
+    stored: GovState | None = state.get_record(records.GOV_STATE)
+    return stored if stored is not None else {"next_id": 1, "open": []}
 
 
 def validate(state: TxBuffer, kind: str, payload: dict[str, Any], height: int,
@@ -59,7 +61,7 @@ def end_block(state: TxBuffer, height: int, app_version: int) -> BlockEffects:
     electorate = validators.load(state)
     for proposal_id in gov["open"]:
         key = records.proposal_key(proposal_id)
-        proposal = state.get_record(key)
+        proposal: ProposalRecord = state.get_record(key)
         result = quorum.tally({m: v[0] for m, v in proposal["votes"].items()}, electorate)
         unvoted = result.total - result.accept - result.reject - result.abstain
         if quorum.has_supermajority(result.accept, result.total):
@@ -77,7 +79,7 @@ def end_block(state: TxBuffer, height: int, app_version: int) -> BlockEffects:
     if still_open != gov["open"]:
         gov["open"] = still_open
         state.put_record(records.GOV_STATE, gov)
-    plan = state.get_record(records.UPGRADE)
+    plan: UpgradePlan | None = state.get_record(records.UPGRADE)
     if plan is not None and plan["activation_height"] == height:
         effects.new_app_version = int(plan["app_version"])
         state.put_record(records.APP_VERSION, {"version": plan["app_version"],
@@ -88,7 +90,7 @@ def end_block(state: TxBuffer, height: int, app_version: int) -> BlockEffects:
     return effects
 
 
-def _execute(state: TxBuffer, proposal: dict[str, Any], height: int, app_version: int,
+def _execute(state: TxBuffer, proposal: ProposalRecord, height: int, app_version: int,
              effects: BlockEffects) -> None:
     """Re-validate against today's state, then apply; a stale proposal fails cleanly."""
     kind, payload = kinds.kind_of(proposal["kind"]), proposal["payload"]

@@ -13,6 +13,7 @@ from memledger.consensus import params as chain_params
 from memledger.consensus.block.context import TxBuffer
 from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.access.domains import check_name
+from memledger.consensus.families.governance.record import ScopeRecord
 from memledger.consensus.store import records
 
 MAX_MEMBERS = 256
@@ -85,18 +86,18 @@ def check_domains_free(state: TxBuffer, spec: ScopeSpec) -> None:
             raise ScopeError(f"domain {domain!r} is shared, owned or in another scope")
 
 
-def apply_scope(state: TxBuffer, spec: ScopeSpec, height: int) -> dict[str, Any]:
+def apply_scope(state: TxBuffer, spec: ScopeSpec, height: int) -> ScopeRecord:
     """Create or revise a scope and bind its domains. Domains owned by someone else, or
     bound to another scope, are refused."""
     check_domains_free(state, spec)
     key = records.scope_key(spec.scope_id)
-    current = state.get_record(key)
+    current: ScopeRecord | None = state.get_record(key)
     if current is not None:
         for domain in current["domains"]:
             if domain not in spec.domains:
                 state.put_record(records.domain_key(domain),
                                  {"owner": None, "scope": None, "created": height})
-    record = {
+    record: ScopeRecord = {
         "id": spec.scope_id,
         "domains": list(spec.domains),
         "members": [[m, w] for m, w in spec.members],

@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from memledger.consensus.block.context import TxBuffer
 from memledger.consensus.store import records
+
+if TYPE_CHECKING:
+    from memledger.consensus.families.memory.record import Ballot
 
 
 def _key(member: str) -> bytes:
     return records.BALLOT + member.encode()
 
 
-def open_ballot(state: TxBuffer, ballot: dict[str, Any]) -> None:
+def open_ballot(state: TxBuffer, ballot: Ballot) -> None:
     for member, _ in ballot["members"]:
         record = state.get_record(_key(member)) or {"open": 0}
         state.put_record(_key(member), {"open": int(record["open"]) + 1})
 
 
-def close_ballot(state: TxBuffer, ballot: dict[str, Any]) -> None:
+def close_ballot(state: TxBuffer, ballot: Ballot) -> None:
     for member, _ in ballot["members"]:
         record = state.get_record(_key(member)) or {"open": 0}
         remaining = int(record["open"]) - 1

@@ -12,12 +12,10 @@ O(expiring) per block, whatever the number of open ballots.
 
 from __future__ import annotations
 
-from typing import Any
-
 from memledger.consensus import params as chain_params
 from memledger.consensus.block.context import TxBuffer
 from memledger.consensus.families.memory import ballots
-from memledger.consensus.families.memory.record import set_status
+from memledger.consensus.families.memory.record import MemoryRecord, set_status
 from memledger.consensus.store import codec, records
 
 Events = list[tuple[str, list[tuple[str, str]]]]
@@ -27,13 +25,13 @@ def index_key(opened: int, memory_id: str) -> bytes:
     return records.BALLOT_EXPIRY + f"{opened:020d}".encode() + records.SEP + memory_id.encode()
 
 
-def start_clock(state: TxBuffer, record: dict[str, Any], opened: int) -> None:
+def start_clock(state: TxBuffer, record: MemoryRecord, opened: int) -> None:
     """Open the expiry clock of a proposed memory (the caller writes the record)."""
     record["expiry_from"] = opened
     state.put_record(index_key(opened, record["id"]), {})
 
 
-def stop_clock(state: TxBuffer, record: dict[str, Any]) -> None:
+def stop_clock(state: TxBuffer, record: MemoryRecord) -> None:
     """The ballot was decided: drop it from the index (records from before v4 have none)."""
     opened = record.get("expiry_from")
     if opened is not None:
@@ -52,7 +50,7 @@ def expire_due(state: TxBuffer, height: int, events: Events) -> None:
     for key, memory_id in due:
         state.delete(key)
         memory_key = records.memory_key(memory_id)
-        record = state.get_record(memory_key)
+        record: MemoryRecord | None = state.get_record(memory_key)
         if record is None or record["status"] != records.STATUS_PROPOSED:
             raise AssertionError(f"expiry index names {memory_id!r}, which is not proposed")
         set_status(record, records.STATUS_DEPRECATED, height)
@@ -69,9 +67,9 @@ def start_all_clocks(state: TxBuffer, height: int) -> None:
 
     One pass over the memory records, once in a chain's life (the upgrade's block).
     """
-    opened: list[tuple[bytes, dict[str, Any]]] = []
+    opened: list[tuple[bytes, MemoryRecord]] = []
     for key, raw in state.iter_prefix(records.MEMORY):
-        record = codec.decode(raw)
+        record: MemoryRecord = codec.decode(raw)
         if record["status"] == records.STATUS_PROPOSED and "expiry_from" not in record:
             opened.append((key, record))
     for key, record in opened:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from memledger.consensus import versions
 from memledger.consensus.block.context import TxContext
 from memledger.consensus.codes import Code, TxError
@@ -13,6 +11,8 @@ from memledger.consensus.families.memory import ballots, expiry, quorum
 from memledger.consensus.families.memory.record import (
     DECISIONS,
     TERMINAL_OR_DISPUTED,
+    Ballot,
+    MemoryRecord,
     new_record,
     set_status,
     validate_fields,
@@ -52,13 +52,14 @@ def submit(ctx: TxContext, msg: tx_pb2.MemorySubmit) -> None:
     )
     if scope is not None:
         members = [[m, int(w)] for m, w in scope["members"]]
-        record["ballot"] = {
+        ballot: Ballot = {
             "scope": scope["id"],
             "revision": scope["revision"],
             "members": members,
             "total": sum(w for _, w in members),
         }
-        ballots.open_ballot(ctx.state, record["ballot"])
+        record["ballot"] = ballot
+        ballots.open_ballot(ctx.state, ballot)
     if versions.active("ballot_expiry", ctx.block.app_version):
         expiry.start_clock(ctx.state, record, ctx.block.height)
     ctx.state.put_record(key, record)
@@ -66,7 +67,7 @@ def submit(ctx: TxContext, msg: tx_pb2.MemorySubmit) -> None:
     ctx.emit("memory", id=msg.memory_id, status=records.STATUS_PROPOSED, domain=msg.domain)
 
 
-def electorate(ctx: TxContext, record: dict[str, Any]) -> list[tuple[str, int]]:
+def electorate(ctx: TxContext, record: MemoryRecord) -> list[tuple[str, int]]:
     """Who decides this memory: its pinned ballot, else the current validator set."""
     if record["ballot"] is not None:
         return [(m, int(w)) for m, w in record["ballot"]["members"]]

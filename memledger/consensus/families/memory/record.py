@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
-from memledger.consensus.block.context import TxContext
+from memledger.consensus.block.context import TxBuffer, TxContext
 from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.access.domains import check_name
 from memledger.consensus.families.memory import quorum
@@ -14,6 +14,45 @@ from memledger.consensus.store import records
 from memledger.consensus.wire._pb import tx_pb2
 
 MEMORY_TYPES = ("fact", "observation", "inference", "task")
+class Ballot(TypedDict):
+    """A pinned electorate, frozen at submit: later roster changes never move it."""
+
+    scope: str
+    revision: int
+    members: list[list[Any]]  # JSON pairs [hex key, weight], sorted by key
+    total: int
+
+
+class MemoryRecord(TypedDict):
+    """`mem/<id>` (canonical JSON; content lives under `memc/<id>`)."""
+
+    id: str
+    domain: str
+    author: str
+    type: str
+    content_hash: str
+    confidence_ppm: int
+    tags: list[str]
+    status: str
+    submitted_height: int
+    submitted_time_ns: int
+    decided_height: int | None
+    votes: dict[str, list[Any]]  # voter hex -> JSON pair [decision, height]
+    ballot: Ballot | None
+    history: list[list[Any]]  # JSON pairs [height, status], oldest first
+    cocommit: str | None
+    tx: str
+    corroborators: NotRequired[list[str]]
+    coauthors: NotRequired[list[str]]  # co-commits: the sorted coauthor keys
+    expiry_from: NotRequired[int]  # v4+: the height the ballot's expiry clock started
+    expired_height: NotRequired[int]  # v4+: set when the ballot expired
+
+
+def load(state: TxBuffer, memory_id: str) -> MemoryRecord | None:
+    record: MemoryRecord | None = state.get_record(records.memory_key(memory_id))
+    return record
+
+
 #: the wire decision -> the tally's name for it (memory and governance votes alike)
 DECISIONS = {
     tx_pb2.DECISION_ACCEPT: quorum.ACCEPT,
@@ -70,7 +109,7 @@ def new_record(
     confidence_ppm: int,
     tags: list[str],
     status: str,
-) -> dict[str, Any]:
+) -> MemoryRecord:
     """A fresh memory record (content is stored separately under memc/<id>)."""
     return {
         "id": memory_id,
@@ -92,7 +131,7 @@ def new_record(
     }
 
 
-def set_status(record: dict[str, Any], status: str, height: int) -> None:
+def set_status(record: MemoryRecord, status: str, height: int) -> None:
     """Move a memory along the lifecycle table; anything else is a bug, not a tx error."""
     if (record["status"], status) not in records.TRANSITIONS:
         raise AssertionError(f"illegal transition {record['status']} -> {status}")
