@@ -202,6 +202,58 @@ def projection_rebuild(home: Path, db_url: str, as_json: bool) -> None:
           f"{result['height']}")
 
 
+@projection.command("reindex")
+@home_option
+@click.option("--json", "as_json", is_flag=True)
+def projection_reindex(home: Path, as_json: bool) -> None:
+    """Rebuild the vector index (recall by meaning) from the projection.
+
+    With the node's configured embedder, into HOME/data/recall. Only while the node is
+    stopped: its REST process owns the index while it runs (and rebuilds it by itself at
+    start when it is missing, stale or from another model).
+    """
+    import time
+
+    from memledger.node.api.db import readonly_engine
+    from memledger.node.home import HomeInUseError
+    from memledger.recall.embedder import make_embedder
+    from memledger.recall.index import VectorIndex
+    from memledger.recall.indexer import Indexer
+
+    node_home = NodeHome(home)
+    if not node_home.exists():
+        _fail(f"no memledger node at {node_home.root} (run `memledger init` first)")
+    config = node_home.load()
+    embedder = make_embedder(config.embedder)
+    if embedder is None:
+        _fail("this node has no embedder configured (config.json `embedder`); nothing to index")
+    assert embedder is not None
+    try:
+        lock = node_home.lock()
+    except HomeInUseError as exc:
+        pid = f" (pid {exc.holder})" if exc.holder else ""
+        _fail(f"the node at {node_home.root} is running{pid} and owns its vector index: stop "
+              "it first (it also rebuilds a missing or stale index by itself at start)")
+    engine = readonly_engine(node_home.db_url(config))
+    index = VectorIndex(node_home.recall_dir, embedder)
+    index.open()
+    started = time.monotonic()
+    try:
+        indexer = Indexer(engine, index)
+        _progress(f"reindexing with {embedder.name} {embedder.version}")
+        count = indexer.rebuild()
+        result = {"memories": count, "indexed_height": index.meta.indexed_height,
+                  "embedder": embedder.name, "embedder_version": embedder.version,
+                  "seconds": round(time.monotonic() - started, 2)}
+    finally:
+        index.close()
+        engine.dispose()
+        if lock is not None:
+            lock.close()
+    _emit(result, as_json, f"indexed {count} memories up to height "
+          f"{result['indexed_height']} with {embedder.name} in {result['seconds']} s")
+
+
 def _progress(message: str) -> None:
     """Progress of long work goes to stderr, so --json output on stdout stays clean."""
     click.echo(message, err=True)

@@ -361,10 +361,42 @@ def search_cmd(query: str | None, domain: str | None, status: str | None, type_:
             if verify else client(api, home)) as ml:
         found = list(ml.list_memories(
             q=query, domain=domain, status=status, type=type_, author=author, tags=tags,
-            include_disputed=include_disputed, page_size=min(limit, 500), max_items=limit))
+            include_disputed=include_disputed, page_size=min(limit, 500), max_items=limit,
+            mode="words" if query is not None else None))
         if verify:
             found = [ml.verify_memory(m) for m in found]
     lines = [f"{m.id}  [{m.status}]  {m.domain}  {(m.content or '')[:60]!r}" for m in found]
+    emit(found, as_json, "\n".join(lines) or "no memories found")
+
+
+@click.command("recall")
+@click.argument("query")
+@click.option("--mode", type=click.Choice(["hybrid", "semantic", "text"]),
+              help="hybrid (words and meaning fused; the node's default with an embedder), "
+                   "semantic (meaning only) or text (all words, BM25).")
+@click.option("--domain")
+@click.option("--status", type=click.Choice(["proposed", "committed", "challenged",
+                                             "deprecated"]))
+@click.option("--type", "type_", type=click.Choice(["fact", "observation", "inference", "task"]))
+@click.option("--author", help="Author public key (hex).")
+@click.option("--tag", "tags", multiple=True, help="Repeatable; all must match.")
+@click.option("--include-disputed", is_flag=True, help="Also recall challenged memories.")
+@click.option("--limit", type=click.IntRange(1, 500), default=5, show_default=True)
+@common
+def recall_cmd(query: str, mode: str | None, domain: str | None, status: str | None,
+               type_: str | None, author: str | None, tags: tuple[str, ...],
+               include_disputed: bool, limit: int, api: str | None, home: Path,
+               as_json: bool) -> None:
+    """The memories that best match QUERY by meaning and words, best first, with scores.
+
+    Filters apply before the top-k cut.
+    """
+    with errors_as_messages(), client(api, home) as ml:
+        found = ml.recall(query, mode=mode, limit=limit, domain=domain, status=status,
+                          type=type_, author=author, tags=tags,
+                          include_disputed=include_disputed)
+    lines = [f"{m.score if m.score is not None else 0:.4f}  {m.id}  [{m.status}]  "
+             f"{(m.content or '')[:60]!r}" for m in found]
     emit(found, as_json, "\n".join(lines) or "no memories found")
 
 
@@ -612,7 +644,8 @@ def api_cmd(home: Path, host: str | None, port: int | None, voter: bool | None) 
 
 
 def register(group: click.Group) -> None:
-    for command in (keys_group, status_cmd, get_cmd, search_cmd, tx_cmd, submit_cmd, vote_cmd,
-                    challenge_cmd, corroborate_cmd, reinstate_cmd, cocommit_cmd, api_cmd):
+    for command in (keys_group, status_cmd, get_cmd, search_cmd, recall_cmd, tx_cmd,
+                    submit_cmd, vote_cmd, challenge_cmd, corroborate_cmd, reinstate_cmd,
+                    cocommit_cmd, api_cmd):
         group.add_command(command)
 

@@ -26,7 +26,7 @@ import random
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -171,6 +171,9 @@ class Memory:
     status_reason: str | None = None
     #: Set only on a verified read: the height H whose app hash (header H+1) proved it.
     verified_height: int | None = None
+    #: Set on ranked search hits (recall): the hit's score and the mode that ranked it.
+    score: float | None = None
+    mode: str | None = None
 
     @property
     def confidence(self) -> float:
@@ -337,11 +340,11 @@ def _signing_key(key: Agent | SigningKey | None) -> SigningKey | None:
 def _memory_params(
     *, domain: str | None, status: str | None, type: str | None, author: str | None,  # noqa: A002
     tags: Sequence[str], include_disputed: bool, q: str | None, limit: int,
-    cursor: str | None,
+    cursor: str | None, mode: str | None = None,
 ) -> dict[str, Any]:
     params: dict[str, Any] = {"limit": limit}
     for name, value in (("domain", domain), ("status", status), ("type", type),
-                        ("author", author), ("q", q), ("cursor", cursor)):
+                        ("author", author), ("q", q), ("cursor", cursor), ("mode", mode)):
         if value is not None:
             params[name] = value
     if tags:
@@ -444,7 +447,8 @@ def _served(doc: dict[str, Any]) -> dict[str, Any]:
 
 def _memory_doc(memory: Memory) -> dict[str, Any]:
     """A Memory back in the API's JSON shape, to compare with the proven record."""
-    names = [n for n in Memory.__dataclass_fields__ if n != "verified_height"]
+    names = [n for n in Memory.__dataclass_fields__
+             if n not in ("verified_height", "score", "mode")]
     return {n: getattr(memory, n) for n in names}
 
 
@@ -643,10 +647,10 @@ class MemLedgerClient(_Core):
                     type: str | None = None, author: str | None = None,  # noqa: A002
                     tags: Sequence[str] = (), include_disputed: bool = False,
                     q: str | None = None, limit: int = 100,
-                    cursor: str | None = None) -> MemoryPage:
+                    cursor: str | None = None, mode: str | None = None) -> MemoryPage:
         params = _memory_params(domain=domain, status=status, type=type, author=author,
                                 tags=tags, include_disputed=include_disputed, q=q,
-                                limit=limit, cursor=cursor)
+                                limit=limit, cursor=cursor, mode=mode)
         return _page(self._request("GET", "/v1/memories", params=params))
 
     def list_memories(self, *, page_size: int = 100, max_items: int | None = None,
@@ -671,8 +675,23 @@ class MemLedgerClient(_Core):
         With `verify`, every returned memory is checked against the chain (raising on the
         first that fails); that the list is complete is NOT proven.
         """
-        hits = self.list_memories(q=q, **filters)
+        hits = self.list_memories(q=q, mode="words", **filters)
         return (self.verify_memory(m) for m in hits) if verify else hits
+
+    def recall(self, q: str, *, mode: str | None = None, limit: int = 10,
+               verify: bool = False, **filters: Any) -> list[Memory]:
+        """The `limit` best memories for `q`, ranked: by meaning and words fused
+        (`hybrid`, the node's default when it has an embedder), by meaning alone
+        (`semantic`) or by words alone (`text`, all words must match). Each hit carries
+        `score` and `mode`. Filters (domain, status, type, author, tags,
+        include_disputed) apply before the top-k cut. With `verify`, each hit is checked
+        against the chain; that the ranking is complete is NOT proven."""
+        hits = self.memory_page(q=q, mode=mode, limit=limit, **filters).items
+        return [self._rescored(self.verify_memory(m), m) for m in hits] if verify else hits
+
+    @staticmethod
+    def _rescored(verified: Memory, hit: Memory) -> Memory:
+        return replace(verified, score=hit.score, mode=hit.mode)
 
     def votes(self, memory_id: str) -> list[Vote]:
         doc = self._request("GET", f"/v1/memories/{_q(memory_id)}/votes")
@@ -900,10 +919,10 @@ class AsyncMemLedgerClient(_Core):
                           type: str | None = None, author: str | None = None,  # noqa: A002
                           tags: Sequence[str] = (), include_disputed: bool = False,
                           q: str | None = None, limit: int = 100,
-                          cursor: str | None = None) -> MemoryPage:
+                          cursor: str | None = None, mode: str | None = None) -> MemoryPage:
         params = _memory_params(domain=domain, status=status, type=type, author=author,
                                 tags=tags, include_disputed=include_disputed, q=q,
-                                limit=limit, cursor=cursor)
+                                limit=limit, cursor=cursor, mode=mode)
         return _page(await self._request("GET", "/v1/memories", params=params))
 
     async def list_memories(self, *, page_size: int = 100, max_items: int | None = None,
@@ -922,8 +941,17 @@ class AsyncMemLedgerClient(_Core):
             cursor = page.next_cursor
 
     def search(self, q: str, *, verify: bool = False, **filters: Any) -> AsyncIterator[Memory]:
-        hits = self.list_memories(q=q, **filters)
+        hits = self.list_memories(q=q, mode="words", **filters)
         return self._verify_each(hits) if verify else hits
+
+    async def recall(self, q: str, *, mode: str | None = None, limit: int = 10,
+                     verify: bool = False, **filters: Any) -> list[Memory]:
+        """As MemLedgerClient.recall."""
+        page = await self.memory_page(q=q, mode=mode, limit=limit, **filters)
+        if not verify:
+            return page.items
+        return [replace(await self.verify_memory(m), score=m.score, mode=m.mode)
+                for m in page.items]
 
     async def _verify_each(self, hits: AsyncIterator[Memory]) -> AsyncIterator[Memory]:
         async for memory in hits:

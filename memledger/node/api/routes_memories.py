@@ -82,10 +82,10 @@ async def list_memories(
                                            "that (height, id) key")] = None,
     mode: Annotated[SearchMode | None, Query(
         description="with q, rank the results: text (all words, by BM25), semantic (by "
-                    "meaning), hybrid (both, fused by reciprocal rank). Default: hybrid when "
-                    "the node has an embedder, else the unranked all-words listing in "
-                    "(height, id) order. Filters apply before the top-k cut in every mode; "
-                    "ranked pages take `<offset>~ranked` cursors")] = None,
+                    "meaning), hybrid (both, fused by reciprocal rank); or words: every word "
+                    "must match, unranked, in (height, id) order. Default: hybrid when the "
+                    "node has an embedder, else words. Filters apply before the top-k cut "
+                    "in every mode; ranked pages take `<offset>~ranked` cursors")] = None,
 ) -> dict[str, Any]:
     flt = queries.MemoryFilter(
         domain=domain, status=None if status is None else status.value,
@@ -93,7 +93,7 @@ async def list_memories(
         include_disputed=include_disputed, q=q)
     chosen = None if q is None else (
         mode.value if mode is not None else "hybrid" if state.recall is not None else None)
-    if chosen is not None:
+    if chosen is not None and chosen != "words":
         return await read(state, _ranked, flt, chosen, limit, cursor, state)
     items, next_cursor = await read(state, reasons.list_memories, flt, limit, cursor,
                                     state.settings.home)

@@ -181,6 +181,7 @@ class SearchMode(StrEnum):
     text = "text"
     semantic = "semantic"
     hybrid = "hybrid"
+    words = "words"  # every word must match, unranked, (height, id) order: the listing
 
 
 class MemoryHit(Memory):
