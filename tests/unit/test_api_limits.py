@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from memledger.node.api import problems
-from memledger.node.api.limits import RateLimitMiddleware, TimeoutMiddleware
+from memledger.node.api.ratelimit import RateLimitMiddleware, TimeoutMiddleware
 
 
 def _app(**limits: Any) -> FastAPI:

@@ -1,33 +1,53 @@
-"""Canonical state layout: every key prefix and the shape of the record behind it.
+"""Canonical state layout: every key prefix, grouped by the rule family that owns it.
 
 Keys are printable ASCII except for a NUL separator between compound parts (ids and
-domains may not contain NUL). Values are canonical JSON (`memledger.consensus.store.codec`). This
-module is
-the single source of truth for the layout; the projection and the proofs read it too.
+domains may not contain NUL). Values are canonical JSON (`store/codec.py`); each
+family types its records (e.g. `families/memory/record.py`). This module is the one list
+of prefixes: the store, the projection mapping (`projection/mapping.py`) and the proofs
+all read it, and `tests/unit/test_layout.py` checks every prefix has an owner and a
+projection row.
 """
 
 from __future__ import annotations
 
-MEMORY = b"mem/"            # mem/<id> -> memory record (without content)
+# memory (families/memory)
+MEMORY = b"mem/"            # mem/<id> -> MemoryRecord (without content)
 CONTENT = b"memc/"          # memc/<id> -> raw UTF-8 content bytes (written once)
-ACCOUNT = b"acct/"          # acct/<hex key> -> {"nonce": n}
-DOMAIN = b"dom/"            # dom/<name> -> {"owner": hex|None, "scope": id|None}
-GRANT = b"grant/"           # grant/<domain>\0<hex> -> {"level": str, "expires": h, ...}
-SCOPE = b"scope/"           # scope/<id> -> scope record
-COCOMMIT = b"cc/"           # cc/<shared id> -> co-commit record
-CORROBORATION = b"corr/"    # corr/<id>\0<hex> -> {"height": h}
-CHALLENGE = b"chal/"        # chal/<id> -> current dispute round
-PROPOSAL = b"gov/"          # gov/<proposal id> -> proposal record
 BALLOT = b"ballot/"         # ballot/<hex> -> {"open": n} open pinned ballots naming a member
 BALLOT_EXPIRY = b"bexp/"    # bexp/<opened:020d>\0<id> -> {} open memory ballots (v4+)
-SYS = b"sys/"
-GOV_STATE = b"sys/gov"      # {"next_id": n, "open": [ids]}
-UPGRADE = b"sys/upgrade"    # scheduled upgrade plan, if any
-APP_VERSION = b"sys/app_version"  # {"version": n, "name": str, "since": h}
+# disputes (families/disputes)
+CORROBORATION = b"corr/"    # corr/<id>\0<hex> -> {"height": h}
+CHALLENGE = b"chal/"        # chal/<id> -> {"rounds": [...]} dispute rounds
+# co-commits (families/cocommit)
+COCOMMIT = b"cc/"           # cc/<shared id> -> co-commit record
+# access (families/access)
+DOMAIN = b"dom/"            # dom/<name> -> DomainRecord
+GRANT = b"grant/"           # grant/<domain>\0<hex> -> GrantRecord
+# accounts (families/accounts)
+ACCOUNT = b"acct/"          # acct/<hex key> -> nonces (v1-v2 {"nonce"}; v3+ with a window)
+# governance (families/governance)
+SCOPE = b"scope/"           # scope/<id> -> ScopeRecord
+PROPOSAL = b"gov/"          # gov/<proposal id> -> ProposalRecord
+GOV_STATE = b"sys/gov"      # GovState {"next_id": n, "open": [ids]}
+UPGRADE = b"sys/upgrade"    # UpgradePlan, while one is scheduled
 VALSET_PENDING = b"sys/valset_pending"  # {"pending": [[effective_height, hex, power]]}
 VALIDATORS = b"sys/validators"  # {"validators": [[hex, power], ...]} sorted by hex
-PARAMS = b"sys/params"      # consensus parameters of the app
+PARAMS = b"sys/params"      # chain parameters (consensus/params.py)
+# the chain itself (block/genesis.py, versions.py)
+SYS = b"sys/"
+APP_VERSION = b"sys/app_version"  # {"version": n, "name": str, "since": h}
 CHAIN = b"sys/chain"        # {"chain_id": str, "initial_height": h}
+
+#: key prefix -> the rule family that owns (writes) it
+OWNERS: dict[bytes, str] = {
+    MEMORY: "memory", CONTENT: "memory", BALLOT: "memory", BALLOT_EXPIRY: "memory",
+    CORROBORATION: "disputes", CHALLENGE: "disputes",
+    COCOMMIT: "cocommit",
+    DOMAIN: "access", GRANT: "access",
+    ACCOUNT: "accounts",
+    SCOPE: "governance", PROPOSAL: "governance",
+    SYS: "chain and governance",
+}
 SEP = b"\x00"
 
 STATUS_PROPOSED = "proposed"

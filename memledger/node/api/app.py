@@ -24,9 +24,9 @@ from sqlalchemy.engine import Engine
 from memledger.node.api import problems, routes_memories, routes_state, routes_status, routes_txs
 from memledger.node.api.db import readonly_engine
 from memledger.node.api.deps import ApiState
-from memledger.node.api.limits import RateLimitMiddleware, TimeoutMiddleware
 from memledger.node.api.metrics import ApiMetrics, RecallCollector
 from memledger.node.api.middleware import BodyLimitMiddleware, RequestMetricsMiddleware
+from memledger.node.api.ratelimit import RateLimitMiddleware, TimeoutMiddleware
 from memledger.node.api.schemas import ProblemModel, TxRequest
 from memledger.node.api.settings import ApiSettings
 from memledger.node.home import NodeHome
