@@ -18,7 +18,7 @@ LOCK_FLAGS      := --generate-hashes --allow-unsafe --all-build-deps --strip-ext
 
 export COMETBFT_BIN
 
-.PHONY: venv install lock cometbft test test-unit lint proto run bench bench-quick clean distclean
+.PHONY: venv install lock cometbft cometbft-protos test test-unit lint proto run bench bench-quick clean distclean
 
 venv install: $(STAMP)
 
@@ -54,10 +54,19 @@ cometbft:
 		"$(COMETBFT_BIN)" version; \
 	fi
 
-test: install cometbft
+# CometBFT's .proto sources, and the gogoproto its go.mod pins, in the Go module cache:
+# tests/unit/test_abci_schema_crosscheck.py compiles them and fails without them. A no-op
+# once cached (`go install` in `cometbft` usually fetched them already).
+cometbft-protos:
+	go mod download github.com/cometbft/cometbft@v$(COMETBFT_VERSION)
+	go mod download "github.com/cosmos/gogoproto@$$(sed -n \
+		's|^[[:space:]]*github.com/cosmos/gogoproto \(v[^[:space:]]*\).*|\1|p' \
+		"$$(go env GOMODCACHE)/github.com/cometbft/cometbft@v$(COMETBFT_VERSION)/go.mod")"
+
+test: install cometbft cometbft-protos
 	$(PY) -m pytest -q
 
-test-unit: install
+test-unit: install cometbft-protos
 	$(PY) -m pytest -q tests/unit
 
 lint: install

@@ -92,11 +92,16 @@ def theirs(tmp_path_factory: pytest.TempPathFactory) -> descriptor_pb2.FileDescr
     modcache = _gomodcache()
     cometbft_root = modcache / "github.com" / "cometbft" / f"cometbft@{COMETBFT_VERSION}"
     proto_root = cometbft_root / "proto"
+    # Missing sources fail, as tests/conftest.py's rule wants: a skip here would let a
+    # green run hide that the schema was never compared.
+    fetch = "`make cometbft-protos` (go mod download) fetches them"
     if not (proto_root / "tendermint" / "abci" / "types.proto").exists():
-        pytest.skip(f"CometBFT {COMETBFT_VERSION} sources not in Go module cache {modcache}")
+        pytest.fail(f"CometBFT {COMETBFT_VERSION} .proto sources not in the Go module cache "
+                    f"({proto_root} missing); {fetch}", pytrace=False)
     gogo = _gogoproto_root(modcache, cometbft_root)
     if gogo is None:
-        pytest.skip(f"gogoproto sources not in Go module cache {modcache}")
+        pytest.fail(f"gogoproto .proto sources not in the Go module cache {modcache}; {fetch}",
+                    pytrace=False)
     google_root = resources.files("grpc_tools") / "_proto"
     out = tmp_path_factory.mktemp("cometbft") / "abci.fds"
     rc = protoc.main(
