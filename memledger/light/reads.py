@@ -15,8 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from memledger.consensus.proofs import ProofOp, decode_ops, record_key
-from memledger.consensus.store.commitment import ProofFormatError, verify_proof
+from memledger.consensus.proofs import ProofOp, record_key, verify_ops
 from memledger.light.client import LightClient, TrustRoot
 from memledger.light.errors import ProofError
 from memledger.light.header import LightBlock
@@ -72,12 +71,10 @@ def verify_record(lc: LightClient, doc: Any, path: str, data: bytes) -> tuple[by
                    _b64(o.get("key", ""), "op key") if isinstance(o, dict) else b"",
                    _b64(o.get("data", ""), "op data") if isinstance(o, dict) else b"")
            for o in ops_doc]
-    try:
-        proof = decode_ops(key, ops)
-    except ProofFormatError as exc:
-        raise ProofError("malformed", f"proof for {path}: {exc}") from exc
+    if len(ops) != 2 or ops[0].key != key:
+        raise ProofError("malformed", f"proof for {path} is not two ops for the asked key")
     lb: LightBlock = lc.verify_to(height + 1)
-    if not verify_proof(lb.header.app_hash, key, value, proof):
+    if not verify_ops(lb.header.app_hash, key, value, ops):
         raise ProofError("mismatch", f"{path} {data[:64]!r}: proof does not match the app hash "
                                      f"of height {height} (header {height + 1})")
     return value, height

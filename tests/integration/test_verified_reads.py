@@ -207,10 +207,10 @@ def test_projection_edit_is_caught_by_verified_reads(env: Env) -> None:
         assert ml.get(memory.id).content == FORGED  # the plain read shows the edit
         with pytest.raises(ProofError) as err:
             ml.get(memory.id, verify=True)
-        assert err.value.reason == "served_differs" and "content" in str(err.value)
+        assert err.value.reason == "served_differs" and "content" in str(err.value), err.value
         # The edit reaches the full-text index too: the forged words find it.
         hits = list(ml.search("deleted"))
-        assert [h.id for h in hits] == [memory.id] and hits[0].content == FORGED
+        assert [h.id for h in hits] == [memory.id] and hits[0].content == FORGED, hits
         with pytest.raises(ProofError):
             list(ml.search("deleted", verify=True))
     plain = env.cli("get", memory.id)
@@ -218,8 +218,8 @@ def test_projection_edit_is_caught_by_verified_reads(env: Env) -> None:
     for args in (("get", memory.id, "--verify"), ("search", "deleted", "--verify")):
         out = env.cli(*args)
         assert out.returncode == 3, out
-        assert out.stderr.count("\n") == 1 and "verification failed" in out.stderr
-        assert "content differs" in out.stderr
+        assert out.stderr.count("\n") == 1 and "verification failed" in out.stderr, out.stderr
+        assert "content differs" in out.stderr, out.stderr
 
 
 class _Proxy(BaseHTTPRequestHandler):

@@ -11,10 +11,18 @@ from pathlib import Path
 import pytest
 
 from memledger.consensus.codes import QUERY_CODESPACE, QueryCode
-from memledger.consensus.proofs import BUCKET_OP, TREE_OP, ProofOp, decode_ops, encode_ops
+from memledger.consensus.proofs import (
+    BUCKET_OP,
+    ENTRY_OP,
+    TREE_OP,
+    ProofOp,
+    decode_ops,
+    encode_ops,
+    verify_ops,
+)
 from memledger.consensus.query import QueryService
 from memledger.consensus.store import records
-from memledger.consensus.store.commitment import ProofFormatError, verify_proof
+from memledger.consensus.store.commitment import verify_proof
 from memledger.consensus.store.state import CanonicalStore
 from memledger.consensus.wire._pb import abci_pb2 as pb
 
@@ -30,6 +38,8 @@ PRESENT = {
     "/validators": (b"", records.VALIDATORS),
     "/key": (b"grant/general\x00ab", b"grant/general\x00ab"),
 }
+#: Two keys in one bucket (docs/APP_HASH.md's collide vector).
+COLLIDE = (b"c/127", b"c/202")
 ABSENT = {
     "/memory": b"m-missing",
     "/content": b"m-missing",
@@ -55,6 +65,8 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QueryService]:
     overlay = store.begin_block()
     for _, key in PRESENT.values():
         overlay.put(key, _value(key))
+    for key in COLLIDE:
+        overlay.put(key, _value(key))
     for i in range(2000):  # enough neighbours that buckets and paths are non-trivial
         overlay.put(f"mem/filler-{i}".encode(), str(i).encode())
     store.commit(overlay, 7, overlay.app_hash(), 1)
@@ -76,11 +88,15 @@ def test_inclusion_proof_for_every_record_path(service: QueryService, path: str)
     resp = _ask(service, path, data)
     assert resp.code == 0, resp.log
     assert resp.height == 7 and resp.key == key and resp.value == _value(key)
-    assert [o.type for o in resp.proof_ops.ops] == [BUCKET_OP, TREE_OP]
-    proof = decode_ops(key, _ops(resp))
+    assert [o.type for o in resp.proof_ops.ops] == [ENTRY_OP, TREE_OP]
     root = service.store.last_app_hash
-    assert verify_proof(root, key, resp.value, proof)
-    assert not verify_proof(root, key, None, proof)  # present, so absence must fail
+    assert verify_ops(root, key, resp.value, _ops(resp))
+    assert not verify_ops(root, key, None, _ops(resp))  # present, so absence must fail
+    # The full-bucket form proves the same inclusion, and is never smaller.
+    full = encode_ops(key, service.store.prove(key), compact=False)
+    assert full[0].type == BUCKET_OP and verify_ops(root, key, resp.value, full)
+    assert not verify_ops(root, key, None, full)
+    assert len(full[0].data) >= len(resp.proof_ops.ops[0].data)
 
 
 @pytest.mark.parametrize("path", sorted(ABSENT))
@@ -92,13 +108,14 @@ def test_exclusion_proof_for_every_record_path(service: QueryService, path: str)
     root = service.store.last_app_hash
     assert verify_proof(root, resp.key, None, proof)
     assert not verify_proof(root, resp.key, b"anything", proof)
+    assert verify_ops(root, resp.key, None, _ops(resp))
 
 
-def test_proof_ops_concatenate_to_the_documented_encoding(service: QueryService) -> None:
-    data, key = PRESENT["/memory"]
-    resp = _ask(service, "/memory", data)
+def test_absence_ops_concatenate_to_the_documented_encoding(service: QueryService) -> None:
+    resp = _ask(service, "/memory", b"m-missing")
+    assert [o.type for o in resp.proof_ops.ops] == [BUCKET_OP, TREE_OP]
     joined = b"".join(o.data for o in resp.proof_ops.ops)
-    assert joined == service.store.prove(key).to_bytes()
+    assert joined == service.store.prove(resp.key).to_bytes()
     assert len(joined) <= 2048
 
 
@@ -122,10 +139,7 @@ def test_bad_proven_queries_are_answered_not_raised(service: QueryService) -> No
 
 
 def _verifies(root: bytes, key: bytes, value: bytes | None, ops: list[ProofOp]) -> bool:
-    try:
-        return verify_proof(root, key, value, decode_ops(key, ops))
-    except ProofFormatError:
-        return False
+    return verify_ops(root, key, value, ops)
 
 
 def _flips(data: bytes) -> Iterator[bytes]:
@@ -134,17 +148,30 @@ def _flips(data: bytes) -> Iterator[bytes]:
         yield data[:i] + bytes([data[i] ^ 0x80]) + data[i + 1:]
 
 
-@pytest.mark.parametrize("path", ["/memory", "/validators", "absent"])
+@pytest.mark.parametrize("path", ["/memory", "/validators", "absent", "full-bucket",
+                                  "shared-bucket"])
 def test_every_single_byte_mutation_fails(service: QueryService, path: str) -> None:
     if path == "absent":
         resp = _ask(service, "/memory", b"m-missing")
         key, value = resp.key, None
+        ops = _ops(resp)
+    elif path == "shared-bucket":  # compact inclusion with a neighbour before it
+        key = COLLIDE[1]
+        resp = _ask(service, "/key", key)
+        value = resp.value
+        ops = _ops(resp)
+        assert int.from_bytes(ops[0].data[6:10], "big") >= 2  # really shares its bucket
+        assert int.from_bytes(ops[0].data[2:6], "big") == 1
+    elif path == "full-bucket":  # inclusion in the full-bucket form
+        data, key = PRESENT["/memory"]
+        value = _ask(service, "/memory", data).value
+        ops = encode_ops(key, service.store.prove(key), compact=False)
     else:
         data, key = PRESENT[path]
         resp = _ask(service, path, data)
         value = resp.value
+        ops = _ops(resp)
     root = service.store.last_app_hash
-    ops = _ops(resp)
     assert _verifies(root, key, value, ops)
     for i, op in enumerate(ops):
         for bad in _flips(op.data):
@@ -163,8 +190,10 @@ def test_every_single_byte_mutation_fails(service: QueryService, path: str) -> N
             assert not _verifies(root, key, bad, ops)
         assert not _verifies(root, key, value + b" ", ops)
         assert not _verifies(root, key, value[:-1], ops)
-    for bad in _flips(key):
-        assert not _verifies(root, bad, value, encode_ops(bad, decode_ops(key, ops)))
+    for bad in _flips(key):  # the ops re-labelled for the changed key
+        relabelled = [ProofOp(ops[0].type, bad, ops[0].data), ops[1]]
+        assert not _verifies(root, bad, value, relabelled)
+        assert not _verifies(root, bad, value, ops)
     for bad in _flips(root):
         assert not _verifies(bad, key, value, ops)
     assert not _verifies(root, key, value, ops[:1])
