@@ -9,20 +9,18 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import signal
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from memledger.consensus import versions
 from memledger.consensus.block import genesis, lifecycle
-from memledger.consensus.block.context import BlockInfo, TxBuffer
+from memledger.consensus.block.context import BlockInfo, CommittedView, TxBuffer
 from memledger.consensus.block.execute import TxOutcome, process_tx
 from memledger.consensus.block.proposal import order_by_nonce
 from memledger.consensus.codes import CODESPACE
+from memledger.consensus.faults import FaultPlan, halt
 from memledger.consensus.gate.pending import PendingNonces
 from memledger.consensus.gate.sigverify import SignatureVerifier
 from memledger.consensus.gate.txcache import DecodedTxCache
@@ -43,65 +41,12 @@ APP_NAME = "memledger"
 SOFTWARE_VERSION = "0.1.0"
 
 
-def halt(message: str) -> None:
-    """Stop the process before answering: a node never reports what it did not persist."""
-    log.critical("HALT: %s", message)
-    sys.stderr.write(f"memledger: HALT: {message}\n")
-    sys.stderr.flush()
-    logging.shutdown()
-    os._exit(3)
-
-
-KILL_POINTS = ("after_finalize", "before_flush", "in_flush", "after_flush", "in_lmdb",
-               "after_lmdb")
-
-
-@dataclass
-class FaultPlan:
-    """Test-only fault injection, set from the command line of `memledger app`.
-
-    `kill_point`/`kill_height` SIGKILL the process at one point of the block lifecycle
-    (see KILL_POINTS), the way a power cut or OOM kill would.
-    """
-
-    exit_before_commit_height: int = 0
-    fail_flush_height: int = 0
-    kill_point: str = ""
-    kill_height: int = 0
-    corrupt_snapshot_chunks: bool = False  # serve every snapshot chunk with a flipped byte
-
-    def maybe_kill(self, point: str, height: int) -> None:
-        if self.kill_point == point and self.kill_height == height:
-            log.critical("fault injection: SIGKILL at %s of height %d", point, height)
-            logging.shutdown()
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
 @dataclass
 class _PendingBlock:
     height: int
     overlay: BlockOverlay
     app_hash: bytes
     app_version: int
-
-
-class _CommittedView:
-    """Read-only view of committed state for CheckTx and Query."""
-
-    def __init__(self, store: CanonicalStore) -> None:
-        self._store = store
-
-    def get(self, key: bytes) -> bytes | None:
-        return self._store.get(key)
-
-    def iter_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        return self._store.iter_prefix(prefix)
-
-    def put(self, key: bytes, value: bytes) -> None:  # pragma: no cover - guarded
-        raise RuntimeError("committed view is read-only")
-
-    def delete(self, key: bytes) -> None:  # pragma: no cover - guarded
-        raise RuntimeError("committed view is read-only")
 
 
 class MemLedgerApp(BaseApplication):
@@ -204,7 +149,7 @@ class MemLedgerApp(BaseApplication):
             app_version=version,
         )
         pending = self.mempool_nonces if versions.active("nonce_window", version) else None
-        outcome = process_tx(_CommittedView(self.store), block, req.tx, apply=False,
+        outcome = process_tx(CommittedView(self.store), block, req.tx, apply=False,
                              check=self.verifier, decoded=self.decoded, pending=pending)
         if pending is not None and outcome.code == 0:
             pending.add(outcome.signer_key, outcome.nonce)

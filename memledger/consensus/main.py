@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from memledger.consensus.app import FaultPlan, MemLedgerApp
+from memledger.consensus.app import MemLedgerApp
+from memledger.consensus.faults import FaultPlan
 from memledger.consensus.store.snapshots import SnapshotStore
 from memledger.consensus.store.state import CanonicalStore
 from memledger.consensus.versions import SUPPORTED_APP_VERSIONS

@@ -112,7 +112,7 @@ def app(home: Path, exit_before_commit_height: int, fail_flush_height: int,
         max_app_version: int, kill_at: str, verify_helper: str,
         corrupt_snapshot_chunks: bool) -> None:
     """Serve the ABCI application (started by `memledger start`)."""
-    from memledger.consensus.app import FaultPlan
+    from memledger.consensus.faults import FaultPlan
     from memledger.consensus.main import serve
     from memledger.consensus.versions import SUPPORTED_APP_VERSIONS
 

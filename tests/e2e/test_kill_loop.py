@@ -35,7 +35,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memledger.consensus.app import KILL_POINTS, MemLedgerApp
+from memledger.consensus.app import MemLedgerApp
+from memledger.consensus.faults import KILL_POINTS
 from memledger.consensus.store import records
 from memledger.consensus.store.state import CanonicalStore
 from memledger.consensus.wire._pb import abci_pb2 as pb

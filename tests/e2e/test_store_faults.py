@@ -42,7 +42,8 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from memledger.consensus.app import FaultPlan, MemLedgerApp
+from memledger.consensus.app import MemLedgerApp
+from memledger.consensus.faults import FaultPlan
 from memledger.consensus.store.state import DEFAULT_MAP_SIZE, CanonicalStore
 from memledger.node.rpc import RpcClient
 from memledger.node.txbuilder import TxBuilder

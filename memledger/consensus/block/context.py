@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from memledger.consensus.store import codec
 from memledger.consensus.store.overlay import merged_prefix
+from memledger.consensus.store.state import CanonicalStore
 
 
 class KeyValueView(Protocol):
@@ -95,3 +96,22 @@ class TxContext:
     def emit(self, event_type: str, /, **attributes: str | int) -> None:
         """Record an ABCI event; attributes keep call order (deterministic)."""
         self.events.append((event_type, [(k, str(v)) for k, v in attributes.items()]))
+
+
+class CommittedView:
+    """Committed state seen as a read-only view (CheckTx runs processTx against it)."""
+
+    def __init__(self, store: CanonicalStore) -> None:
+        self._store = store
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._store.get(key)
+
+    def iter_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        return self._store.iter_prefix(prefix)
+
+    def put(self, key: bytes, value: bytes) -> None:  # pragma: no cover - guarded
+        raise RuntimeError("committed view is read-only")
+
+    def delete(self, key: bytes) -> None:  # pragma: no cover - guarded
+        raise RuntimeError("committed view is read-only")

@@ -1,0 +1,52 @@
+"""Halting, and test-only fault injection at fixed points of the block lifecycle.
+
+`halt` is how the app refuses to go on (DESIGN §6): it exits before answering, so a node
+never reports a Commit it did not make durable. `FaultPlan` is set only from
+`memledger app`'s test flags; with its defaults it does nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass
+
+log = logging.getLogger("memledger.abci")
+
+__all__ = ["KILL_POINTS", "FaultPlan", "halt"]
+
+
+def halt(message: str) -> None:
+    """Stop the process before answering: a node never reports what it did not persist."""
+    log.critical("HALT: %s", message)
+    sys.stderr.write(f"memledger: HALT: {message}\n")
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(3)
+
+
+KILL_POINTS = ("after_finalize", "before_flush", "in_flush", "after_flush", "in_lmdb",
+               "after_lmdb")
+
+
+@dataclass
+class FaultPlan:
+    """Test-only fault injection, set from the command line of `memledger app`.
+
+    `kill_point`/`kill_height` SIGKILL the process at one point of the block lifecycle
+    (see KILL_POINTS), the way a power cut or OOM kill would.
+    """
+
+    exit_before_commit_height: int = 0
+    fail_flush_height: int = 0
+    kill_point: str = ""
+    kill_height: int = 0
+    corrupt_snapshot_chunks: bool = False  # serve every snapshot chunk with a flipped byte
+
+    def maybe_kill(self, point: str, height: int) -> None:
+        if self.kill_point == point and self.kill_height == height:
+            log.critical("fault injection: SIGKILL at %s of height %d", point, height)
+            logging.shutdown()
+            os.kill(os.getpid(), signal.SIGKILL)
