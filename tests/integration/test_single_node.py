@@ -22,6 +22,7 @@ pytestmark = pytest.mark.cometbft
 CHAIN = "memledger-it"
 AGENT = seeded_key("it-agent")
 STRANGER = seeded_key("it-stranger")
+REJECT_AGENT = seeded_key("it-reject-agent")
 
 
 @pytest.fixture(scope="module")
@@ -82,16 +83,22 @@ def _forged(tx: bytes) -> bytes:
 
 
 def test_check_tx_rejections_over_rpc(node: NodeRunner) -> None:
-    agent = TxBuilder(AGENT, CHAIN)
+    # Its own signer, memory and validator nonces: the state it needs (a used nonce, a vote
+    # already cast), built here rather than left by the test before it.
+    agent = TxBuilder(REJECT_AGENT, CHAIN)
+    with node.rpc() as rpc:
+        assert rpc.broadcast_tx_commit(agent.submit(1, "rj-1", "rejections")).code == 0
+        assert rpc.broadcast_tx_commit(_validator(node).vote(100, "rj-1", "accept")).code == 0
     cases = {
         "forged": (_forged(agent.submit(50, "x-1", "forged")), Code.BAD_SIGNATURE),
-        "wrong chain": (TxBuilder(AGENT, "other").submit(51, "x-2", "c"), Code.WRONG_CHAIN_ID),
+        "wrong chain": (TxBuilder(REJECT_AGENT, "other").submit(51, "x-2", "c"),
+                        Code.WRONG_CHAIN_ID),
         "replayed nonce": (agent.submit(1, "x-3", "replay"), Code.NONCE_REPLAYED),
         "nonce zero": (agent.submit(0, "x-4", "zero"), Code.NONCE_ZERO),
         "non-canonical": (agent.submit(52, "x-5", "nc") + b"\x20\x01", Code.TX_NOT_CANONICAL),
         "oversized": (agent.submit(53, "x-6", "x" * (1 << 20)), Code.TX_TOO_LARGE),
-        "non-validator vote": (TxBuilder(STRANGER, CHAIN).vote(1, "it-1"), Code.NOT_A_VALIDATOR),
-        "double vote": (_validator(node).vote(2, "it-1", "reject"), Code.ALREADY_VOTED),
+        "non-validator vote": (TxBuilder(STRANGER, CHAIN).vote(1, "rj-1"), Code.NOT_A_VALIDATOR),
+        "double vote": (_validator(node).vote(101, "rj-1", "reject"), Code.ALREADY_VOTED),
     }
     with node.rpc() as rpc:
         for name, (tx, code) in cases.items():
