@@ -22,6 +22,7 @@ import base64
 import dataclasses
 import email.utils
 import hashlib
+import json
 import random
 import threading
 import time
@@ -388,6 +389,16 @@ class _Core:
             self._verifier_obj = ReadVerifier(root, provider, store_path=store)
         return self._verifier_obj
 
+    def _record_value(self, kind: str, ident: str, doc: Any) -> tuple[Any, int]:
+        path = RECORD_KINDS.get(kind)
+        if path is None:
+            raise ValueError(f"unknown record kind {kind!r}")
+        record = doc.get("record") if isinstance(doc, dict) else None
+        raw, height = self._verifier().record(record, path, ident.encode())
+        if raw is None:
+            return None, height
+        return (raw.decode() if kind == "content" else json.loads(raw)), height
+
     def _absent(self, memory_id: str, proof: Any) -> None:
         """A 404 stands only if the chain proves the memory absent (else ProofError)."""
         record = proof.get("record") if isinstance(proof, dict) else None
@@ -439,6 +450,12 @@ class _Core:
         if resp.headers.get("content-type", "").startswith("application/json"):
             return resp.json()
         return resp.text
+
+
+#: Record kinds of GET /v1/proofs/{kind} -> the ABCI query path whose key rule applies.
+RECORD_KINDS = {"memory": "/memory", "content": "/content", "account": "/account",
+                "domain": "/domain", "scope": "/scope", "proposal": "/proposal",
+                "validators": "/validators"}
 
 
 def _served(doc: dict[str, Any]) -> dict[str, Any]:
@@ -637,6 +654,16 @@ class MemLedgerClient(_Core):
             self._absent(memory_id, proof)
             raise
         return self._verified(memory_id, _served(doc), doc.get("proof"))
+
+    def verified_record(self, kind: str, ident: str = "") -> tuple[Any, int]:
+        """One canonical record checked against the chain: (value, height H).
+
+        `kind` is memory, content, account (hex key), domain, scope, proposal or
+        validators. The value is the decoded JSON record (text for content), or None when
+        the chain proves it absent.
+        """
+        doc = self._request("GET", f"/v1/proofs/{_q(kind)}", params={"id": ident})
+        return self._record_value(kind, ident, doc)
 
     def verify_memory(self, memory: Memory) -> Memory:
         """Check a memory obtained from any read (e.g. a search hit) against the chain."""
@@ -908,6 +935,10 @@ class AsyncMemLedgerClient(_Core):
             raise
         return await asyncio.to_thread(self._verified, memory_id, _served(doc),
                                        doc.get("proof"))
+
+    async def verified_record(self, kind: str, ident: str = "") -> tuple[Any, int]:
+        doc = await self._request("GET", f"/v1/proofs/{_q(kind)}", params={"id": ident})
+        return await asyncio.to_thread(self._record_value, kind, ident, doc)
 
     async def verify_memory(self, memory: Memory) -> Memory:
         doc = await self._request("GET", f"/v1/memories/{_q(memory.id)}",

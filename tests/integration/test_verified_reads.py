@@ -293,3 +293,18 @@ def test_rewriting_proxy_is_caught_by_verified_reads(env: Env, proxy: str) -> No
     out = env.cli("search", "proxy", "--verify", api=proxy)
     assert out.returncode == 3, out
     assert env.cli("search", "proxy", api=proxy).returncode == 0
+
+
+def test_other_record_kinds_verify(env: Env) -> None:
+    memory = env.committed(f"{HONEST} (records) {time.time_ns()}", "vr-records")
+    with env.sdk() as ml:
+        vals, height = ml.verified_record("validators")
+        assert height >= 1 and len(vals["validators"]) == 1
+        account, _ = ml.verified_record("account", memory.author)
+        assert int(account["nonce"]) > 0
+        domain, _ = ml.verified_record("domain", "general")
+        assert domain is not None
+        content, _ = ml.verified_record("content", memory.id)
+        assert content == memory.content
+        assert ml.verified_record("domain", "no-such-domain")[0] is None  # proven absent
+        assert ml.verified_record("proposal", "p-404")[0] is None
