@@ -7,19 +7,18 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from memledger.consensus.versions import LATEST_APP_VERSION, SUPPORTED_APP_VERSIONS
 from memledger.node import cli_client, cli_gov, cli_testnet
-from memledger.node.cli_root import home_option, main
+from memledger.node.cli_root import fail, home_option, main
 from memledger.node.home import NodeConfig, NodeHome
 
 
-def _fail(message: str) -> None:
-    click.echo(f"memledger: error: {message}", err=True)
-    sys.exit(1)
+def _fail(message: str) -> NoReturn:
+    fail(message)
 
 
 def _emit(data: Any, as_json: bool, human: str) -> None:

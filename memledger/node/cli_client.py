@@ -16,10 +16,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from memledger.node import cli_root
 from memledger.node.home import DEFAULT_HOME, NodeHome
 
 if TYPE_CHECKING:
@@ -32,21 +33,7 @@ DEFAULT_API = "http://127.0.0.1:26680"
 
 
 # ----------------------------------------------------------------------------- plumbing
-def _wants_json() -> bool:
-    """True inside a command run with --json (its errors are then JSON too)."""
-    ctx = click.get_current_context(silent=True)
-    return bool(ctx is not None and ctx.params.get("as_json"))
-
-
-def fail(message: str, **details: Any) -> NoReturn:
-    """One line on stderr, exit status 1: text, or with --json a JSON object
-    `{"error": message, ...details}` (name, code, status of the node's problem)."""
-    if _wants_json():
-        doc = {"error": message, **{k: v for k, v in details.items() if v is not None}}
-        click.echo(json.dumps(doc, sort_keys=True), err=True)
-    else:
-        click.echo(f"memledger: error: {message}", err=True)
-    sys.exit(1)
+fail = cli_root.fail  # one line on stderr (JSON with --json), exit status 1
 
 
 @contextmanager

@@ -11,14 +11,14 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from memledger.consensus.params import PARAMS
 from memledger.consensus.wire._pb import tx_pb2
 from memledger.node import cometbft
-from memledger.node.cli_root import home_option
+from memledger.node.cli_root import fail, home_option
 from memledger.node.home import NodeHome
 from memledger.node.rpc import RpcClient, RpcError, laddr_to_url
 from memledger.node.txbuilder import (
@@ -58,9 +58,8 @@ class GovContext:
                 "height": result.height, "events": (result.tx_result or {}).get("events", [])}
 
 
-def _fail(message: str) -> None:
-    click.echo(f"memledger: error: {message}", err=True)
-    sys.exit(1)
+def _fail(message: str) -> NoReturn:
+    fail(message)
 
 
 def _ctx(home: Path, rpc: str | None) -> GovContext:

@@ -7,8 +7,11 @@ The sub-command modules (`cli_client`, `cli_gov`, `cli_testnet`) import `main` f
 
 from __future__ import annotations
 
+import json
 import logging
+import sys
 from pathlib import Path
+from typing import Any, NoReturn
 
 import click
 
@@ -18,6 +21,23 @@ home_option = click.option(
     "--home", type=click.Path(path_type=Path), default=DEFAULT_HOME, show_default=True,
     envvar="MEMLEDGER_HOME", help="Node home directory.",
 )
+
+
+def _wants_json() -> bool:
+    """True inside a command run with --json (its errors are then JSON too)."""
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.params.get("as_json"))
+
+
+def fail(message: str, exit_code: int = 1, **details: Any) -> NoReturn:
+    """Every command's error: one line on stderr and a non-zero exit status; with --json
+    a JSON object `{"error": message, ...details}` (e.g. a problem's name, code, status)."""
+    if _wants_json():
+        doc = {"error": message, **{k: v for k, v in details.items() if v is not None}}
+        click.echo(json.dumps(doc, sort_keys=True), err=True)
+    else:
+        click.echo(f"memledger: error: {message}", err=True)
+    sys.exit(exit_code)
 
 
 @click.group()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from memledger.consensus.versions import LATEST_APP_VERSION, SUPPORTED_APP_VERSIONS
+from memledger.node.cli_root import fail
 from memledger.node.testnet_layout import (
     DEFAULT_CHAIN_ID,
     PORT_BLOCK,
@@ -33,8 +34,7 @@ dir_argument = click.argument("net_dir", metavar="DIR",
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
-    click.echo(f"memledger: error: {message}", err=True)
-    sys.exit(code)
+    fail(message, code)
 
 
 def _print_json(data: Any) -> None:

@@ -1,0 +1,78 @@
+"""CLI errors a newcomer meets, without a node (issue 18, points 2, 9 and 13).
+
+Every error is one line on stderr and exit status 1; with --json that line is a JSON
+object. Limits are checked before anything is signed or sent, and say the limit.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from memledger.node.cli import main
+
+CLOSED = "http://127.0.0.1:9"  # nothing listens: a command that reaches the network fails
+
+
+@pytest.fixture()
+def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    monkeypatch.setenv("MEMLEDGER_KEYS_DIR", str(tmp_path / "keys"))
+    monkeypatch.setenv("MEMLEDGER_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("MEMLEDGER_KEY", raising=False)
+    return CliRunner()
+
+
+def _error_line(result: object) -> str:
+    stderr = result.stderr  # type: ignore[attr-defined]
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    return str(lines[0])
+
+
+def test_json_errors_are_json(runner: CliRunner) -> None:
+    result = runner.invoke(main, ["get", "some-id", "--json", "--api", CLOSED])
+    assert result.exit_code == 1 and result.stdout == ""
+    doc = json.loads(_error_line(result))
+    assert doc["name"] == "connection_error" and "cannot reach" in doc["error"]
+    plain = runner.invoke(main, ["get", "some-id", "--api", CLOSED])
+    assert plain.exit_code == 1
+    assert _error_line(plain).startswith("memledger: error: cannot reach")
+
+
+def test_other_commands_answer_json_errors_too(runner: CliRunner, tmp_path: Path) -> None:
+    rebuild = runner.invoke(main, ["projection", "rebuild", "--home", str(tmp_path / "none"),
+                                   "--json"])
+    assert rebuild.exit_code == 1
+    assert "no memledger node at" in json.loads(_error_line(rebuild))["error"]
+    status = runner.invoke(main, ["testnet", "status", str(tmp_path / "nonet"), "--json"])
+    assert status.exit_code == 1
+    assert "no test net at" in json.loads(_error_line(status))["error"]
+
+
+def test_oversized_content_is_refused_before_sending_naming_the_limit(
+        runner: CliRunner) -> None:
+    assert runner.invoke(main, ["keys", "new", "alice"]).exit_code == 0
+    big = "x" * (2 << 20)  # 2 MiB: as a request body it would be ~2.8 MB of base64 JSON
+    result = runner.invoke(main, ["submit", "-", "--key", "alice", "--api", CLOSED],
+                           input=big)
+    assert result.exit_code == 1
+    line = _error_line(result)
+    assert "content_too_large (code 33): content is 2097152 bytes" in line
+    assert "at most 524288 bytes (512 KiB)" in line
+    assert "request body" not in line and "cannot reach" not in line
+
+
+def test_missing_default_key_says_to_pass_key(runner: CliRunner) -> None:
+    result = runner.invoke(main, ["submit", "hello world", "--api", CLOSED])
+    assert result.exit_code == 1
+    assert "no --key given and no default key" in _error_line(result)
+    # co-commit needs no default key: its first --coauthor submits.
+    for name in ("alice", "bob"):
+        assert runner.invoke(main, ["keys", "new", name]).exit_code == 0
+    cocommit = runner.invoke(main, ["co-commit", "We agreed", "--coauthor", "alice",
+                                    "--coauthor", "bob", "--api", CLOSED])
+    assert cocommit.exit_code == 1
+    assert "cannot reach" in _error_line(cocommit)  # got as far as the network
