@@ -295,11 +295,10 @@ def verification_as_exit() -> Iterator[None]:
     try:
         yield
     except VerificationError as exc:
-        click.echo(f"memledger: verification failed: {exc}", err=True)
-        sys.exit(3)
+        fail(f"verification failed: {exc}", 3, kind=exc.kind, reason=exc.reason)
     except ProviderError as exc:
-        click.echo(f"memledger: verification failed: could not fetch headers: {exc}", err=True)
-        sys.exit(3)
+        fail(f"verification failed: could not fetch headers: {exc}", 3, kind="header",
+             reason="unavailable")
 
 
 @click.command("get")

@@ -220,6 +220,10 @@ def test_projection_edit_is_caught_by_verified_reads(env: Env) -> None:
         assert out.returncode == 3, out
         assert out.stderr.count("\n") == 1 and "verification failed" in out.stderr, out.stderr
         assert "content differs" in out.stderr, out.stderr
+    out = env.cli("get", memory.id, "--verify", "--json")
+    assert out.returncode == 3
+    error = json.loads(out.stderr)
+    assert (error["kind"], error["reason"]) == ("proof", "served_differs"), error
 
 
 class _Proxy(BaseHTTPRequestHandler):
