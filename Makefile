@@ -63,11 +63,13 @@ cometbft-protos:
 		's|^[[:space:]]*github.com/cosmos/gogoproto \(v[^[:space:]]*\).*|\1|p' \
 		"$$(go env GOMODCACHE)/github.com/cometbft/cometbft@v$(COMETBFT_VERSION)/go.mod")"
 
+# Each test file in its own pytest process (scripts/run_tests.py), so a green run proves
+# every file passes alone. TEST_JOBS=2 runs two files at a time.
 test: install cometbft cometbft-protos
-	$(PY) -m pytest -q
+	$(PY) scripts/run_tests.py
 
 test-unit: install cometbft-protos
-	$(PY) -m pytest -q tests/unit
+	$(PY) scripts/run_tests.py tests/unit
 
 lint: install
 	$(VENV)/bin/ruff check .

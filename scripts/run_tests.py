@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Run the test suite one test file per pytest process: `make test` (and so CI) uses this.
+
+A file that passes only because an earlier file left state behind (a key, a memory, a
+module-level cache, an imported side effect) fails here, so a green run proves that every
+test file passes alone. Output: one line per file as it finishes, the full pytest output of
+any file that failed, then a summary with totals, the slowest files and the command that
+reruns each failure. Exit status 0 only if every file passed (a file whose tests were all
+deselected counts as passed).
+
+    scripts/run_tests.py                        # tests/ (unit, fuzz, integration, e2e)
+    scripts/run_tests.py tests/unit -j 2        # two files at a time
+    scripts/run_tests.py tests/integration -- -m "not postgres" -x
+
+Arguments after `--` go to every pytest process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+#: fast tiers first, so a broken unit test is reported before the nets start
+TIERS = ("unit", "fuzz", "integration", "e2e")
+NO_TESTS_COLLECTED = 5  # pytest's exit status when nothing was selected
+_COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b")
+
+
+@dataclass
+class Result:
+    path: str
+    returncode: int
+    seconds: float
+    output: str
+    counts: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode in (0, NO_TESTS_COLLECTED)
+
+    def tally(self) -> str:
+        return ", ".join(f"{n} {kind}" for kind, n in self.counts.items()) or "no tests"
+
+
+def discover(paths: list[str]) -> list[Path]:
+    """Every test_*.py / *_test.py under `paths` (files taken as given), fast tiers first."""
+    found: set[Path] = set()
+    for raw in paths:
+        path = Path(raw)
+        if path.is_file():
+            found.add(path)
+        elif path.is_dir():
+            found.update(p for p in path.rglob("*.py")
+                         if p.name.startswith("test_") or p.name.endswith("_test.py"))
+        else:
+            raise SystemExit(f"run_tests: no such file or directory: {raw}")
+
+    def order(p: Path) -> tuple[int, str]:
+        tier = next((i for i, name in enumerate(TIERS) if name in p.parts), len(TIERS))
+        return tier, p.as_posix()
+
+    return sorted(found, key=order)
+
+
+def parse_counts(output: str) -> Counter[str]:
+    """The outcome counts of pytest's final summary line."""
+    for line in reversed(output.strip().splitlines()):
+        if re.search(r"\bin [\d.]+s\b", line) and _COUNT.search(line):
+            counts: Counter[str] = Counter()
+            for n, kind in _COUNT.findall(line):
+                counts["errors" if kind == "error" else kind] += int(n)
+            return counts
+    return Counter()
+
+
+def run_file(path: Path, pytest_args: list[str]) -> Result:
+    # No schemathesis pytest plugin: no test uses it (the conformance test runs the `st`
+    # CLI) and importing it costs about a second of CPU per process.
+    cmd = [sys.executable, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider",
+           "-p", "no:schemathesis", path.as_posix(), *pytest_args]
+    started = time.monotonic()
+    proc = subprocess.run(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, errors="replace", stdin=subprocess.DEVNULL)
+    seconds = time.monotonic() - started
+    return Result(path.as_posix(), proc.returncode, seconds, proc.stdout,
+                  parse_counts(proc.stdout))
+
+
+def _rel(path: Path) -> Path:
+    try:
+        return path.resolve().relative_to(REPO)
+    except ValueError:
+        return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    pytest_args: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, pytest_args = argv[:cut], argv[cut + 1:]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="*", default=["tests"],
+                        help="test files or directories (default: tests)")
+    parser.add_argument("-j", "--jobs", type=int, default=int(os.environ.get("TEST_JOBS", 1)),
+                        help="files run at once (default: $TEST_JOBS or 1)")
+    args = parser.parse_args(argv)
+
+    files = [_rel(p) for p in discover(args.paths)]
+    if not files:
+        print("run_tests: no test files found", file=sys.stderr)
+        return 1
+    width = len(str(len(files)))
+    print(f"run_tests: {len(files)} test files, each in its own pytest process "
+          f"({args.jobs} at a time)", flush=True)
+    started = time.monotonic()
+    results: list[Result] = []
+    lock = threading.Lock()
+
+    def report(result: Result) -> None:
+        with lock:
+            results.append(result)
+            status = "ok  " if result.ok else "FAIL"
+            print(f"[{len(results):>{width}}/{len(files)}] {status} {result.seconds:6.1f}s  "
+                  f"{result.path}  ({result.tally()})", flush=True)
+            if not result.ok:
+                bar = "=" * 30
+                print(f"{bar} output of {result.path} (exit {result.returncode}) {bar}\n"
+                      f"{result.output.rstrip()}\n{'=' * 78}", flush=True)
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            futures = [pool.submit(run_file, f, pytest_args) for f in files]
+            for future in as_completed(futures):
+                report(future.result())
+    except KeyboardInterrupt:
+        print("\nrun_tests: interrupted", file=sys.stderr)
+        return 130
+
+    wall = time.monotonic() - started
+    totals: Counter[str] = Counter()
+    for r in results:
+        totals.update(r.counts)
+    failed = sorted((r for r in results if not r.ok), key=lambda r: r.path)
+    print(f"\nrun_tests: {len(results)} files in {wall / 60:.1f} min "
+          f"(sum of file times {sum(r.seconds for r in results) / 60:.1f} min): "
+          f"{', '.join(f'{n} {k}' for k, n in sorted(totals.items())) or 'no tests'}")
+    slowest = sorted(results, key=lambda r: r.seconds, reverse=True)[:5]
+    print("slowest: " + ", ".join(f"{r.path} {r.seconds:.0f}s" for r in slowest))
+    if failed:
+        python = Path(sys.executable)
+        if python.is_relative_to(REPO):
+            python = python.relative_to(REPO)
+        print(f"\n{len(failed)} of {len(results)} test files FAILED (each ran alone); rerun with:")
+        for r in failed:
+            print(f"  {python} -m pytest {r.path} {' '.join(pytest_args)}".rstrip()
+                  + f"   # exit {r.returncode}, {r.tally()}")
+        return 1
+    print(f"all {len(results)} test files passed, each in its own process")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
