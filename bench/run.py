@@ -35,6 +35,8 @@ FULL: dict[str, list[str]] = {
     "read": ["bench.bench_read", "--million", "--canonical"],
     "nonce": ["bench.bench_nonce", "--writers", "1", "8", "64", "--submits", "1000"],
     "statesync": ["bench.bench_statesync", "--net", "100000", "--sizes", "100000", "1000000"],
+    # Verified reads: proof bytes and client verify time at 100k and 1M, REST prove cost.
+    "proofs": ["bench.bench_proofs", "--sizes", "100000", "1000000", "--node"],
 }
 QUICK: dict[str, list[str]] = {
     "engine": ["bench.bench_engine", "--txs", "500", "--rounds", "1"],
