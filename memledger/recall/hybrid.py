@@ -27,13 +27,15 @@ OVERFETCH_CAP = 20_000
 Ranked = list[tuple[str, float]]
 
 
-def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> Ranked:
-    """Reciprocal rank fusion: score(d) = sum over rankings of 1 / (k + rank(d)), rank
-    from 1. Ties break by id so pages are stable."""
+def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K,
+        weights: Sequence[float] | None = None) -> Ranked:
+    """Weighted reciprocal rank fusion: score(d) = sum over rankings of
+    w / (k + rank(d)), rank from 1. Ties break by id so pages are stable."""
     scores: dict[str, float] = {}
-    for ranking in rankings:
+    for i, ranking in enumerate(rankings):
+        w = 1.0 if weights is None else weights[i]
         for rank, doc in enumerate(ranking, start=1):
-            scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
+            scores[doc] = scores.get(doc, 0.0) + w / (k + rank)
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 

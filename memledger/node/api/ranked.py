@@ -14,6 +14,7 @@ the same query and mode; at most MAX_RANKED results are reachable.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,8 @@ MAX_RANKED = 1000
 RANKED_CURSOR = "ranked"
 #: candidates each leg of hybrid brings to the fusion, at least
 HYBRID_DEPTH = 50
+#: weight of the any-word leg in hybrid's fusion (the semantic leg weighs 1)
+TEXT_WEIGHT = float(os.environ.get("MEMLEDGER_HYBRID_TEXT_WEIGHT", "0.5"))
 
 
 @dataclass(frozen=True)
@@ -56,8 +59,27 @@ def parse_offset(cursor: str | None) -> int:
     return int(offset)
 
 
-def _fts_any(text: str) -> str | None:
+#: Question and function words, dropped from hybrid's any-word leg (where "what", "the"
+#: or "do" would rank every memory that has them); kept when nothing else is left.
+STOPWORDS = frozenset("""
+a about above after again all am an and any are as at be because been before being below
+between both but by can could did do does doing down during each few for from further had
+has have having he her here hers him his how i if in into is it its itself just me more most
+my myself no nor not now of off on once only or other our ours out over own same she should
+so some such than that the their theirs them then there these they this those through to
+too under until up very was we were what when where which while who whom why will with
+would you your yours
+""".split())
+
+
+def content_words(text: str) -> list[str]:
     words = query_words(text)
+    kept = [w for w in words if w.lower().strip("?!.,;:'\"") not in STOPWORDS]
+    return kept or words
+
+
+def _fts_any(text: str) -> str | None:
+    words = content_words(text)
     if not words:
         return None
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
@@ -88,7 +110,7 @@ def text_ranked(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
         query = apply_filters(query, flt).order_by(sa.text("r"), memories.c.id).limit(n)
         return [(str(r.id), -float(r.r)) for r in conn.execute(query)]
     if dialect == "postgresql":
-        words = " ".join(query_words(text))
+        words = " ".join(content_words(text) if any_word else query_words(text))
         if not words:
             return []
         tsq: Any = sa.func.plainto_tsquery(sa.literal_column(f"'{TS_CONFIG}'::regconfig"),
@@ -152,7 +174,8 @@ def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
         depth = max(want, HYBRID_DEPTH)
         words = text_ranked(conn, flt, flt.q, depth, any_word=True)
         meaning = semantic(conn, flt, flt.q, depth, indexer)
-        ranked = rrf([[m for m, _ in words], [m for m, _ in meaning]])[:want]
+        ranked = rrf([[m for m, _ in words], [m for m, _ in meaning]],
+                     weights=(TEXT_WEIGHT, 1.0))[:want]
     window = ranked[offset:offset + limit]
     rows: dict[str, Any] = {}
     if window:
