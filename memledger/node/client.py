@@ -587,16 +587,22 @@ class MemLedgerClient(_Core):
                tags: Sequence[str] = (), wait: str = "commit",
                decide_timeout: float = 30.0) -> TxReceipt:
         """Propose a memory. `wait="commit"` returns once its tx is in a block (the memory
-        is then `proposed`); `wait="decided"` also waits for the validators' decision, so
-        `memory_status` is `committed` or `deprecated` (see `wait_decided`)."""
+        is then `proposed`); `wait="decided"` also waits up to `decide_timeout` seconds for
+        the validators' decision: `memory_status` is then `committed` or `deprecated`, or
+        still `proposed` if they have not decided by then."""
         mid, make = self._submit_maker(memory_id, content, domain, type, confidence, tags)
         if wait != "decided":
             return self._send("/v1/memories", make, wait, mid)
         receipt = self._send("/v1/memories", make, "commit", mid)
         if not receipt.included:
             return receipt
-        memory = self.wait_decided(mid, decide_timeout)
-        return dataclasses.replace(receipt, memory_status=memory.status)
+        try:
+            status = self.wait_decided(mid, decide_timeout).status
+        except MemLedgerError as err:
+            if err.name != "decision_timeout":
+                raise
+            status = "proposed"  # included, not decided yet: the receipt says so
+        return dataclasses.replace(receipt, memory_status=status)
 
     def vote(self, memory_id: str, decision: str = "accept", *, wait: str = "commit") -> TxReceipt:
         return self._send("/v1/txs", lambda b, n: b.vote(n, memory_id, decision), wait, memory_id)
@@ -873,8 +879,13 @@ class AsyncMemLedgerClient(_Core):
         receipt = await self._send("/v1/memories", make, "commit", mid)
         if not receipt.included:
             return receipt
-        memory = await self.wait_decided(mid, decide_timeout)
-        return dataclasses.replace(receipt, memory_status=memory.status)
+        try:
+            status = (await self.wait_decided(mid, decide_timeout)).status
+        except MemLedgerError as err:
+            if err.name != "decision_timeout":
+                raise
+            status = "proposed"
+        return dataclasses.replace(receipt, memory_status=status)
 
     async def vote(self, memory_id: str, decision: str = "accept", *,
                    wait: str = "commit") -> TxReceipt:
