@@ -239,10 +239,12 @@ class HttpEmbedder(Embedder):
     """An Ollama-style server: POST {url}/api/embed {"model": m, "input": [...]} answers
     {"embeddings": [[...], ...]}. The dimension is probed once at start."""
 
-    def __init__(self, model: str, url: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, model: str, url: str, timeout_s: float = 30.0,
+                 transport: Any = None) -> None:
         import httpx
 
-        self._client = httpx.Client(base_url=url.rstrip("/"), timeout=timeout_s)
+        self._client = httpx.Client(base_url=url.rstrip("/"), timeout=timeout_s,
+                                    transport=transport)
         self._model = model
         self.name = f"http:{model}"
         self.version = "1"

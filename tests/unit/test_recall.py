@@ -1,0 +1,126 @@
+"""Recall building blocks without a node: embedders, the persisted index (its meta file is
+the commit point), filtered semantic top-k on both paths, and rank fusion."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from memledger.recall.embedder import (
+    EmbedderUnavailable,
+    HttpEmbedder,
+    make_embedder,
+)
+from memledger.recall.hybrid import rrf, semantic_ranked
+from memledger.recall.index import VectorIndex, memory_key
+
+
+@pytest.fixture(scope="module")
+def wordllama():  # type: ignore[no-untyped-def]
+    embedder = make_embedder("wordllama")
+    assert embedder is not None
+    return embedder
+
+
+def test_wordllama_offline_unit_vectors_and_meaning(wordllama) -> None:  # type: ignore[no-untyped-def]
+    assert (wordllama.name, wordllama.dim) == ("wordllama-l2_supercat", 256)
+    docs = wordllama.embed(["Our cat Miso is allergic to chicken, so buy salmon food",
+                            "The marketing budget for the third quarter is 40,000 euros"])
+    assert docs.shape == (2, 256) and docs.dtype == np.float32
+    assert np.allclose(np.linalg.norm(docs, axis=1), 1.0, atol=1e-5)
+    pet, ads = wordllama.embed(["what should the pet not eat",
+                                "how much money can advertising spend this summer"])
+    assert pet @ docs[0] > pet @ docs[1] and ads @ docs[1] > ads @ docs[0]
+    assert np.array_equal(wordllama.embed(["same"]), wordllama.embed(["same"]))
+    assert make_embedder("none") is None and make_embedder("") is None
+    with pytest.raises(EmbedderUnavailable):
+        make_embedder("no-such-model")
+
+
+def test_http_embedder_speaks_the_ollama_shape() -> None:
+    seen = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        seen.append((request.url.path, body["model"]))
+        return httpx.Response(200, json={"embeddings": [[3.0, 4.0] for _ in body["input"]]})
+
+    emb = HttpEmbedder("nomic", "http://embed.invalid", transport=httpx.MockTransport(handler))
+    assert emb.dim == 2 and emb.name == "http:nomic"
+    assert np.allclose(emb.embed(["a", "b"]), [[0.6, 0.8], [0.6, 0.8]])
+    assert seen[-1] == ("/api/embed", "nomic")
+
+
+def _filled(tmp_path: Path, embedder, n: int = 300) -> VectorIndex:  # type: ignore[no-untyped-def]
+    index = VectorIndex(tmp_path / "recall", embedder)
+    assert index.open() == "missing"
+    items = [(f"m-{i}", f"note {i} about topic {i % 7} and colour {i % 5}") for i in range(n)]
+    items.append(("m-cat", "Our cat Miso is allergic to chicken, so buy salmon food"))
+    index.add(items, height=10)
+    return index
+
+
+def test_index_persists_and_meta_is_the_commit_point(tmp_path: Path, wordllama) -> None:  # type: ignore[no-untyped-def]
+    index = _filled(tmp_path, wordllama)
+    index.save()
+    q = wordllama.embed(["what should the pet not eat"])[0]
+    first = index.search(q, 5)
+    assert first[0][0] == "m-cat"
+    # more vectors and a newer file, but the process dies before meta.json moves
+    index.add([("m-late", "a late memory")], height=11)
+    index._index.save(str(index.folder / "vectors-99.usearch"))
+    index.close()
+
+    again = VectorIndex(tmp_path / "recall", wordllama)
+    assert again.open() is None
+    assert again.meta.indexed_height == 10 and len(again) == 301  # never claims m-late
+    assert again.search(q, 5) == first
+    again.close()
+
+    (tmp_path / "recall" / again.meta.vectors_file).unlink()
+    broken = VectorIndex(tmp_path / "recall", wordllama)
+    assert "missing vectors file" in (broken.open() or "")
+    assert len(broken) == 0 and broken.meta.indexed_height == 0
+    broken.close()
+
+
+def test_other_model_forces_rebuild(tmp_path: Path, wordllama) -> None:  # type: ignore[no-untyped-def]
+    index = _filled(tmp_path, wordllama, n=10)
+    index.save()
+    index.close()
+    small = make_embedder("wordllama:128")
+    assert small is not None and small.dim == 128
+    other = VectorIndex(tmp_path / "recall", small)
+    reason = other.open() or ""
+    assert reason.startswith("built by wordllama-l2_supercat ") and len(other) == 0
+    other.close()
+
+
+def test_semantic_top_k_respects_filters_on_both_paths(tmp_path: Path, wordllama) -> None:  # type: ignore[no-untyped-def]
+    index = _filled(tmp_path, wordllama)
+    q = wordllama.embed(["what should the pet not eat"])[0]
+    allowed = {f"m-{i}" for i in range(0, 300, 30)}  # 10 memories, m-cat not among them
+
+    def keep(ids: list[str]) -> set[str]:
+        return {m for m in ids if m in allowed}
+
+    broad = semantic_ranked(index, q, 5, keep, None)  # HNSW, widened until 5 survive
+    assert len(broad) == 5 and all(m in allowed for m, _ in broad)
+    narrow = semantic_ranked(index, q, 5, keep, lambda cap: sorted(allowed))  # exact
+    exact = sorted(((m, float(s)) for m, s in index.similarities(q, sorted(allowed)).items()),
+                   key=lambda kv: -kv[1])
+    assert [m for m, _ in narrow] == [m for m, _ in exact[:5]]
+    assert semantic_ranked(index, q, 3, None, None)[0][0] == "m-cat"
+    assert memory_key("m-cat") == memory_key("m-cat") < 1 << 63
+
+
+def test_rrf_fuses_and_breaks_ties_by_id() -> None:
+    fused = rrf([["a", "b", "c"], ["c", "a", "d"]])
+    assert [m for m, _ in fused] == ["a", "c", "b", "d"]
+    assert fused[0][1] == pytest.approx(1 / 61 + 1 / 62)
+    assert [m for m, _ in rrf([["x"], ["y"]])] == ["x", "y"]
+    assert [m for m, _ in rrf([["x"], ["y"]], weights=(0.5, 1.0))] == ["y", "x"]
