@@ -190,7 +190,7 @@ def projection_rebuild(home: Path, db_url: str, as_json: bool) -> None:
     proj = Projection(target)
     try:
         count = proj.rebuild(_counted(store.iter_prefix(b"")), store.last_height,
-                             store.last_app_hash)
+                             store.last_app_hash, content_of=store.get)
         result = {"records": count, "height": store.last_height, "db_url": target}
     finally:
         proj.close()

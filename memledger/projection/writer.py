@@ -19,8 +19,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 
 from memledger.projection.mapping import Batch, add_change
+from memledger.projection.rebuild import ContentLookup, rebuild
 from memledger.projection.schema import (
-    drop_search,
     install_search,
     make_engine,
     memories,
@@ -160,27 +160,10 @@ class Projection:
 
     # ----------------------------------------------------------------- rebuild
     def rebuild(self, items: Iterator[tuple[bytes, bytes]], height: int, app_hash: bytes,
-                chunk: int = 5000) -> int:
-        """Drop and recreate every table from canonical state; returns records read."""
-        drop_search(self.engine)
-        metadata.drop_all(self.engine)
-        metadata.create_all(self.engine)
-        # The full-text index is built once at the end: kept in step row by row, every
-        # content (which arrives after all memory records, in key order) would re-index.
-        count = 0
-        with self.engine.begin() as conn:
-            batch = Batch()
-            for key, value in items:
-                add_change(batch, key, value)
-                count += 1
-                if count % chunk == 0:
-                    self._apply(conn, batch)
-                    batch = Batch()
-            self._apply(conn, batch)
-            if height:
-                conn.execute(receipts.insert().values(height=height, app_hash=app_hash.hex()))
-        install_search(self.engine)
-        return count
+                *, content_of: ContentLookup | None = None) -> int:
+        """Drop and recreate every table from canonical state; returns records read
+        (`rebuild.py`: pass `content_of` to write each memory with its content)."""
+        return rebuild(self.engine, items, height, app_hash, content_of=content_of)
 
     def last_receipt(self) -> tuple[int, str] | None:
         with self.engine.connect() as conn:

@@ -141,7 +141,7 @@ class StateSync:
             return self._reject(str(exc))
         self._restore = None
         count = self.projection.rebuild(self.store.iter_prefix(b""), restore.info.height,
-                                        restore.trusted_app_hash)
+                                        restore.trusted_app_hash, content_of=self.store.get)
         self.on_restored()
         log.info("restored height %d (app version %d): %d records, projection rebuilt (%d)",
                  restore.info.height, version, restore.records, count)
