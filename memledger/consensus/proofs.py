@@ -2,12 +2,18 @@
 
 Why two ops: a CometBFT-style client runs proof ops in order, each turning the value of
 the layer below into the root of its own layer. Our commitment (docs/APP_HASH.md) has two
-layers, so a proof is two ops. For an absence proof their `data` fields, concatenated,
-are exactly `Proof.to_bytes()`:
+layers, so a proof is two ops:
 
-- `ml.bucket.v1` (absence): key = the record key, data = `u16be(bucket) || u32be(m) ||
-  entries` (every key of the bucket with its value hash). Turns (key, absence) into the
-  bucket hash; absence needs every key, to show none is the asked one.
+- `ml.gap.v1` (absence): key = the record key, data = `u16be(bucket) || u32be(m) ||
+  u32be(i) || left || right || (m - full) entry digests`. `i` is where the key would
+  sort among the bucket's m entries; `left` (entry i-1, if i > 0) and `right` (entry i,
+  if i < m) are given in full (`u32be(len k) || k || value hash`), every other entry as
+  its digest, in bucket order. The bucket hash commits to its entries sorted by key
+  (docs/APP_HASH.md), so two adjacent committed keys around the asked one prove there is
+  nothing between them.
+- `ml.bucket.v1` (the full form, either case): key = the record key, data =
+  `u16be(bucket) || u32be(m) || entries` (every key with its value hash), exactly
+  `Proof.to_bytes()` without the path. Served only when asked for (`compact=False`).
 - `ml.entry.v1` (inclusion): key = the record key, data = `u16be(bucket) || u32be(i) ||
   u32be(m) || (m-1) entry digests`, the other entries of the bucket as 32-byte digests
   in bucket order, the proven entry going at position i. Turns (key, value) into the
@@ -31,6 +37,7 @@ from memledger.consensus.store import records
 from memledger.consensus.store.commitment import (
     BUCKET_BITS,
     NUM_BUCKETS,
+    ZERO_HASH,
     Proof,
     ProofFormatError,
     bucket_of,
@@ -44,6 +51,7 @@ from memledger.consensus.store.commitment import (
 __all__ = [
     "BUCKET_OP",
     "ENTRY_OP",
+    "GAP_OP",
     "TREE_OP",
     "RECORD_PATHS",
     "ProofOp",
@@ -55,6 +63,7 @@ __all__ = [
 
 BUCKET_OP = "ml.bucket.v1"
 ENTRY_OP = "ml.entry.v1"
+GAP_OP = "ml.gap.v1"
 TREE_OP = "ml.tree.v1"
 
 
@@ -70,8 +79,8 @@ class ProofOp:
 def encode_ops(key: bytes, proof: Proof, *, compact: bool = True) -> list[ProofOp]:
     """The two ops for `proof` of `key` (see the module docstring).
 
-    A present key gets the compact `ml.entry.v1` op unless `compact` is False; an absent
-    key always gets the full bucket.
+    A present key gets the compact `ml.entry.v1` op and an absent one `ml.gap.v1`, unless
+    `compact` is False (the full bucket, `ml.bucket.v1`).
     """
     raw = proof.to_bytes()
     split = len(raw) - 32 * BUCKET_BITS
@@ -84,7 +93,23 @@ def encode_ops(key: bytes, proof: Proof, *, compact: bool = True) -> list[ProofO
         data = (bucket_prefix(proof.bucket) + i.to_bytes(4, "big")
                 + len(keys).to_bytes(4, "big") + others)
         return [ProofOp(ENTRY_OP, key, data), tree]
+    if compact:
+        return [ProofOp(GAP_OP, key, _gap_data(key, proof)), tree]
     return [ProofOp(BUCKET_OP, key, raw[:split]), tree]
+
+
+def _full_entry(key: bytes, vh: bytes) -> bytes:
+    return len(key).to_bytes(4, "big") + key + vh
+
+
+def _gap_data(key: bytes, proof: Proof) -> bytes:
+    entries = proof.entries
+    i = sum(1 for k, _ in entries if k < key)
+    full = {j for j in (i - 1, i) if 0 <= j < len(entries)}
+    parts = [bucket_prefix(proof.bucket), len(entries).to_bytes(4, "big"), i.to_bytes(4, "big")]
+    parts += [_full_entry(*entries[j]) for j in sorted(full)]
+    parts += [entry_digest(*entries[j]) for j in range(len(entries)) if j not in full]
+    return b"".join(parts)
 
 
 def verify_ops(root: bytes, key: bytes, value: bytes | None, ops: Sequence[ProofOp]) -> bool:
@@ -92,9 +117,69 @@ def verify_ops(root: bytes, key: bytes, value: bytes | None, ops: Sequence[Proof
     try:
         if len(ops) == 2 and ops[0].type == ENTRY_OP:
             return value is not None and _verify_entry(root, key, value, ops[0], ops[1])
+        if len(ops) == 2 and ops[0].type == GAP_OP:
+            return value is None and _verify_gap(root, key, ops[0], ops[1])
         return verify_proof(root, key, value, decode_ops(key, ops))
     except ProofFormatError:
         return False
+
+
+def _climb(root: bytes, bucket: int, leaf: bytes, tree: ProofOp) -> bool:
+    """Bucket hash -> root through the tree op's 16 siblings."""
+    if tree.type != TREE_OP or tree.key != bucket_prefix(bucket) \
+            or len(tree.data) != 32 * BUCKET_BITS:
+        return False
+    h = leaf
+    i = NUM_BUCKETS + bucket
+    for j in range(BUCKET_BITS):
+        sib = tree.data[32 * j:32 * j + 32]
+        h = node_hash(sib, h) if i & 1 else node_hash(h, sib)
+        i >>= 1
+    return h == root
+
+
+def _verify_gap(root: bytes, key: bytes, op: ProofOp, tree: ProofOp) -> bool:
+    """Absence: the neighbours around `key` are adjacent committed entries of its bucket."""
+    data = op.data
+    if op.key != key or len(data) < 10:
+        return False
+    bucket = int.from_bytes(data[0:2], "big")
+    count = int.from_bytes(data[2:6], "big")
+    index = int.from_bytes(data[6:10], "big")
+    if bucket != bucket_of(key) or index > count:
+        return False
+    pos = 10
+    full: dict[int, bytes] = {}
+    prev: bytes | None = None
+    for j in (index - 1, index):
+        if not 0 <= j < count:
+            continue
+        if pos + 4 > len(data):
+            return False
+        klen = int.from_bytes(data[pos:pos + 4], "big")
+        end = pos + 4 + klen + 32
+        if end > len(data):
+            return False
+        k, vh = data[pos + 4:pos + 4 + klen], data[pos + 4 + klen:end]
+        if bucket_of(k) != bucket or (j == index - 1 and not k < key) \
+                or (j == index and not key < k) or (prev is not None and not prev < k):
+            return False
+        full[j] = entry_digest(k, vh)
+        prev = k
+        pos = end
+    rest = data[pos:]
+    if len(rest) != 32 * (count - len(full)):
+        return False
+    digests = []
+    it = 0
+    for j in range(count):
+        if j in full:
+            digests.append(full[j])
+        else:
+            digests.append(rest[32 * it:32 * it + 32])
+            it += 1
+    leaf = sha256(b"\x01" + b"".join(digests)).digest() if count else ZERO_HASH
+    return _climb(root, bucket, leaf, tree)
 
 
 def _verify_entry(root: bytes, key: bytes, value: bytes, op: ProofOp, tree: ProofOp) -> bool:
@@ -110,13 +195,8 @@ def _verify_entry(root: bytes, key: bytes, value: bytes, op: ProofOp, tree: Proo
         return False
     others = data[10:]
     mine = entry_digest(key, value_hash(value))
-    h = sha256(b"\x01" + others[:32 * index] + mine + others[32 * index:]).digest()
-    i = NUM_BUCKETS + bucket
-    for j in range(BUCKET_BITS):
-        sib = tree.data[32 * j:32 * j + 32]
-        h = node_hash(sib, h) if i & 1 else node_hash(h, sib)
-        i >>= 1
-    return h == root
+    leaf = sha256(b"\x01" + others[:32 * index] + mine + others[32 * index:]).digest()
+    return _climb(root, bucket, leaf, tree)
 
 
 def decode_ops(key: bytes, ops: Sequence[ProofOp]) -> Proof:

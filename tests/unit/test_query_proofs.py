@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from memledger.consensus.codes import QUERY_CODESPACE, QueryCode
 from memledger.consensus.proofs import (
     BUCKET_OP,
     ENTRY_OP,
+    GAP_OP,
     TREE_OP,
     ProofOp,
     decode_ops,
@@ -22,7 +24,7 @@ from memledger.consensus.proofs import (
 )
 from memledger.consensus.query import QueryService
 from memledger.consensus.store import records
-from memledger.consensus.store.commitment import verify_proof
+from memledger.consensus.store.commitment import bucket_of, verify_proof
 from memledger.consensus.store.state import CanonicalStore
 from memledger.consensus.wire._pb import abci_pb2 as pb
 
@@ -104,19 +106,25 @@ def test_exclusion_proof_for_every_record_path(service: QueryService, path: str)
     resp = _ask(service, path, ABSENT[path])
     assert resp.code == QueryCode.NOT_FOUND and resp.codespace == QUERY_CODESPACE
     assert resp.value == b"" and resp.height == 7
-    proof = decode_ops(resp.key, _ops(resp))
+    assert [o.type for o in resp.proof_ops.ops] == [GAP_OP, TREE_OP]
     root = service.store.last_app_hash
+    assert verify_ops(root, resp.key, None, _ops(resp))
+    assert not verify_ops(root, resp.key, b"anything", _ops(resp))
+    full = encode_ops(resp.key, service.store.prove(resp.key), compact=False)
+    proof = decode_ops(resp.key, full)
     assert verify_proof(root, resp.key, None, proof)
     assert not verify_proof(root, resp.key, b"anything", proof)
-    assert verify_ops(root, resp.key, None, _ops(resp))
+    assert verify_ops(root, resp.key, None, full)
 
 
 def test_absence_ops_concatenate_to_the_documented_encoding(service: QueryService) -> None:
-    resp = _ask(service, "/memory", b"m-missing")
-    assert [o.type for o in resp.proof_ops.ops] == [BUCKET_OP, TREE_OP]
-    joined = b"".join(o.data for o in resp.proof_ops.ops)
-    assert joined == service.store.prove(resp.key).to_bytes()
-    assert len(joined) <= 2048
+    key = records.memory_key("m-missing")
+    proof = service.store.prove(key)
+    ops = encode_ops(key, proof, compact=False)
+    assert [o.type for o in ops] == [BUCKET_OP, TREE_OP]
+    assert b"".join(o.data for o in ops) == proof.to_bytes()
+    compact = _ask(service, "/memory", b"m-missing").proof_ops.ops
+    assert sum(len(o.data) for o in compact) <= len(proof.to_bytes()) + 4
 
 
 def test_unproven_queries_keep_working(service: QueryService) -> None:
@@ -148,13 +156,37 @@ def _flips(data: bytes) -> Iterator[bytes]:
         yield data[:i] + bytes([data[i] ^ 0x80]) + data[i + 1:]
 
 
+def _gap_keys() -> list[bytes]:
+    """Absent keys in the shared bucket: before, between and after its two entries."""
+    target = bucket_of(COLLIDE[0])
+    out = []
+    for prefix in ("a/", "c/15", "z/"):  # sorts before c/127, between, after c/202
+        i = 0
+        while bucket_of(f"{prefix}{i}".encode()) != target:
+            i += 1
+        out.append(f"{prefix}{i}".encode())
+    assert out[0] < COLLIDE[0] < out[1] < COLLIDE[1] < out[2]
+    return out
+
+
 @pytest.mark.parametrize("path", ["/memory", "/validators", "absent", "full-bucket",
-                                  "shared-bucket"])
+                                  "shared-bucket", "full-bucket-absent", "gap-0", "gap-1",
+                                  "gap-2"])
 def test_every_single_byte_mutation_fails(service: QueryService, path: str) -> None:
     if path == "absent":
         resp = _ask(service, "/memory", b"m-missing")
         key, value = resp.key, None
         ops = _ops(resp)
+    elif path.startswith("gap-"):  # absence between / around neighbours in one bucket
+        key, value = _gap_keys()[int(path[-1])], None
+        resp = _ask(service, "/key", key)
+        ops = _ops(resp)
+        assert resp.code == QueryCode.NOT_FOUND and ops[0].type == GAP_OP
+        assert int.from_bytes(ops[0].data[2:6], "big") == 2
+        assert int.from_bytes(ops[0].data[6:10], "big") == int(path[-1])
+    elif path == "full-bucket-absent":
+        key, value = records.memory_key("m-missing"), None
+        ops = encode_ops(key, service.store.prove(key), compact=False)
     elif path == "shared-bucket":  # compact inclusion with a neighbour before it
         key = COLLIDE[1]
         resp = _ask(service, "/key", key)
@@ -198,3 +230,18 @@ def test_every_single_byte_mutation_fails(service: QueryService, path: str) -> N
         assert not _verifies(bad, key, value, ops)
     assert not _verifies(root, key, value, ops[:1])
     assert not _verifies(root, key, value, ops + ops[1:])
+
+
+def test_a_gap_proof_cannot_claim_a_present_key_absent(service: QueryService) -> None:
+    from memledger.consensus import proofs
+
+    root = service.store.last_app_hash
+    for key in COLLIDE:
+        proof = service.store.prove(key)
+        tree = encode_ops(key, proof)[1]
+        forged = ProofOp(GAP_OP, key, proofs._gap_data(key, proof))
+        assert not verify_ops(root, key, None, [forged, tree])
+        # Nor with the entry itself dropped from the bucket.
+        without = replace(proof, entries=tuple(e for e in proof.entries if e[0] != key))
+        forged = ProofOp(GAP_OP, key, proofs._gap_data(key, without))
+        assert not verify_ops(root, key, None, [forged, tree])
