@@ -1,0 +1,215 @@
+"""Benchmark: recall quality (recall@5, MRR) of text, semantic and hybrid search, per
+embedder, on the committed evaluation set bench/data/recall_eval.json.
+
+The set (bench/data/make_recall_eval.py): 222 memories — 60 facts, 90 distractors and 4
+multi-session conversations whose every turn is a memory — and 205 labelled queries:
+paraphrase (no content word shared with the memory), keyword, mixed, and questions about
+the conversations. Every memory is submitted through a real in-process chain (the
+node's Commit path and SQL projection); the REST app (TestClient) then serves
+GET /v1/memories?q=...&mode=...&limit=5 exactly as a node does, with the embedder's
+vector index fed by the follower.
+
+recall@5 = |relevant in top 5| / min(|relevant|, 5); MRR = 1 / rank of the first relevant
+hit (0 if none in the top 10). Also: index build rate and per-query latency.
+
+    .venv/bin/python bench/bench_recall.py                       # wordllama
+    .venv/bin/python bench/bench_recall.py --embedders wordllama minilm
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from memledger.devtools.chain import LocalChain, seeded_key  # noqa: E402
+from memledger.node.api import ApiSettings, create_app  # noqa: E402
+
+EVAL = ROOT / "bench" / "data" / "recall_eval.json"
+MODES = ("text", "semantic", "hybrid")
+KINDS = ("paraphrase", "keyword", "mixed", "conversation")
+
+
+def build_chain(folder: Path, memories: list[dict[str, Any]]) -> LocalChain:
+    chain = LocalChain(folder / "chain")
+    key = seeded_key("recall-eval")
+    b = chain.builder(key)
+    for i in range(0, len(memories), 50):
+        txs = [b.submit(chain.next_nonce(key), m["id"], m["content"], domain=m["domain"],
+                        tags=m["tags"]) for m in memories[i:i + 50]]
+        results = chain.block(txs)
+        bad = [r for r in results if r.code != 0]
+        assert not bad, bad
+    return chain
+
+
+def score(ranked: list[str], relevant: list[str]) -> tuple[float, float]:
+    top5 = ranked[:5]
+    rec = len(set(top5) & set(relevant)) / min(len(relevant), 5)
+    rr = 0.0
+    for rank, mid in enumerate(ranked[:10], start=1):
+        if mid in relevant:
+            rr = 1.0 / rank
+            break
+    return rec, rr
+
+
+def evaluate(chain: LocalChain, folder: Path, embedder: str,
+             queries: list[dict[str, Any]]) -> dict[str, Any]:
+    settings = ApiSettings(db_url=chain.db_url, rpc_url="http://127.0.0.1:9", chain_id="x",
+                           embedder=embedder, index_dir=folder / f"recall-{embedder}")
+    started = time.perf_counter()
+    app = create_app(settings)
+    indexer = app.state.memledger.recall
+    assert indexer is not None
+    assert indexer.wait_caught_up(600), "index did not catch up"
+    build_s = time.perf_counter() - started
+    out: dict[str, Any] = {"embedder": indexer.embedder.describe(),
+                           "load_and_index_s": round(build_s, 3),
+                           "memories": len(indexer.index), "modes": {}}
+    with TestClient(app) as client:
+        for mode in MODES:
+            per_kind: dict[str, list[tuple[float, float]]] = {k: [] for k in KINDS}
+            lat: list[float] = []
+            for query in queries:
+                t0 = time.perf_counter()
+                resp = client.get("/v1/memories", params={"q": query["q"], "mode": mode,
+                                                          "limit": 10})
+                lat.append(time.perf_counter() - t0)
+                resp.raise_for_status()
+                ranked = [m["id"] for m in resp.json()["items"]]
+                per_kind[query["kind"]].append(score(ranked, query["relevant"]))
+            table = {}
+            for kind, vals in per_kind.items():
+                table[kind] = {"n": len(vals),
+                               "recall@5": round(statistics.fmean(v[0] for v in vals), 3),
+                               "mrr": round(statistics.fmean(v[1] for v in vals), 3)}
+            every = [v for vals in per_kind.values() for v in vals]
+            table["all"] = {"n": len(every),
+                            "recall@5": round(statistics.fmean(v[0] for v in every), 3),
+                            "mrr": round(statistics.fmean(v[1] for v in every), 3)}
+            lat.sort()
+            table["latency_ms"] = {"p50": round(lat[len(lat) // 2] * 1000, 2),
+                                   "p99": round(lat[int(len(lat) * 0.99)] * 1000, 2)}
+            out["modes"][mode] = table
+    return out
+
+
+def scale(size: int, queries: int, embedder_spec: str) -> dict[str, Any]:
+    """Latency of the three modes at `size` synthetic memories (bench_read's Zipf
+    generator, flushed into a SQLite projection), plus index build rate, RAM and disk."""
+    import random
+
+    from bench.bench_read import VOCAB, populate
+    from memledger.node.api import ranked
+    from memledger.node.api.db import readonly_engine
+    from memledger.node.api.queries import MemoryFilter
+    from memledger.projection.writer import Projection
+    from memledger.recall.embedder import make_embedder
+    from memledger.recall.index import VectorIndex
+    from memledger.recall.indexer import Indexer
+
+    out: dict[str, Any] = {"size": size}
+    with tempfile.TemporaryDirectory(prefix="bench-recall-scale-") as tmp:
+        url = f"sqlite:///{tmp}/projection.db"
+        proj = Projection(url)
+        out["fill_s"] = round(populate(proj, 0, size, seed=7), 1)
+        proj.close()
+        engine = readonly_engine(url)
+        embedder = make_embedder(embedder_spec)
+        assert embedder is not None
+        index = VectorIndex(Path(tmp) / "recall", embedder)
+        index.open()
+        indexer = Indexer(engine, index)
+        t0 = time.perf_counter()
+        indexer.rebuild()
+        build = time.perf_counter() - t0
+        out["index"] = {"build_s": round(build, 1),
+                        "memories_per_s": round(len(index) / build),
+                        "ram_bytes": index.memory_bytes(),
+                        "ram_bytes_per_memory": round(index.memory_bytes() / len(index)),
+                        "disk_bytes": index.disk_bytes(),
+                        "disk_bytes_per_memory": round(index.disk_bytes() / len(index))}
+        rng = random.Random(3)
+        kinds = {
+            "common word": lambda: VOCAB[0],
+            "rare word": lambda: rng.choice(VOCAB[-200:]),
+            "paraphrase": lambda: rng.choice(["what should the pet not eat",
+                                              "when do we ship releases",
+                                              "who gets paged if the site breaks"]),
+        }
+        out["latency_ms"] = {}
+        with engine.connect() as conn:
+            for mode in MODES:
+                for kind, make in kinds.items():
+                    lat = []
+                    for _ in range(queries):
+                        flt = MemoryFilter(q=make())
+                        t1 = time.perf_counter()
+                        ranked.ranked_search(conn, flt, mode, 10, None, indexer)
+                        lat.append((time.perf_counter() - t1) * 1000)
+                    lat.sort()
+                    out["latency_ms"][f"{mode} / {kind}"] = {
+                        "p50": round(lat[len(lat) // 2], 2),
+                        "p99": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 2)}
+        index.close()
+        engine.dispose()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--embedders", nargs="+", default=["wordllama"])
+    parser.add_argument("--out", default=None, help="also write the JSON report here")
+    parser.add_argument("--scale", type=int, default=0,
+                        help="instead: latency, build rate, RAM and disk at this many "
+                             "synthetic memories (SQLite)")
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+    if args.scale:
+        result = scale(args.scale, args.queries, args.embedders[0])
+        result["command"] = "bench/bench_recall.py " + " ".join(sys.argv[1:])
+        text = json.dumps(result, indent=1)
+        if args.out:
+            Path(args.out).write_text(text + "\n")
+        print(text)
+        return
+    data = json.loads(EVAL.read_text())
+    report: dict[str, Any] = {
+        "command": "bench/bench_recall.py " + " ".join(sys.argv[1:]),
+        "machine": {"python": platform.python_version(), "cpus": 2},
+        "eval_set": {"memories": len(data["memories"]), "queries": len(data["queries"]),
+                     "by_kind": {k: sum(q["kind"] == k for q in data["queries"])
+                                 for k in KINDS}},
+        "results": [],
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-recall-") as tmp:
+        folder = Path(tmp)
+        t0 = time.perf_counter()
+        chain = build_chain(folder, data["memories"])
+        report["chain_fill_s"] = round(time.perf_counter() - t0, 2)
+        try:
+            for embedder in args.embedders:
+                report["results"].append(evaluate(chain, folder, embedder, data["queries"]))
+        finally:
+            chain.close()
+    text = json.dumps(report, indent=1)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
