@@ -42,7 +42,7 @@ def test_init_join_restores_a_snapshot_and_follows_the_chain(tmp_path: Path,
             for i in range(5):
                 client.submit(f"before-join-{i}", f"written before the second node existed {i}")
         target = _sync_info(source.rpc_url)["latest_block_height"]
-        wait_until(lambda: any(int(p.name) > int(target)
+        wait_until(lambda: any(p.name.isdigit() and int(p.name) > int(target)  # not NN.tmp
                                for p in home.snapshots_dir.glob("[0-9]*")),
                    60, 0.5, what=f"a snapshot above height {target}")
 
