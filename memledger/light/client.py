@@ -73,6 +73,7 @@ class LightClient:
         self.options = options or TrustOptions()
         self.now_ns = now_ns
         self.wait_s = wait_s
+        self._root_checked = False
 
     # --- fetching ------------------------------------------------------------------------
 
@@ -98,6 +99,11 @@ class LightClient:
             if isinstance(root, PinnedRoot) and known.header.hash() != root.hash:
                 raise TrustError("conflict", f"stored header at {height} differs from the "
                                              "pinned hash")
+            if isinstance(root, GenesisRoot) and (
+                    known.header.chain_id != root.chain_id
+                    or known.header.validators_hash != root.validators.hash()):
+                raise TrustError("conflict", f"stored header at {height} is not this "
+                                             "genesis's (another chain's trust store?)")
             self.chain_id = self.chain_id or known.header.chain_id
             return known
         lb = self._fetch(height)
@@ -125,8 +131,9 @@ class LightClient:
         known = self.store.get(height)
         if known is not None:
             return known
-        if isinstance(self.root, PinnedRoot) or self.store.get(self._root_height()) is None:
-            self._root_block()
+        if not self._root_checked or self.store.get(self._root_height()) is None:
+            self._root_block()  # verifies the root, or checks a stored one against it
+            self._root_checked = True
         known = self.store.get(height)
         if known is not None:
             return known

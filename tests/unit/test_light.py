@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from nacl.signing import SigningKey
@@ -266,7 +267,7 @@ def test_pinned_root_then_backwards_through_hash_links() -> None:
     assert lc.verify_to(18).height == 18
 
 
-def test_store_persists_verified_blocks_only_as_given(tmp_path: pytest.TempPathFactory) -> None:
+def test_store_persists_verified_blocks_only_as_given(tmp_path: Path) -> None:
     store = TrustedStore(None, keep=3)
     chain = Chain({1: keys("a", 4)}, 6)
     for h in range(1, 7):
@@ -274,3 +275,15 @@ def test_store_persists_verified_blocks_only_as_given(tmp_path: pytest.TempPathF
     assert len(store) == 3 and store.get(1) is not None  # the root stays
     assert store.latest_at_or_below(4) is store.get(1)
     assert store.latest() is store.get(6)
+
+
+def test_a_trust_store_from_another_chain_is_refused(tmp_path: Path) -> None:
+    chain = Chain({1: keys("a", 4)}, 5)
+    store = TrustedStore(None)
+    store.save(chain.blocks[1])
+    other = GenesisRoot(CHAIN, valset(keys("b", 4)), 1)
+    lc = LightClient(FakeProvider(chain), other, store=store, wait_s=0,
+                     now_ns=lambda: (T0 + 100) * SEC)
+    with pytest.raises(TrustError) as err:
+        lc.verify_to(3)
+    assert err.value.reason == "conflict"
