@@ -219,6 +219,7 @@ def test_error_shapes(api: TestClient) -> None:
 
 
 def test_metrics(api: TestClient, chain: LocalChain) -> None:
+    assert api.get("/v1/memories").status_code == 200  # a request of its own to count
     text = api.get("/metrics").text
     assert f"memledger_block_height {float(chain.height)}" in text
     assert "memledger_proposed_backlog 24.0" in text  # m-deploy + the paged ones
