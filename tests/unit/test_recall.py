@@ -124,3 +124,46 @@ def test_rrf_fuses_and_breaks_ties_by_id() -> None:
     assert fused[0][1] == pytest.approx(1 / 61 + 1 / 62)
     assert [m for m, _ in rrf([["x"], ["y"]])] == ["x", "y"]
     assert [m for m, _ in rrf([["x"], ["y"]], weights=(0.5, 1.0))] == ["y", "x"]
+
+
+def test_rest_modes_cursors_and_errors(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from memledger.devtools.chain import LocalChain, seeded_key
+    from memledger.node.api import ApiSettings, create_app
+
+    chain = LocalChain(tmp_path / "chain")
+    key = seeded_key("recall-unit")
+    b = chain.builder(key)
+    chain.block([b.submit(chain.next_nonce(key), f"z-{i}", f"zebra note number {i}")
+                 for i in range(7)] +
+                [b.submit(chain.next_nonce(key), "cat", "Our cat is allergic to chicken")])
+    plain = ApiSettings(db_url=chain.db_url, rpc_url="http://127.0.0.1:9", chain_id="x")
+    with TestClient(create_app(plain), raise_server_exceptions=False) as api:
+        resp = api.get("/v1/memories", params={"q": "zebra", "mode": "semantic"})
+        assert resp.status_code == 409 and resp.json()["name"] == "recall_unavailable"
+        text = api.get("/v1/memories", params={"q": "zebra note 3", "mode": "text"}).json()
+        assert [m["id"] for m in text["items"]] == ["z-3"] and text["items"][0]["score"] > 0
+    settings = ApiSettings(db_url=chain.db_url, rpc_url="http://127.0.0.1:9", chain_id="x",
+                           embedder="wordllama", index_dir=tmp_path / "recall")
+    app = create_app(settings)
+    assert app.state.memledger.recall.wait_caught_up(60)
+    with TestClient(app, raise_server_exceptions=False) as api:
+        seen: list[str] = []
+        cursor = None
+        while True:
+            params = {"q": "zebra", "limit": 3, **({"cursor": cursor} if cursor else {})}
+            page = api.get("/v1/memories", params=params).json()
+            assert all(m["mode"] == "hybrid" for m in page["items"])
+            seen += [m["id"] for m in page["items"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert len(seen) == len(set(seen)) == 8 and seen[-1] == "cat"  # words rank first
+        words = api.get("/v1/memories", params={"q": "zebra", "mode": "words"}).json()
+        assert [m["id"] for m in words["items"]] == [f"z-{i}" for i in range(7)]
+        assert words["items"][0]["score"] is None
+        assert api.get("/v1/memories", params={"q": " - * "}).json()["items"] == []
+        bad = api.get("/v1/memories", params={"q": "zebra", "cursor": "5~z-1"})
+        assert bad.status_code == 422 and bad.json()["name"] == "invalid_cursor"
+    chain.close()

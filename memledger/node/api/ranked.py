@@ -163,6 +163,10 @@ def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
                       f"mode={mode} needs an embedder; this node has none configured "
                       "(node config `embedder`)")
     offset = parse_offset(cursor)
+    if len(flt.q) > MAX_QUERY_CHARS:
+        raise Problem(422, "invalid_query", f"q is longer than {MAX_QUERY_CHARS} characters")
+    if not query_words(flt.q):  # no word with a letter or digit: matches nothing, any mode
+        return RankedPage([], None)
     want = min(offset + limit, MAX_RANKED) + 1
     if mode == "text":
         ranked = text_ranked(conn, flt, flt.q, want)
