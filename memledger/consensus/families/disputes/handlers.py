@@ -8,6 +8,8 @@ deprecates at once). Any electorate member may reinstate it while it is challeng
 
 from __future__ import annotations
 
+from typing import NotRequired, TypedDict
+
 from memledger.consensus import versions
 from memledger.consensus.block.context import TxBuffer, TxContext
 from memledger.consensus.codes import Code, TxError
@@ -16,6 +18,33 @@ from memledger.consensus.families.memory.record import MemoryRecord, load, set_s
 from memledger.consensus.limits import MAX_REASON_BYTES
 from memledger.consensus.store import records
 from memledger.consensus.wire._pb import tx_pb2
+
+
+class Round(TypedDict):
+    """One dispute round: its frozen electorate, its k, who challenged and why."""
+
+    opened_height: int
+    opener: str
+    electorate: list[str]  # sorted hex keys who may reinstate
+    k: int  # eligible corroborators: k + 1 distinct challengers deprecate
+    challengers: list[str]  # sorted
+    reasons: dict[str, str]
+    outcome: str | None  # None while open, then "deprecated" or "reinstated"
+    reinstated_by: NotRequired[str]
+
+
+class Disputes(TypedDict):
+    """`chal/<id>`: every dispute round of one memory, oldest first."""
+
+    rounds: list[Round]
+
+
+def _disputes(ctx: TxContext, memory_id: str) -> Disputes:
+    """The rounds of a memory that is (or was) challenged; its status says they exist."""
+    found: Disputes | None = ctx.state.get_record(records.challenge_key(memory_id))
+    if found is None:
+        raise AssertionError(f"challenged memory {memory_id!r} has no dispute record")
+    return found
 
 
 def _memory(ctx: TxContext, memory_id: str) -> MemoryRecord:
@@ -62,8 +91,9 @@ def challenge(ctx: TxContext, msg: tx_pb2.MemoryChallenge) -> None:
         corroborators = sorted(record.get("corroborators", []))
         electorate = sorted((set(_modify_holders(ctx, record)) | set(corroborators)) - {me})
         k = len([c for c in corroborators if c != me])
-        rounds = ctx.state.get_record(key) or {"rounds": []}
-        round_ = {
+        stored: Disputes | None = ctx.state.get_record(key)
+        rounds: Disputes = stored if stored is not None else {"rounds": []}
+        round_: Round = {
             "opened_height": height, "opener": me, "electorate": electorate, "k": k,
             "challengers": [me], "reasons": {me: msg.reason}, "outcome": None,
         }
@@ -73,7 +103,7 @@ def challenge(ctx: TxContext, msg: tx_pb2.MemoryChallenge) -> None:
             set_status(record, records.STATUS_DEPRECATED, height)
             round_["outcome"] = "deprecated"
     elif record["status"] == records.STATUS_CHALLENGED:
-        rounds = ctx.state.get_record(key)
+        rounds = _disputes(ctx, msg.memory_id)
         round_ = rounds["rounds"][-1]
         if me in round_["challengers"]:
             raise TxError(Code.ALREADY_CHALLENGED)
@@ -95,7 +125,7 @@ def reinstate(ctx: TxContext, msg: tx_pb2.MemoryReinstate) -> None:
     if record["status"] != records.STATUS_CHALLENGED:
         raise TxError(Code.MEMORY_NOT_CHALLENGED, f"memory is {record['status']}")
     key = records.challenge_key(msg.memory_id)
-    rounds = ctx.state.get_record(key)
+    rounds = _disputes(ctx, msg.memory_id)
     round_ = rounds["rounds"][-1]
     if ctx.signer_hex not in round_["electorate"]:
         raise TxError(Code.REINSTATE_DENIED)
