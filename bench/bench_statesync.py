@@ -38,6 +38,7 @@ from memledger.consensus.wire._pb import abci_pb2 as pb
 from memledger.node.fill import fill
 from memledger.node.stats import percentile
 from memledger.node.testnet import Testnet, TestnetNode
+from memledger.node.waiting import wait_until
 from memledger.projection.writer import Projection
 
 SNAPSHOT_INTERVAL = 50
@@ -47,17 +48,15 @@ SNAPSHOT_INTERVAL = 50
 def _ready(node: TestnetNode, target_height: int, timeout: float) -> float:
     """Seconds until the node is at `target_height` and its REST API answers /ready."""
     started = time.monotonic()
-    deadline = started + timeout
-    while time.monotonic() < deadline:
+
+    def ready() -> bool:
         height = node.height()
-        if height is not None and height >= target_height:
-            try:
-                if httpx.get(f"{node.api_url}/ready", timeout=2).status_code == 200:
-                    return time.monotonic() - started
-            except httpx.HTTPError:
-                pass
-        time.sleep(0.2)
-    raise TimeoutError(f"{node.name} not ready within {timeout:.0f}s")
+        return height is not None and height >= target_height and \
+            httpx.get(f"{node.api_url}/ready", timeout=2).status_code == 200
+
+    wait_until(ready, timeout, 0.2, what=f"{node.name} at height {target_height}, REST ready",
+               ignore=(httpx.HTTPError,))
+    return time.monotonic() - started
 
 
 def _block_times(node: TestnetNode, low: int, high: int) -> dict[int, float]:

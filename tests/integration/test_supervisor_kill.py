@@ -91,13 +91,12 @@ def _sigkill_supervisor(runner: NodeRunner) -> tuple[float, dict[str, list[int]]
     killed = time.monotonic()
     os.kill(runner.proc.pid, signal.SIGKILL)
     runner.proc.wait(10)
-    while node_processes(runner.home) or _group_members(pgid) or not _ports_free(runner):
-        elapsed = time.monotonic() - killed
-        assert elapsed < GONE_WITHIN_S, (
-            f"{elapsed:.1f}s after SIGKILL of the supervisor: still running "
-            f"{node_processes(runner.home)}, group {pgid}: {_group_members(pgid)}, "
-            f"ports free: {_ports_free(runner)}")
-        time.sleep(0.05)
+    wait_until(lambda: not node_processes(runner.home) and not _group_members(pgid)
+               and _ports_free(runner), GONE_WITHIN_S, 0.05,
+               what="every process of the node to die after SIGKILL of the supervisor",
+               error=lambda msg: AssertionError(
+                   f"{msg}: still running {node_processes(runner.home)}, group {pgid}: "
+                   f"{_group_members(pgid)}, ports free: {_ports_free(runner)}"))
     return time.monotonic() - killed, procs, group
 
 
