@@ -8,7 +8,7 @@
   ranking; score = the fused RRF score.
 
 Every filter (domain, status, type, author, tags, include_disputed) is applied before the
-top-k cut in every mode. Ranked pages use an offset cursor `<offset>~ranked`, valid for
+top-k cut in every mode. Ranked pages use an offset cursor `<offset>~ranked`, meant for
 the same query and mode; at most MAX_RANKED results are reachable.
 """
 
@@ -49,14 +49,12 @@ class RankedPage:
 
 
 def parse_offset(cursor: str | None) -> int:
+    """The offset a ranked page starts at: the leading number of the cursor. Ranked pages
+    hand out `<offset>~ranked`; any cursor the document allows is accepted (a keyset
+    cursor `<height>~<id>` reads as offset <height>), never refused."""
     if cursor is None:
         return 0
-    offset, _, tail = cursor.partition("~")
-    if tail != RANKED_CURSOR:
-        raise Problem(422, "invalid_cursor",
-                      "a ranked search (mode=text|semantic|hybrid) takes the next_cursor of "
-                      "the same search, of the form <offset>~ranked")
-    return int(offset)
+    return int(cursor.partition("~")[0])
 
 
 #: Question and function words, dropped from hybrid's any-word leg (where "what", "the"
