@@ -452,6 +452,9 @@ class _Core:
         return resp.text
 
 
+#: Pause before the one re-read after a served-vs-proven difference (a Commit in flight).
+SERVED_RETRY_S = 0.3
+
 #: Record kinds of GET /v1/proofs/{kind} -> the ABCI query path whose key rule applies.
 RECORD_KINDS = {"memory": "/memory", "content": "/content", "account": "/account",
                 "domain": "/domain", "scope": "/scope", "proposal": "/proposal",
@@ -659,6 +662,15 @@ class MemLedgerClient(_Core):
             proof = self._request("GET", "/v1/proofs/memory", params={"id": memory_id})
             self._absent(memory_id, proof)
             raise
+        try:
+            return self._verified(memory_id, _served(doc), doc.get("proof"))
+        except ProofError as exc:
+            if exc.reason != "served_differs":
+                raise
+        # The node's projection is flushed just before its store at Commit: a read in
+        # that window differs honestly. Ask once more; a second difference stands.
+        time.sleep(SERVED_RETRY_S)
+        doc = self._request("GET", f"/v1/memories/{_q(memory_id)}", params={"prove": "true"})
         return self._verified(memory_id, _served(doc), doc.get("proof"))
 
     def verified_record(self, kind: str, ident: str = "") -> tuple[Any, int]:
@@ -944,6 +956,15 @@ class AsyncMemLedgerClient(_Core):
             proof = await self._request("GET", "/v1/proofs/memory", params={"id": memory_id})
             await asyncio.to_thread(self._absent, memory_id, proof)
             raise
+        try:
+            return await asyncio.to_thread(self._verified, memory_id, _served(doc),
+                                           doc.get("proof"))
+        except ProofError as exc:
+            if exc.reason != "served_differs":
+                raise
+        await asyncio.sleep(SERVED_RETRY_S)  # see MemLedgerClient.get
+        doc = await self._request("GET", f"/v1/memories/{_q(memory_id)}",
+                                  params={"prove": "true"})
         return await asyncio.to_thread(self._verified, memory_id, _served(doc),
                                        doc.get("proof"))
 
