@@ -231,6 +231,7 @@ RECORD_PATHS: dict[str, Callable[[bytes], bytes]] = {
     "/domain": lambda d: records.DOMAIN + d,
     "/scope": lambda d: records.SCOPE + d,
     "/proposal": lambda d: records.PROPOSAL + d,
+    "/cocommit": lambda d: records.COCOMMIT + d,
     "/validators": lambda d: records.VALIDATORS,
     "/key": lambda d: bytes(d),
 }

@@ -6,7 +6,7 @@ Paths:
 
 - `/key`: data is a raw state key (docs/APP_HASH.md); value is the canonical record bytes.
 - `/account`: data is a hex public key; value is `{"nonce": n}` (0 for an unknown key).
-- `/memory`, `/content`, `/domain`, `/scope`, `/proposal` (data: the id or name) and
+- `/memory`, `/content`, `/domain`, `/scope`, `/proposal`, `/cocommit` (data: the id or name) and
   `/validators` (no data): the raw canonical record under that key.
 
 With `prove=true` every path above answers the raw record bytes (empty and `NOT_FOUND`
@@ -124,5 +124,6 @@ PATHS = {
     "/domain": QueryService.raw,
     "/scope": QueryService.raw,
     "/proposal": QueryService.raw,
+    "/cocommit": QueryService.raw,
     "/validators": QueryService.raw,
 }

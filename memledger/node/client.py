@@ -458,7 +458,7 @@ SERVED_RETRY_S = 0.3
 #: Record kinds of GET /v1/proofs/{kind} -> the ABCI query path whose key rule applies.
 RECORD_KINDS = {"memory": "/memory", "content": "/content", "account": "/account",
                 "domain": "/domain", "scope": "/scope", "proposal": "/proposal",
-                "validators": "/validators"}
+                "cocommit": "/cocommit", "validators": "/validators"}
 
 
 def _served(doc: dict[str, Any]) -> dict[str, Any]:
@@ -676,8 +676,8 @@ class MemLedgerClient(_Core):
     def verified_record(self, kind: str, ident: str = "") -> tuple[Any, int]:
         """One canonical record checked against the chain: (value, height H).
 
-        `kind` is memory, content, account (hex key), domain, scope, proposal or
-        validators. The value is the decoded JSON record (text for content), or None when
+        `kind` is memory, content, account (hex key), domain, scope, proposal, cocommit
+        or validators. The value is the decoded JSON record (text for content), or None when
         the chain proves it absent.
         """
         doc = self._request("GET", f"/v1/proofs/{_q(kind)}", params={"id": ident})

@@ -312,3 +312,23 @@ def test_other_record_kinds_verify(env: Env) -> None:
         assert content == memory.content
         assert ml.verified_record("domain", "no-such-domain")[0] is None  # proven absent
         assert ml.verified_record("proposal", "p-404")[0] is None
+
+
+def test_single_record_routes_carry_proofs_on_request(env: Env) -> None:
+    from memledger.light.provider import RestProvider
+    from memledger.light.reads import ReadVerifier
+
+    memory = env.committed(f"{HONEST} (routes) {time.time_ns()}", "vr-routes")
+    verifier = ReadVerifier(env.root, RestProvider(env.node.api_url))
+    plain = httpx.get(f"{env.node.api_url}/v1/accounts/{memory.author}", timeout=30).json()
+    assert "proof" not in plain
+    doc = httpx.get(f"{env.node.api_url}/v1/accounts/{memory.author}",
+                    params={"prove": "true"}, timeout=30).json()
+    value, height = verifier.record(doc["proof"], "/account", memory.author.encode())
+    assert value is not None and json.loads(value)["nonce"] >= plain["last_nonce"]
+    assert height >= 1
+    with pytest.raises(ProofError):  # the proof is for this account only
+        verifier.record(doc["proof"], "/account", ("00" * 32).encode())
+    missing = httpx.get(f"{env.node.api_url}/v1/proposals/p-404", params={"prove": "true"},
+                        timeout=30)
+    assert missing.status_code == 404

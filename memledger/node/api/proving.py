@@ -29,7 +29,7 @@ from memledger.node.rpc import RpcClient, RpcError
 #: REST kind -> ABCI query path (the provable single-record paths).
 KINDS = {"memory": "/memory", "content": "/content", "account": "/account",
          "domain": "/domain", "scope": "/scope", "proposal": "/proposal",
-         "validators": "/validators"}
+         "cocommit": "/cocommit", "validators": "/validators"}
 
 
 def proven_record(rpc: RpcClient, path: str, data: bytes) -> dict[str, Any]:
@@ -77,6 +77,15 @@ def _local_records(store: CanonicalStore, queries: list[tuple[str, bytes]]
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
+
+
+def record_proof(rpc: RpcClient, path: str, data: bytes,
+                 home: Path | None = None) -> dict[str, Any]:
+    """One proven record (local store when there is one), for `?prove=true` routes."""
+    store = local_store(home)
+    if store is not None:
+        return _local_records(store, [(path, data)])[0]
+    return proven_record(rpc, path, data)
 
 
 def memory_proof(rpc: RpcClient, memory_id: str, home: Path | None = None) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from memledger.node.api.schemas import (
     MemoryStatus,
     MemoryType,
     ProvenMemory,
+    ProvenRecordDocument,
     SearchMode,
     Tag,
     VoteList,
@@ -168,11 +169,18 @@ async def get_memory(memory_id: MemoryId, state: State,
     return found
 
 
-@router.get("/cocommits/{cocommit_id}", response_model=Document, tags=["co-commits"],
-            summary="A co-commit record by shared id")
+@router.get("/cocommits/{cocommit_id}", response_model=ProvenRecordDocument | Document,
+            tags=["co-commits"], summary="A co-commit record by shared id")
 async def get_cocommit(cocommit_id: Annotated[str, Path(pattern=NAME)],
-                       state: State) -> dict[str, Any]:
+                       state: State,
+                       prove: Annotated[bool, Query(description=(
+                           "add `proof`: the canonical record with its proof against the app "
+                           "hash (docs/VERIFIED_READS.md)"))] = False) -> dict[str, Any]:
     found = await read(state, queries.get_document, "cocommit", cocommit_id)
     if found is None:
         raise not_found("co-commit", cocommit_id)
-    return {"id": cocommit_id, "record": found}
+    doc: dict[str, Any] = {"id": cocommit_id, "record": found}
+    if prove:
+        doc["proof"] = await rpc_call(proving.record_proof, state.rpc, "/cocommit",
+                                      cocommit_id.encode(), state.settings.home)
+    return doc

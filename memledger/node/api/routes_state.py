@@ -23,7 +23,9 @@ from memledger.node.api.schemas import (
     Document,
     DocumentPage,
     LightBlockDoc,
+    ProvenAccount,
     ProvenDocument,
+    ProvenRecordDocument,
     ValidatorSet,
 )
 from memledger.node.cometbft import validator_address
@@ -56,10 +58,13 @@ def _account_from_projection(conn: sa.Connection, key: str) -> dict[str, Any]:
             "height": projection_height(conn), "source": "projection"}
 
 
-@router.get("/accounts/{public_key}", response_model=Account, tags=["accounts"],
-            summary="Last committed nonce of a signer and the next usable one")
+@router.get("/accounts/{public_key}", response_model=ProvenAccount | Account,
+            tags=["accounts"], summary="Last committed nonce of a signer and the next usable one")
 async def get_account(public_key: Annotated[str, Path(pattern=HEX_KEY)],
-                      state: State) -> dict[str, Any]:
+                      state: State,
+                      prove: Annotated[bool, Query(description=(
+                          "add `proof`: the canonical record with its proof against the app "
+                          "hash (docs/VERIFIED_READS.md)"))] = False) -> dict[str, Any]:
     """Any nonce above `last_nonce` is valid (gaps are allowed); `next_nonce` is the
     smallest. Committed state only: pending mempool txs are not counted.
 
@@ -69,9 +74,12 @@ async def get_account(public_key: Annotated[str, Path(pattern=HEX_KEY)],
     """
     key = public_key.lower()
     found = await anyio.to_thread.run_sync(_account_from_app, state, key)
-    if found is not None:
-        return found
-    return await read(state, _account_from_projection, key)
+    if found is None:
+        found = await read(state, _account_from_projection, key)
+    if prove:
+        found["proof"] = await rpc_call(proving.record_proof, state.rpc, "/account",
+                                        key.encode(), state.settings.home)
+    return found
 
 
 def _validators(conn: sa.Connection) -> dict[str, Any]:
@@ -106,14 +114,21 @@ async def list_proposals(state: State, limit: Annotated[int, Query(ge=1, le=500)
     return {"items": items, "next_cursor": next_cursor}
 
 
-@router.get("/proposals/{proposal_id}", response_model=Document, tags=["governance"],
-            summary="One governance proposal")
+@router.get("/proposals/{proposal_id}", response_model=ProvenRecordDocument | Document,
+            tags=["governance"], summary="One governance proposal")
 async def get_proposal(proposal_id: Annotated[str, Path(pattern=NAME)],
-                       state: State) -> dict[str, Any]:
+                       state: State,
+                       prove: Annotated[bool, Query(description=(
+                           "add `proof`: the canonical record with its proof against the app "
+                           "hash (docs/VERIFIED_READS.md)"))] = False) -> dict[str, Any]:
     found = await read(state, queries.get_document, "proposal", proposal_id)
     if found is None:
         raise not_found("proposal", proposal_id)
-    return {"id": proposal_id, "record": found}
+    doc: dict[str, Any] = {"id": proposal_id, "record": found}
+    if prove:
+        doc["proof"] = await rpc_call(proving.record_proof, state.rpc, "/proposal",
+                                      proposal_id.encode(), state.settings.home)
+    return doc
 
 
 @router.get("/light", response_model=LightBlockDoc, tags=["verified reads"],

@@ -343,3 +343,15 @@ class ProvenDocument(BaseModel):
     kind: str
     id: str
     record: ProvenRecord
+
+
+class ProvenAccount(Account):
+    """An account with its canonical record's proof (`?prove=true`)."""
+
+    proof: ProvenRecord
+
+
+class ProvenRecordDocument(Document):
+    """A proposal or co-commit with its canonical record's proof (`?prove=true`)."""
+
+    proof: ProvenRecord
