@@ -37,6 +37,7 @@ PRESENT = {
     "/domain": (b"general", records.domain_key("general")),
     "/scope": (b"team", records.scope_key("team")),
     "/proposal": (b"p-1", records.proposal_key("p-1")),
+    "/cocommit": (b"cc-1", records.cocommit_key("cc-1")),
     "/validators": (b"", records.VALIDATORS),
     "/key": (b"grant/general\x00ab", b"grant/general\x00ab"),
 }
@@ -49,6 +50,7 @@ ABSENT = {
     "/domain": b"nowhere",
     "/scope": b"no-scope",
     "/proposal": b"p-404",
+    "/cocommit": b"cc-404",
     "/key": b"nothing/here",
 }
 
