@@ -2,22 +2,36 @@
 
 from __future__ import annotations
 
+import os
+import random
 import socket
+import time
+
+#: Below Linux's ephemeral range (32768+): a port picked there can be taken by any outgoing
+#: connection between this check and the server's bind.
+LOW, HIGH = 20000, 32000
 
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """Return ``n`` distinct ports that were free a moment ago.
+    """Return ``n`` distinct ports in [LOW, HIGH) that were free a moment ago.
 
-    All sockets are held open until every port is chosen, so the OS cannot hand out the
-    same port twice; a small race with other processes remains, as with any such helper.
+    All sockets are held open until every port is chosen, so no port is handed out twice;
+    a small race with other processes remains, as with any such helper.
     """
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
     socks: list[socket.socket] = []
     try:
-        for _ in range(n):
+        for _ in range(50 * n + 100):
+            if len(socks) == n:
+                return [s.getsockname()[1] for s in socks]
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
+            try:
+                s.bind((host, rng.randrange(LOW, HIGH)))
+            except OSError:
+                s.close()
+                continue
             socks.append(s)
-        return [s.getsockname()[1] for s in socks]
+        raise RuntimeError(f"no {n} free ports in [{LOW}, {HIGH})")
     finally:
         for s in socks:
             s.close()
