@@ -3,10 +3,10 @@
 
 A file that passes only because an earlier file left state behind (a key, a memory, a
 module-level cache, an imported side effect) fails here, so a green run proves that every
-test file passes alone. Output: one line per file as it finishes, the full pytest output of
-any file that failed, then a summary with totals, the slowest files and the command that
-reruns each failure. Exit status 0 only if every file passed (a file whose tests were all
-deselected counts as passed).
+test file passes alone. Output: one line per file as it finishes; the pytest output of any
+file that failed (its last 300 lines, all of it in .cache/test-logs/); then totals, the
+slowest files and the command that reruns each failure. Exit status 0 only if every file
+passed (a file whose tests were all deselected counts as passed).
 
     scripts/run_tests.py                        # tests/ (unit, fuzz, integration, e2e)
     scripts/run_tests.py tests/unit -j 2        # two files at a time
@@ -33,6 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 #: fast tiers first, so a broken unit test is reported before the nets start
 TIERS = ("unit", "fuzz", "integration", "e2e")
 NO_TESTS_COLLECTED = 5  # pytest's exit status when nothing was selected
+SHOWN_LINES = 300  # of a failing file's output (node log tails can run to thousands)
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b")
 
 
@@ -114,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="test files or directories (default: tests)")
     parser.add_argument("-j", "--jobs", type=int, default=int(os.environ.get("TEST_JOBS", 1)),
                         help="files run at once (default: $TEST_JOBS or 1)")
+    parser.add_argument("--log-dir", default=os.environ.get("TEST_LOG_DIR",
+                                                            str(REPO / ".cache" / "test-logs")),
+                        help="where the full output of failing files goes "
+                             "(default: $TEST_LOG_DIR or .cache/test-logs)")
     args = parser.parse_args(argv)
 
     files = [_rel(p) for p in discover(args.paths)]
@@ -123,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     width = len(str(len(files)))
     print(f"run_tests: {len(files)} test files, each in its own pytest process "
           f"({args.jobs} at a time)", flush=True)
+    log_dir = Path(args.log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     results: list[Result] = []
     lock = threading.Lock()
@@ -134,9 +141,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{len(results):>{width}}/{len(files)}] {status} {result.seconds:6.1f}s  "
                   f"{result.path}  ({result.tally()})", flush=True)
             if not result.ok:
+                log = log_dir / (result.path.replace("/", "__") + ".log")
+                log.write_text(result.output)
+                lines = result.output.rstrip().splitlines()
+                shown = "\n".join(lines[-SHOWN_LINES:])
+                cut = (f"[... {len(lines) - SHOWN_LINES} earlier lines in {log} ...]\n"
+                       if len(lines) > SHOWN_LINES else "")
                 bar = "=" * 30
                 print(f"{bar} output of {result.path} (exit {result.returncode}) {bar}\n"
-                      f"{result.output.rstrip()}\n{'=' * 78}", flush=True)
+                      f"{cut}{shown}\n{'=' * 78}", flush=True)
 
     try:
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:

@@ -50,8 +50,9 @@ def test_a_file_that_passes_only_after_another_fails_alone(tmp_path: Path) -> No
     together = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                                str(tmp_path)], capture_output=True, text=True, cwd=tmp_path)
     assert together.returncode == 0, together.stdout  # one process: the order hides it
-    alone = subprocess.run([sys.executable, str(RUNNER), str(tmp_path)], capture_output=True,
-                           text=True, cwd=REPO)
+    logs = tmp_path / "logs"
+    alone = subprocess.run([sys.executable, str(RUNNER), str(tmp_path), "--log-dir", str(logs)],
+                           capture_output=True, text=True, cwd=REPO)
     assert alone.returncode == 1, alone.stdout
     lines = alone.stdout.splitlines()
     assert any(" ok " in line and "test_a_first.py" in line and "(1 passed)" in line
@@ -61,6 +62,8 @@ def test_a_file_that_passes_only_after_another_fails_alone(tmp_path: Path) -> No
     assert "only after test_a_first.py" in alone.stdout  # the failing file's own output
     assert "1 of 2 test files FAILED" in alone.stdout
     assert f"-m pytest {tmp_path / 'test_b_second.py'}" in alone.stdout  # how to rerun it
+    [log] = logs.iterdir()  # the failing file's whole output, kept
+    assert "only after test_a_first.py" in log.read_text()
 
 
 def test_all_pass_exit_zero_and_pytest_args_pass_through(tmp_path: Path) -> None:
@@ -68,8 +71,9 @@ def test_all_pass_exit_zero_and_pytest_args_pass_through(tmp_path: Path) -> None
         "test_one.py": "def test_x():\n    pass\n\ndef test_y():\n    pass\n",
         "test_two.py": "def test_z():\n    pass\n",
     })
-    out = subprocess.run([sys.executable, str(RUNNER), str(tmp_path), "-j", "2", "--",
-                          "-k", "x or z"], capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run([sys.executable, str(RUNNER), str(tmp_path), "-j", "2", "--log-dir",
+                          str(tmp_path / "logs"), "--", "-k", "x or z"],
+                         capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stdout
     assert "2 passed" in out.stdout and "1 deselected" in out.stdout
     assert "all 2 test files passed, each in its own process" in out.stdout
