@@ -28,7 +28,12 @@ from memledger.node.api.queries import (
     apply_filters,
     memory_json,
 )
-from memledger.node.api.search import MAX_QUERY_CHARS, query_words
+from memledger.node.api.search import (
+    COMMON_MIN_MATCHES,
+    MAX_QUERY_CHARS,
+    common_on_sqlite,
+    query_words,
+)
 from memledger.projection.schema import FTS_TABLE, TS_CONFIG, TSV_COLUMN, memories
 from memledger.recall.hybrid import Ranked, rrf, semantic_ranked
 from memledger.recall.indexer import Indexer
@@ -74,6 +79,30 @@ def content_words(text: str) -> list[str]:
     words = query_words(text)
     kept = [w for w in words if w.lower().strip("?!.,;:'\"") not in STOPWORDS]
     return kept or words
+
+
+def _common(conn: sa.Connection, word: str) -> bool:
+    """True when `word` matches at least 1% of memories (and at least COMMON_MIN_MATCHES):
+    a capped count, so the probe costs at most that many postings."""
+    if conn.dialect.name == "sqlite":
+        return common_on_sqlite(conn, word)
+    size = conn.exec_driver_sql(
+        "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE relname = 'memories'"
+    ).scalar_one_or_none() or 0
+    cap = max(COMMON_MIN_MATCHES, int(size) // 100)
+    tsq = sa.func.plainto_tsquery(sa.literal_column(f"'{TS_CONFIG}'::regconfig"),
+                                  sa.bindparam("w", word))
+    inner = sa.select(sa.literal(1)).select_from(memories).where(
+        sa.literal_column(f"memories.{TSV_COLUMN}").op("@@")(tsq)).limit(cap).subquery()
+    found = conn.execute(sa.select(sa.func.count()).select_from(inner)).scalar_one()
+    return int(found) >= cap
+
+
+def distinctive_words(conn: sa.Connection, text: str) -> str:
+    """The content words of `text` that are not common: hybrid's word leg ranks only
+    these, since BM25 over a very common word's postings is slow and says little (the
+    meaning leg carries such queries). Empty when every word is common."""
+    return " ".join(w for w in content_words(text) if not _common(conn, w))
 
 
 def _fts_any(text: str) -> str | None:
@@ -174,7 +203,8 @@ def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
     else:
         assert indexer is not None
         depth = max(want, HYBRID_DEPTH)
-        words = text_ranked(conn, flt, flt.q, depth, any_word=True)
+        rare = distinctive_words(conn, flt.q)
+        words = text_ranked(conn, flt, rare, depth, any_word=True) if rare else []
         meaning = semantic(conn, flt, flt.q, depth, indexer)
         ranked = rrf([[m for m, _ in words], [m for m, _ in meaning]],
                      weights=(TEXT_WEIGHT, 1.0))[:want]
