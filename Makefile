@@ -64,7 +64,7 @@ cometbft-protos:
 		"$$(go env GOMODCACHE)/github.com/cometbft/cometbft@v$(COMETBFT_VERSION)/go.mod")"
 
 # Each test file in its own pytest process (scripts/run_tests.py), so a green run proves
-# every file passes alone. TEST_JOBS=2 runs two files at a time.
+# every file passes alone. TEST_JOBS=N: unit and fuzz files N at a time (default 2).
 test: install cometbft cometbft-protos
 	$(PY) scripts/run_tests.py
 

@@ -9,7 +9,7 @@ slowest files and the command that reruns each failure. Exit status 0 only if ev
 passed (a file whose tests were all deselected counts as passed).
 
     scripts/run_tests.py                        # tests/ (unit, fuzz, integration, e2e)
-    scripts/run_tests.py tests/unit -j 2        # two files at a time
+    scripts/run_tests.py tests/unit -j 1        # one unit file at a time (default 2)
     scripts/run_tests.py tests/integration -- -m "not postgres" -x
 
 Arguments after `--` go to every pytest process.
@@ -32,6 +32,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 #: fast tiers first, so a broken unit test is reported before the nets start
 TIERS = ("unit", "fuzz", "integration", "e2e")
+#: these start real nodes and nets (timing-sensitive on a small box): one file at a time
+SERIAL_TIERS = ("integration", "e2e")
 NO_TESTS_COLLECTED = 5  # pytest's exit status when nothing was selected
 SHOWN_LINES = 300  # of a failing file's output (node log tails can run to thousands)
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b")
@@ -113,8 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="*", default=["tests"],
                         help="test files or directories (default: tests)")
-    parser.add_argument("-j", "--jobs", type=int, default=int(os.environ.get("TEST_JOBS", 1)),
-                        help="files run at once (default: $TEST_JOBS or 1)")
+    parser.add_argument("-j", "--jobs", type=int, default=int(os.environ.get("TEST_JOBS", 2)),
+                        help="unit and fuzz files run at once (default: $TEST_JOBS or 2); "
+                             "integration and e2e files always run one at a time")
     parser.add_argument("--log-dir", default=os.environ.get("TEST_LOG_DIR",
                                                             str(REPO / ".cache" / "test-logs")),
                         help="where the full output of failing files goes "
@@ -126,8 +129,11 @@ def main(argv: list[str] | None = None) -> int:
         print("run_tests: no test files found", file=sys.stderr)
         return 1
     width = len(str(len(files)))
+    serial = [f for f in files if any(t in f.parts for t in SERIAL_TIERS)]
+    parallel = [f for f in files if f not in serial]
     print(f"run_tests: {len(files)} test files, each in its own pytest process "
-          f"({args.jobs} at a time)", flush=True)
+          f"({len(parallel)} unit/fuzz files {args.jobs} at a time, then {len(serial)} "
+          f"integration/e2e files one at a time)", flush=True)
     log_dir = Path(args.log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -153,9 +159,11 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            futures = [pool.submit(run_file, f, pytest_args) for f in files]
+            futures = [pool.submit(run_file, f, pytest_args) for f in parallel]
             for future in as_completed(futures):
                 report(future.result())
+        for f in serial:
+            report(run_file(f, pytest_args))
     except KeyboardInterrupt:
         print("\nrun_tests: interrupted", file=sys.stderr)
         return 130
