@@ -148,7 +148,7 @@ class VectorIndex:
             self._keys = None
 
     # ---------------------------------------------------------------- writes
-    def add(self, items: Sequence[tuple[str, str]], height: int) -> int:
+    def add(self, items: Sequence[tuple[str, str]], height: int, threads: int = 1) -> int:
         """Embed and add (memory id, text) pairs, then advance the watermark to `height`.
         A memory already present is replaced (content never changes, so this is rare)."""
         if items:
@@ -162,7 +162,7 @@ class VectorIndex:
                 present = [k for k in keys.tolist() if self._index.contains(k)]
                 if present:
                     self._index.remove(present)
-                self._index.add(keys, vectors, threads=1)
+                self._index.add(keys, vectors, threads=threads)
         with self.lock:
             self.meta.indexed_height = max(self.meta.indexed_height, height)
             self.meta.count = len(self._index)

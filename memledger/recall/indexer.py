@@ -104,7 +104,9 @@ class Indexer:
                 done = len(rows) < CHUNK
                 # the watermark moves only past heights whose rows are all added
                 mark = hi if done else max(lo, int(last.submitted_height) - 1)
-                self.index.add([(r.id, r.content) for r in rows], mark)
+                # a (re)build may use every core; following stays on one
+                self.index.add([(r.id, r.content) for r in rows], mark,
+                               threads=0 if self.state == "building" else 1)
                 added += len(rows)
                 self._unsaved += len(rows)
                 after = (int(last.submitted_height), str(last.id))
