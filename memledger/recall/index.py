@@ -74,6 +74,7 @@ class VectorIndex:
         self.meta = self._empty_meta(0)
         self._index = self._new_index()
         self._keys: sqlite3.Connection | None = None
+        self._keys_lock = threading.Lock()  # one connection, shared by reader threads
         self.rebuilt_reason: str | None = None
 
     # ---------------------------------------------------------------- lifecycle
@@ -143,9 +144,10 @@ class VectorIndex:
             self.meta = self._empty_meta(self.meta.generation)
 
     def close(self) -> None:
-        if self._keys is not None:
-            self._keys.close()
-            self._keys = None
+        with self._keys_lock:
+            if self._keys is not None:
+                self._keys.close()
+                self._keys = None
 
     # ---------------------------------------------------------------- writes
     def add(self, items: Sequence[tuple[str, str]], height: int, threads: int = 1) -> int:
@@ -155,9 +157,10 @@ class VectorIndex:
             vectors = self.embedder.embed([text for _, text in items])
             keys = np.array([memory_key(mid) for mid, _ in items], dtype=np.uint64)
             assert self._keys is not None
-            self._keys.executemany("INSERT OR REPLACE INTO keys (key, id) VALUES (?, ?)",
-                                   [(int(k), mid) for k, (mid, _) in zip(keys, items,
-                                                                         strict=True)])
+            with self._keys_lock:
+                self._keys.executemany(
+                    "INSERT OR REPLACE INTO keys (key, id) VALUES (?, ?)",
+                    [(int(k), mid) for k, (mid, _) in zip(keys, items, strict=True)])
             with self.lock:
                 present = [k for k in keys.tolist() if self._index.contains(k)]
                 if present:
@@ -246,8 +249,10 @@ class VectorIndex:
         for i in range(0, len(keys), 500):
             chunk = list(keys[i:i + 500])
             marks = ",".join("?" * len(chunk))
-            for key, mid in self._keys.execute(
-                    f"SELECT key, id FROM keys WHERE key IN ({marks})", chunk):
+            with self._keys_lock:
+                rows = self._keys.execute(
+                    f"SELECT key, id FROM keys WHERE key IN ({marks})", chunk).fetchall()
+            for key, mid in rows:
                 out[int(key)] = str(mid)
         return out
 
