@@ -39,6 +39,7 @@ def enet(tmp_path_factory: pytest.TempPathFactory, cometbft_bin: Path) -> Iterat
             node.start(voter=False, wait=False)
         for node in net.nodes:
             node.wait_ready(120)
+        net.wait_height(2, timeout=120)  # CheckTx reads committed state: genesis must be in
         yield net
     finally:
         net.down(timeout=20)
