@@ -200,9 +200,9 @@ async def _hammer(url: str, paths: list[str], seconds: float, concurrency: int) 
 def measure_node(memories: int, seconds: float, concurrency: int,
                  workdir: Path) -> dict[str, Any]:
     """REST reads with and without proofs on a real single node (memledger start)."""
+    from memledger.devtools.node import NodeRunner, wait_api_ready
     from memledger.node.client import MemLedgerClient
     from memledger.node.keys import Agent
-    from tests.support.node import NodeRunner, wait_api_ready
 
     runner = NodeRunner(workdir / "node", chain_id="bench-proofs", voter=False)
     runner.start()
