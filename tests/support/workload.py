@@ -118,6 +118,22 @@ def run(home: Path, seed: int, count: int, restart_at: int,
     return hashes
 
 
+def run_in_fresh_process(home: Path, hash_seed: str, restart_at: int, app_version: int,
+                         seed: int = 77, count: int = 24) -> dict[str, str]:
+    """`run` in a new interpreter with its own PYTHONHASHSEED: app hash per height."""
+    import os
+    import subprocess
+
+    repo = Path(__file__).parents[2]
+    env = dict(os.environ, PYTHONHASHSEED=hash_seed, PYTHONPATH=str(repo))
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.support.workload", str(home), str(seed), str(count),
+         str(restart_at), str(app_version)],
+        check=True, capture_output=True, text=True, env=env, cwd=repo,
+    )
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
 if __name__ == "__main__":
     version = int(sys.argv[5]) if len(sys.argv) > 5 else 0
     result = run(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), version)

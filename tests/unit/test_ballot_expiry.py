@@ -8,9 +8,6 @@ The 4-validator run on the real cometbft is tests/e2e/test_ballot_expiry_net.py.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from nacl.signing import SigningKey
@@ -24,6 +21,7 @@ from memledger.node.txbuilder import (
     validator_proposal,
 )
 from tests.support.chain import LocalChain, seeded_key
+from tests.support.workload import run_in_fresh_process
 
 REPO = Path(__file__).parents[2]
 AGENT = seeded_key("expiry-agent")
@@ -185,13 +183,7 @@ GOLDEN_V4_APP_HASH_24 = "dfd3658be62dafbf9a63c3a3d87fbd74a7eed1a09ac305fa10b89aa
 
 
 def _workload(home: Path, seed: str, restart_at: int) -> dict[str, str]:
-    env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=str(REPO))
-    out = subprocess.run(
-        [sys.executable, "-m", "tests.support.workload", str(home), "77", "24",
-         str(restart_at), "4"],
-        check=True, capture_output=True, text=True, env=env, cwd=REPO,
-    )
-    return json.loads(out.stdout)  # type: ignore[no-any-return]
+    return run_in_fresh_process(home, seed, restart_at, app_version=4)
 
 
 def test_v4_workload_is_byte_identical_across_processes_and_restarts(tmp_path: Path) -> None:

@@ -8,9 +8,6 @@ tests/integration/test_concurrent_writers.py and tests/e2e/test_concurrent_write
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -25,6 +22,7 @@ from memledger.consensus.gate.txcache import DecodedTxCache
 from memledger.consensus.wire._pb import abci_pb2 as pb
 from memledger.node.txbuilder import TxBuilder, param_proposal, upgrade_proposal
 from tests.support.chain import HaltCalled, LocalChain, seeded_key
+from tests.support.workload import run_in_fresh_process
 
 REPO = Path(__file__).parents[2]
 AGENT = seeded_key("window-agent")
@@ -274,13 +272,7 @@ GOLDEN_V3_APP_HASH_24 = "52d58da074f136b4cc93701160f3b42d10a40d385a2ac485d461079
 
 
 def _workload(home: Path, seed: str, restart_at: int) -> dict[str, str]:
-    env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=str(REPO))
-    out = subprocess.run(
-        [sys.executable, "-m", "tests.support.workload", str(home), "77", "24",
-         str(restart_at), "3"],
-        check=True, capture_output=True, text=True, env=env, cwd=REPO,
-    )
-    return json.loads(out.stdout)  # type: ignore[no-any-return]
+    return run_in_fresh_process(home, seed, restart_at, app_version=3)
 
 
 def test_v3_workload_is_byte_identical_across_processes_and_restarts(tmp_path: Path) -> None:
