@@ -36,6 +36,7 @@ def serve(
         "canonical state at height %d (app hash %s); projection receipt %s",
         store.last_height, store.last_app_hash.hex(), receipt,
     )
+    catch_up_projection(store, projection)
     snapshots = None if snapshots_dir is None else SnapshotStore(snapshots_dir, snapshot_keep)
     app = MemLedgerApp(store, projection, faults=faults, supported_versions=supported_versions,
                        verify_helper=verify_helper, snapshots=snapshots,
@@ -48,3 +49,25 @@ def serve(
         app.verifier.close()
         projection.close()
         store.close()
+
+
+def catch_up_projection(store: CanonicalStore, projection: Projection) -> bool:
+    """Rebuild a projection that is behind canonical state before serving anything.
+
+    Commit writes the projection before LMDB, so a projection is never behind in normal
+    running. It is when a node died between a state-sync restore and the end of its
+    projection rebuild, or its database was lost or replaced: serving it would silently
+    hide committed memories, and replaying blocks cannot fill it (they are not ours to
+    replay). It is derived data, so it is rebuilt from the committed records.
+    Returns whether it rebuilt.
+    """
+    receipt = projection.last_receipt()
+    if store.last_height == 0 or (receipt is not None and receipt[0] >= store.last_height):
+        return False
+    log.warning("projection is behind canonical state (receipt %s, state at height %d): "
+                "rebuilding it from canonical state", receipt, store.last_height)
+    with store.snapshot() as view:
+        count = projection.rebuild(view.iter_prefix(b""), view.last_height,
+                                   view.last_app_hash, content_of=view.get)
+    log.info("projection rebuilt from %d records at height %d", count, store.last_height)
+    return True

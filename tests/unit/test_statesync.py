@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from memledger.consensus.app import MemLedgerApp
+from memledger.consensus.main import catch_up_projection
 from memledger.consensus.store.snapshots import (
     SnapshotError,
     SnapshotInfo,
@@ -215,6 +216,28 @@ def test_a_restore_interrupted_by_a_crash_rolls_back_at_open(tmp_path: Path) -> 
     reopened = CanonicalStore(str(tmp_path / "dst" / "state"))
     assert list(reopened.iter_prefix(b"")) == [] and reopened.last_height == 0
     reopened.close()
+    chain.close()
+
+
+def test_a_crash_before_the_projection_rebuild_is_repaired_at_start(tmp_path: Path) -> None:
+    """Canonical state restored and verified, then the node dies before its projection is
+    rebuilt: the next start rebuilds it instead of serving an empty projection."""
+    chain = source_chain(tmp_path)
+    store, info = snapshot_of(chain, tmp_path / "snaps")
+    target = Target(tmp_path / "dst")
+    target.projection.rebuild = lambda *a, **k: 0  # type: ignore[method-assign]
+    assert target.offer(info, info.app_hash) == Offer.ACCEPT
+    assert target.restore(store, info)[-1] == Apply.ACCEPT
+    target.close()
+    state = CanonicalStore(str(tmp_path / "dst" / "state"))
+    projection = Projection(f"sqlite:///{tmp_path / 'dst' / 'p.db'}")
+    assert projection.last_receipt() is None and state.last_height == chain.height
+    assert catch_up_projection(state, projection) is True
+    assert projection.dump() == chain.app.projection.dump()
+    assert projection.last_receipt() == (chain.height, chain.app.store.last_app_hash.hex())
+    assert catch_up_projection(state, projection) is False  # up to date: left alone
+    projection.close()
+    state.close()
     chain.close()
 
 
