@@ -189,8 +189,9 @@ def projection_rebuild(home: Path, db_url: str, as_json: bool) -> None:
               f"{store.last_height}")
     proj = Projection(target)
     try:
-        count = proj.rebuild(_counted(store.iter_prefix(b"")), store.last_height,
-                             store.last_app_hash, content_of=store.get)
+        with store.snapshot() as view:
+            count = proj.rebuild(_counted(view.iter_prefix(b"")), store.last_height,
+                                 store.last_app_hash, content_of=view.get)
         result = {"records": count, "height": store.last_height, "db_url": target}
     finally:
         proj.close()

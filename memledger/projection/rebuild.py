@@ -24,9 +24,18 @@ from sqlalchemy.schema import CreateTable
 
 from memledger.consensus.store import records
 from memledger.projection.mapping import Batch, add_change
-from memledger.projection.schema import drop_search, install_search, memories, metadata, receipts
+from memledger.projection.schema import (
+    drop_search,
+    install_search_in,
+    memories,
+    metadata,
+    receipts,
+)
 
 ContentLookup = Callable[[bytes], bytes | None]
+
+#: SQLite page cache for the rebuild's connection (its default is 2 MiB)
+REBUILD_CACHE_KIB = 512 * 1024
 
 
 def rebuild(engine: Engine, items: Iterator[tuple[bytes, bytes]], height: int,
@@ -41,6 +50,8 @@ def rebuild(engine: Engine, items: Iterator[tuple[bytes, bytes]], height: int,
     metadata.drop_all(engine)
     count = 0
     with engine.begin() as conn:
+        if engine.dialect.name == "sqlite":  # index builds sort in the page cache
+            conn.exec_driver_sql(f"PRAGMA cache_size=-{REBUILD_CACHE_KIB}")
         for table in metadata.sorted_tables:
             conn.execute(CreateTable(table))
         batch = Batch()
@@ -63,7 +74,9 @@ def rebuild(engine: Engine, items: Iterator[tuple[bytes, bytes]], height: int,
         for table in metadata.sorted_tables:
             for index in sorted(table.indexes, key=lambda i: str(i.name)):
                 index.create(conn)
-    install_search(engine)
+        install_search_in(conn)
+        if engine.dialect.name == "sqlite":
+            conn.exec_driver_sql("PRAGMA cache_size=-2000")  # back to SQLite's default
     return count
 
 

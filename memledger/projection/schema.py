@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 metadata = sa.MetaData()
 
@@ -129,16 +129,21 @@ def install_search(engine: Engine) -> None:
     column with a GIN index. Idempotent.
     """
     with engine.begin() as conn:
-        if engine.dialect.name == "sqlite":
-            existed = conn.exec_driver_sql(
-                "SELECT 1 FROM sqlite_master WHERE name = ?", (FTS_TABLE,)).first()
-            for ddl in _SQLITE_FTS:
-                conn.exec_driver_sql(ddl)
-            if existed is None:
-                conn.exec_driver_sql(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')")
-        elif engine.dialect.name == "postgresql":
-            for ddl in _POSTGRES_FTS:
-                conn.exec_driver_sql(ddl)
+        install_search_in(conn)
+
+
+def install_search_in(conn: Connection) -> None:
+    """install_search inside the caller's transaction (a rebuild's)."""
+    if conn.dialect.name == "sqlite":
+        existed = conn.exec_driver_sql(
+            "SELECT 1 FROM sqlite_master WHERE name = ?", (FTS_TABLE,)).first()
+        for ddl in _SQLITE_FTS:
+            conn.exec_driver_sql(ddl)
+        if existed is None:
+            conn.exec_driver_sql(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')")
+    elif conn.dialect.name == "postgresql":
+        for ddl in _POSTGRES_FTS:
+            conn.exec_driver_sql(ddl)
 
 
 def drop_search(engine: Engine) -> None:

@@ -140,8 +140,9 @@ class StateSync:
         except AppHashMismatch as exc:
             return self._reject(str(exc))
         self._restore = None
-        count = self.projection.rebuild(self.store.iter_prefix(b""), restore.info.height,
-                                        restore.trusted_app_hash, content_of=self.store.get)
+        with self.store.snapshot() as view:  # one read transaction for rows and contents
+            count = self.projection.rebuild(view.iter_prefix(b""), restore.info.height,
+                                            restore.trusted_app_hash, content_of=view.get)
         self.on_restored()
         log.info("restored height %d (app version %d): %d records, projection rebuilt (%d)",
                  restore.info.height, version, restore.records, count)
