@@ -12,6 +12,7 @@ import hashlib
 from memledger.consensus.block.context import TxContext
 from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.access.domains import authorize_write, scope_of
+from memledger.consensus.families.cocommit.record import CoCommitRecord, load
 from memledger.consensus.families.memory.record import new_record, validate_fields
 from memledger.consensus.gate.envelope import parse_canonical, verify_signature
 from memledger.consensus.limits import MAX_COAUTHORS, MIN_COAUTHORS
@@ -65,8 +66,7 @@ def submit(ctx: TxContext, msg: tx_pb2.CoCommitSubmit) -> None:
     if scope_of(ctx.state, core.domain) is not None:
         raise TxError(Code.COCOMMIT_SCOPED_DOMAIN)
     memory_id = shared_id(core.content_hash, coauthors, core.agreement_nonce)
-    key = records.cocommit_key(memory_id)
-    if ctx.state.get(key) is not None or ctx.state.get(records.memory_key(memory_id)):
+    if load(ctx.state, memory_id) is not None or ctx.state.get(records.memory_key(memory_id)):
         raise TxError(Code.COCOMMIT_DUPLICATE)
     authorize_write(ctx.state, core.domain, ctx.signer, ctx.block.height)
     record = new_record(ctx, memory_id, core.domain, core.memory_type, core.content_hash,
@@ -75,7 +75,7 @@ def submit(ctx: TxContext, msg: tx_pb2.CoCommitSubmit) -> None:
     record["coauthors"] = [k.hex() for k in coauthors]
     ctx.state.put_record(records.memory_key(memory_id), record)
     ctx.state.put(records.content_key(memory_id), data)
-    ctx.state.put_record(key, {
+    cocommit: CoCommitRecord = {
         "id": memory_id,
         "coauthors": [k.hex() for k in coauthors],
         "submitter": ctx.signer_hex,
@@ -83,6 +83,7 @@ def submit(ctx: TxContext, msg: tx_pb2.CoCommitSubmit) -> None:
         "window": [int(core.not_before_unix_ns), int(core.not_after_unix_ns)],
         "height": ctx.block.height,
         "core_sha256": hashlib.sha256(msg.core).hexdigest(),
-    })
+    }
+    ctx.state.put_record(records.cocommit_key(memory_id), cocommit)
     ctx.emit("cocommit", id=memory_id, coauthors=len(coauthors))
     ctx.emit("memory", id=memory_id, status=records.STATUS_COMMITTED)
