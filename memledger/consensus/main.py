@@ -44,6 +44,7 @@ def serve(
     try:
         run(app, address)
     finally:
+        app.statesync.close()
         if app.snapshot_taker is not None:
             app.snapshot_taker.wait()  # its read transaction must end before the store
         app.verifier.close()
@@ -67,7 +68,6 @@ def catch_up_projection(store: CanonicalStore, projection: Projection) -> bool:
     log.warning("projection is behind canonical state (receipt %s, state at height %d): "
                 "rebuilding it from canonical state", receipt, store.last_height)
     with store.snapshot() as view:
-        count = projection.rebuild(view.iter_prefix(b""), view.last_height,
-                                   view.last_app_hash, content_of=view.get)
+        count = projection.rebuild(view, view.last_height, view.last_app_hash)
     log.info("projection rebuilt from %d records at height %d", count, store.last_height)
     return True

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -15,6 +15,9 @@ from memledger.consensus.versions import LATEST_APP_VERSION, SUPPORTED_APP_VERSI
 from memledger.node import cli_client, cli_gov, cli_testnet
 from memledger.node.cli_root import fail, home_option, main
 from memledger.node.home import NodeConfig, NodeHome
+
+if TYPE_CHECKING:
+    from memledger.projection.rebuild import RecordSource
 
 
 def _fail(message: str) -> NoReturn:
@@ -190,8 +193,7 @@ def projection_rebuild(home: Path, db_url: str, as_json: bool) -> None:
     proj = Projection(target)
     try:
         with store.snapshot() as view:
-            count = proj.rebuild(_counted(view.iter_prefix(b"")), store.last_height,
-                                 store.last_app_hash, content_of=view.get)
+            count = proj.rebuild(_Counted(view), store.last_height, store.last_app_hash)
         result = {"records": count, "height": store.last_height, "db_url": target}
     finally:
         proj.close()
@@ -268,20 +270,27 @@ def _redact(url: str) -> str:
         return url
 
 
-def _counted(items: Iterator[tuple[bytes, bytes]], every_s: float = 2.0
-             ) -> Iterator[tuple[bytes, bytes]]:
-    """Pass records through, printing how many were read every `every_s` seconds."""
-    import time
+class _Counted:
+    """A record source that prints how many records were read every `every_s` seconds."""
 
-    count = 0
-    last = time.monotonic()
-    for item in items:
-        count += 1
-        if time.monotonic() - last >= every_s:
-            last = time.monotonic()
-            _progress(f"  {count} records read")
-        yield item
-    _progress(f"  {count} records read; building the full-text index")
+    def __init__(self, source: RecordSource, every_s: float = 2.0) -> None:
+        self.source, self.every_s = source, every_s
+
+    def get(self, key: bytes) -> bytes | None:
+        return self.source.get(key)
+
+    def iter_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        import time
+
+        count = 0
+        last = time.monotonic()
+        for item in self.source.iter_prefix(prefix):
+            count += 1
+            if time.monotonic() - last >= self.every_s:
+                last = time.monotonic()
+                _progress(f"  {count} records read")
+            yield item
+        _progress(f"  {count} records read; building the indexes")
 
 
 # The sub-command modules know nothing of this one: they define their commands and

@@ -146,13 +146,6 @@ def install_search_in(conn: Connection) -> None:
             conn.exec_driver_sql(ddl)
 
 
-def drop_search(engine: Engine) -> None:
-    """Remove the SQLite FTS table (PostgreSQL's column and index go with the table)."""
-    if engine.dialect.name == "sqlite":
-        with engine.begin() as conn:
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {FTS_TABLE}")
-
-
 def make_engine(url: str) -> Engine:
     """SQLite gets WAL + synchronous=FULL (durable commits, concurrent readers)."""
     if url.startswith("sqlite"):

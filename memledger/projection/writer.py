@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import sqlalchemy as sa
@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 
 from memledger.projection.mapping import Batch, add_change
-from memledger.projection.rebuild import ContentLookup, rebuild
+from memledger.projection.rebuild import RecordSource, rebuild
 from memledger.projection.schema import (
     install_search,
     make_engine,
@@ -52,6 +52,12 @@ class Projection:
         self.dialect = self.engine.dialect.name
         metadata.create_all(self.engine)
         install_search(self.engine)
+
+    @property
+    def shareable(self) -> bool:
+        """Whether another process can open this database (not an in-memory SQLite)."""
+        url = sa.engine.make_url(self.url)
+        return not (url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"))
 
     def flush(
         self,
@@ -159,11 +165,10 @@ class Projection:
                 conn.execute(table.insert(), rows)
 
     # ----------------------------------------------------------------- rebuild
-    def rebuild(self, items: Iterator[tuple[bytes, bytes]], height: int, app_hash: bytes,
-                *, content_of: ContentLookup | None = None) -> int:
-        """Drop and recreate every table from canonical state; returns records read
-        (`rebuild.py`: pass `content_of` to write each memory with its content)."""
-        return rebuild(self.engine, items, height, app_hash, content_of=content_of)
+    def rebuild(self, source: RecordSource, height: int, app_hash: bytes) -> int:
+        """Drop and recreate every table from canonical state (`rebuild.py`; pass a read
+        view, one transaction for the whole pass); returns records read."""
+        return rebuild(self.engine, source, height, app_hash)
 
     def last_receipt(self) -> tuple[int, str] | None:
         with self.engine.connect() as conn:

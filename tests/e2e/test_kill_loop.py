@@ -217,7 +217,7 @@ def check_stopped_node(runner: NodeRunner, work: Path, acked: list[Ack], cli: bo
         store = CanonicalStore(str(home / "data" / "state"), readonly=True)
         proj = Projection(f"sqlite:///{target}")
         try:
-            proj.rebuild(store.iter_prefix(b""), store.last_height, store.last_app_hash)
+            proj.rebuild(store, store.last_height, store.last_app_hash)
         finally:
             proj.close()
             store.close()

@@ -260,7 +260,7 @@ def pg_role(postgres_url: str) -> Iterator[PgRole]:
 def rebuilt_dump(store: CanonicalStore, url: str) -> dict[str, Any]:
     proj = Projection(url)
     try:
-        proj.rebuild(store.iter_prefix(b""), store.last_height, store.last_app_hash)
+        proj.rebuild(store, store.last_height, store.last_app_hash)
         return proj.dump()
     finally:
         proj.close()

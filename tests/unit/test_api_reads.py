@@ -271,7 +271,7 @@ def test_search_ddl_survives_rebuild(chain: LocalChain, tmp_path: Path) -> None:
 
     target = Projection(f"sqlite:///{tmp_path / 'rebuilt.db'}")
     store = chain.app.store
-    target.rebuild(store.iter_prefix(b""), store.last_height, store.last_app_hash)
+    target.rebuild(store, store.last_height, store.last_app_hash)
     with target.engine.connect() as conn:
         hits = conn.exec_driver_sql(
             "select m.id from memories m where m.rowid in "

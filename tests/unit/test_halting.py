@@ -144,7 +144,7 @@ def test_rebuild_equals_incremental_projection(tmp_path: Path) -> None:
     ref = _reference(tmp_path, plan)
     rebuilt = Projection(f"sqlite:///{tmp_path / 'rebuilt.db'}")
     store = ref.app.store
-    rebuilt.rebuild(store.iter_prefix(b""), store.last_height, store.last_app_hash)
+    rebuilt.rebuild(store, store.last_height, store.last_app_hash)
     assert rebuilt.dump() == ref.app.projection.dump()
     assert len(rebuilt.dump()["memories"]) > 5
     assert rebuilt.last_receipt() == (BLOCKS, store.last_app_hash.hex())

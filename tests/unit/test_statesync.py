@@ -4,6 +4,8 @@ memledger/consensus/store/statesync.py) on the in-process chain."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -46,11 +48,12 @@ def snapshot_of(chain: LocalChain, root: Path) -> tuple[SnapshotStore, SnapshotI
 class Target:
     """A fresh node: empty store and projection, driven through the ABCI methods."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, background: bool = True) -> None:
         home.mkdir(parents=True)
         self.store = CanonicalStore(str(home / "state"))
         self.projection = Projection(f"sqlite:///{home / 'p.db'}")
         self.app = MemLedgerApp(self.store, self.projection)
+        self.app.statesync.background_rebuild = background
 
     def offer(self, info: SnapshotInfo, app_hash: bytes, *, fmt: int | None = None,
               metadata: bytes | None = None) -> int:
@@ -76,9 +79,19 @@ class Target:
         assert self.records() == [] and self.store.last_height == 0
 
     def close(self) -> None:
+        self.app.statesync.close()
         self.app.verifier.close()
         self.projection.close()
         self.store.close()
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_chunk_codec_round_trip_and_rejects_truncation() -> None:
@@ -92,11 +105,13 @@ def test_chunk_codec_round_trip_and_rejects_truncation() -> None:
             decode_chunk(bad)
 
 
-def test_round_trip_gives_identical_state_app_hash_and_projection(tmp_path: Path) -> None:
+@pytest.mark.parametrize("background", [True, False], ids=["child-process", "in-process"])
+def test_round_trip_gives_identical_state_app_hash_and_projection(
+        tmp_path: Path, background: bool) -> None:
     chain = source_chain(tmp_path)
     store, info = snapshot_of(chain, tmp_path / "snaps")
     assert info.chunks > 3 and info.height == chain.height
-    target = Target(tmp_path / "dst")
+    target = Target(tmp_path / "dst", background)
     assert target.offer(info, chain.app.store.last_app_hash) == Offer.ACCEPT
     assert target.restore(store, info) == [Apply.ACCEPT] * info.chunks
     assert target.records() == list(chain.app.store.iter_prefix(b""))
@@ -184,6 +199,8 @@ def test_state_that_does_not_hash_to_the_trusted_app_hash_leaves_nothing(
                          forged_hash)
     target = Target(tmp_path / "dst")
     assert target.offer(lying, forged_hash) == Offer.ACCEPT
+    child = target.app.statesync.rebuild_pid
+    assert child is not None
     results = [target.apply(i, store.load_chunk(info.height, 1, i), sender=f"p{i % 2}")
                for i in range(info.chunks)]
     assert [r.result for r in results[:-1]] == [Apply.ACCEPT] * (info.chunks - 1)
@@ -191,6 +208,8 @@ def test_state_that_does_not_hash_to_the_trusted_app_hash_leaves_nothing(
     assert sorted(results[-1].reject_senders) == ["p0", "p1"]
     target.assert_empty()
     assert target.projection.last_receipt() is None
+    assert not any(target.projection.dump().values())  # the child's rows rolled back
+    assert not _alive(child)
     # A lying record count is refused the same way.
     short = SnapshotInfo(info.height, info.format, info.chunk_hashes, info.records + 1,
                          info.app_hash)
@@ -219,12 +238,29 @@ def test_a_restore_interrupted_by_a_crash_rolls_back_at_open(tmp_path: Path) -> 
     chain.close()
 
 
+def test_a_dead_rebuild_process_falls_back_to_rebuilding_in_process(tmp_path: Path) -> None:
+    chain = source_chain(tmp_path)
+    store, info = snapshot_of(chain, tmp_path / "snaps")
+    target = Target(tmp_path / "dst")
+    assert target.offer(info, info.app_hash) == Offer.ACCEPT
+    child = target.app.statesync.rebuild_pid
+    assert child is not None
+    assert target.apply(0, store.load_chunk(info.height, 1, 0)).result == Apply.ACCEPT
+    os.kill(child, signal.SIGKILL)
+    assert target.restore(store, info)[-1] == Apply.ACCEPT
+    assert target.projection.dump() == chain.app.projection.dump()
+    assert target.projection.last_receipt() == (chain.height,
+                                                chain.app.store.last_app_hash.hex())
+    target.close()
+    chain.close()
+
+
 def test_a_crash_before_the_projection_rebuild_is_repaired_at_start(tmp_path: Path) -> None:
     """Canonical state restored and verified, then the node dies before its projection is
     rebuilt: the next start rebuilds it instead of serving an empty projection."""
     chain = source_chain(tmp_path)
     store, info = snapshot_of(chain, tmp_path / "snaps")
-    target = Target(tmp_path / "dst")
+    target = Target(tmp_path / "dst", background=False)
     target.projection.rebuild = lambda *a, **k: 0  # type: ignore[method-assign]
     assert target.offer(info, info.app_hash) == Offer.ACCEPT
     assert target.restore(store, info)[-1] == Apply.ACCEPT

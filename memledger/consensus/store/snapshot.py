@@ -47,6 +47,18 @@ class Snapshot:
                 return
             yield k, v
 
+    def iter_range(self, after: bytes | None, upto: bytes | None
+                   ) -> Iterator[tuple[bytes, bytes]]:
+        """(key, value) pairs with `after` < key <= `upto`, ascending (None: unbounded)."""
+        cur = self._txn.cursor(db=self._s._data)
+        if not cur.set_range(after or b""):
+            return
+        for k, v in cur.iternext():
+            if upto is not None and k > upto:
+                return
+            if after is None or k > after:
+                yield k, v
+
     def _height(self) -> int | None:
         raw = self._txn.get(_M_HEIGHT, db=self._s._meta)
         return None if raw is None else int.from_bytes(raw, "big")

@@ -9,7 +9,9 @@ Restore rules (docs/SNAPSHOTS.md):
   that matches its hash but does not decode, or breaks key order, condemns the snapshot.
 - After the last chunk, the restored records must hash to the trusted app hash, or the
   snapshot is rejected (REJECT_SNAPSHOT, its senders reported) and nothing of it remains.
-- Then the SQL projection is rebuilt from the restored canonical state.
+- The SQL projection is rebuilt from the restored records: in a child process fed as
+  each chunk is stored (`projection/background.py`), committed only once the app hash
+  matched; in-process after the check if the child cannot run or fails.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from memledger.consensus.store.snapshots import (
 from memledger.consensus.store.state import AppHashMismatch, CanonicalStore
 from memledger.consensus.versions import INITIAL_APP_VERSION
 from memledger.consensus.wire._pb import abci_pb2 as pb
+from memledger.projection.background import BackgroundRebuild, BackgroundRebuildError
 from memledger.projection.writer import Projection
 
 log = logging.getLogger("memledger.statesync")
@@ -47,6 +50,7 @@ class _Restore:
     last_key: bytes = b""
     records: int = 0
     senders: list[str] = field(default_factory=list)
+    builder: BackgroundRebuild | None = None
 
 
 class StateSync:
@@ -54,11 +58,13 @@ class StateSync:
 
     def __init__(self, store: CanonicalStore, projection: Projection,
                  snapshots: SnapshotStore | None,
-                 on_restored: Callable[[], None] = lambda: None) -> None:
+                 on_restored: Callable[[], None] = lambda: None,
+                 background_rebuild: bool = True) -> None:
         self.store = store
         self.projection = projection
         self.snapshots = snapshots
         self.on_restored = on_restored
+        self.background_rebuild = background_rebuild and projection.shareable
         self._restore: _Restore | None = None
 
     # ----------------------------------------------------------------- serving
@@ -74,6 +80,19 @@ class StateSync:
         if self.snapshots is None:
             return b""
         return self.snapshots.load_chunk(int(req.height), int(req.format), int(req.chunk))
+
+    @property
+    def rebuild_pid(self) -> int | None:
+        """The background projection rebuild's process id, while one runs."""
+        builder = None if self._restore is None else self._restore.builder
+        return None if builder is None else builder.pid
+
+    def close(self) -> None:
+        """Stop a background projection rebuild (its transaction rolls back); a restore in
+        progress is rolled back when the store is next opened."""
+        if self._restore is not None and self._restore.builder is not None:
+            self._restore.builder.abort()
+            self._restore.builder = None
 
     # ----------------------------------------------------------------- restoring
     def offer_snapshot(self, req: pb.RequestOfferSnapshot) -> pb.ResponseOfferSnapshot:
@@ -94,7 +113,7 @@ class StateSync:
                         "trusted one", snap.height)
             return Offer(result=Offer.REJECT)
         self.store.restore_begin()
-        self._restore = _Restore(info, bytes(req.app_hash))
+        self._restore = _Restore(info, bytes(req.app_hash), builder=self._start_builder())
         log.info("restoring snapshot at height %d: %d chunks, %d records", info.height,
                  info.chunks, info.records)
         return Offer(result=Offer.ACCEPT)
@@ -124,6 +143,12 @@ class StateSync:
         except SnapshotError as exc:
             return self._reject(f"chunk {index} is malformed: {exc}")
         self.store.restore_chunk(items)
+        if restore.builder is not None and items:
+            try:
+                restore.builder.advance(items[-1][0])
+            except BackgroundRebuildError as exc:
+                log.warning("%s: the projection will be rebuilt after the restore", exc)
+                restore.builder = None
         restore.records += len(items)
         restore.next_chunk += 1
         if restore.next_chunk < restore.info.chunks:
@@ -140,13 +165,31 @@ class StateSync:
         except AppHashMismatch as exc:
             return self._reject(str(exc))
         self._restore = None
-        with self.store.snapshot() as view:  # one read transaction for rows and contents
-            count = self.projection.rebuild(view.iter_prefix(b""), restore.info.height,
-                                            restore.trusted_app_hash, content_of=view.get)
+        count = self._finish_projection(restore)
         self.on_restored()
         log.info("restored height %d (app version %d): %d records, projection rebuilt (%d)",
                  restore.info.height, version, restore.records, count)
         return Apply(result=Apply.ACCEPT)
+
+    def _start_builder(self) -> BackgroundRebuild | None:
+        if not self.background_rebuild:
+            return None
+        try:
+            return BackgroundRebuild(self.projection.url, self.store.path)
+        except (OSError, RuntimeError) as exc:
+            log.warning("no background projection rebuild (%r): rebuilding after the restore",
+                        exc)
+            return None
+
+    def _finish_projection(self, restore: _Restore) -> int:
+        """The projection of the restored (and verified) state; returns records read."""
+        if restore.builder is not None:
+            try:
+                return restore.builder.finish(restore.info.height, restore.trusted_app_hash)
+            except BackgroundRebuildError as exc:
+                log.warning("%s: rebuilding the projection in-process", exc)
+        with self.store.snapshot() as view:  # one read transaction for rows and contents
+            return self.projection.rebuild(view, restore.info.height, restore.trusted_app_hash)
 
     def _reject(self, reason: str) -> pb.ResponseApplySnapshotChunk:
         restore = self._restore
@@ -158,6 +201,8 @@ class StateSync:
     def _abandon(self) -> None:
         """Drop a restore in progress: nothing of it remains in the store."""
         if self._restore is not None:
+            if self._restore.builder is not None:
+                self._restore.builder.abort()
             self._restore = None
             self.store.restore_abort()
 
