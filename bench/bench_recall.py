@@ -107,12 +107,65 @@ def evaluate(chain: LocalChain, folder: Path, embedder: str,
     return out
 
 
-def scale(size: int, queries: int, embedder_spec: str) -> dict[str, Any]:
-    """Latency of the three modes at `size` synthetic memories (bench_read's Zipf
-    generator, flushed into a SQLite projection), plus index build rate, RAM and disk."""
+class _Writes:
+    """Blocks of synthetic memories flushed into the projection at `per_s` memories/s,
+    in a thread, while queries run (the node's Commit load on the projection)."""
+
+    def __init__(self, url: str, first_id: int, first_height: int, per_s: int) -> None:
+        import threading
+
+        self.url, self.next_id, self.height, self.per_s = url, first_id, first_height, per_s
+        self.written = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> _Writes:
+        if self.per_s:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self.per_s:
+            self._thread.join()
+
+    def _run(self) -> None:
+        import hashlib
+        import random
+
+        from bench.bench_read import _record, _text
+        from memledger.consensus.store import codec, records
+        from memledger.projection.writer import Projection
+
+        proj = Projection(self.url)
+        rng = random.Random(99)
+        while not self._stop.wait(1.0):
+            self.height += 1
+            changes = []
+            for _ in range(self.per_s):
+                content = _text(rng)
+                rec = _record(self.next_id, self.height, rng, content)
+                changes.append((records.memory_key(rec["id"]), codec.encode(rec)))
+                changes.append((records.content_key(rec["id"]), content.encode()))
+                self.next_id += 1
+            proj.flush(self.height, hashlib.sha256(b"w%d" % self.height).digest(),
+                       sorted(changes))
+            self.written += self.per_s
+        proj.close()
+
+
+def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
+          db_url: str | None = None) -> dict[str, Any]:
+    """Latency of the modes at `size` synthetic memories (bench_read's Zipf generator,
+    flushed into a SQLite projection, or `db_url`), plus index build rate, RAM and disk.
+
+    `embedder_spec` "none" measures text only: through the word index, and through the
+    projection's own full-text index for comparison. `write_rate` memories/s are flushed
+    into the projection meanwhile, a block a second.
+    """
     import random
 
-    from bench.bench_read import VOCAB, populate
+    from bench.bench_read import BLOCK, VOCAB, populate
     from memledger.node.api import ranked
     from memledger.node.api.db import readonly_engine
     from memledger.node.api.queries import MemoryFilter
@@ -120,28 +173,42 @@ def scale(size: int, queries: int, embedder_spec: str) -> dict[str, Any]:
     from memledger.recall.embedder import make_embedder
     from memledger.recall.index import VectorIndex
     from memledger.recall.indexer import Indexer
+    from memledger.recall.text_index import TextIndex
+    from memledger.recall.text_indexer import TextIndexer
 
-    out: dict[str, Any] = {"size": size}
+    out: dict[str, Any] = {"size": size, "write_rate_per_s": write_rate}
     with tempfile.TemporaryDirectory(prefix="bench-recall-scale-") as tmp:
-        url = f"sqlite:///{tmp}/projection.db"
+        url = db_url or f"sqlite:///{tmp}/projection.db"
+        out["backend"] = url.split(":", 1)[0]
         proj = Projection(url)
         out["fill_s"] = round(populate(proj, 0, size, seed=7), 1)
         proj.close()
         engine = readonly_engine(url)
-        embedder = make_embedder(embedder_spec)
-        assert embedder is not None
-        index = VectorIndex(Path(tmp) / "recall", embedder)
-        index.open()
-        indexer = Indexer(engine, index)
+        words = TextIndexer(engine, TextIndex(Path(tmp) / "text"))
+        words.index.open()
         t0 = time.perf_counter()
-        indexer.rebuild()
+        words.catch_up()
         build = time.perf_counter() - t0
-        out["index"] = {"build_s": round(build, 1),
-                        "memories_per_s": round(len(index) / build),
-                        "ram_bytes": index.memory_bytes(),
-                        "ram_bytes_per_memory": round(index.memory_bytes() / len(index)),
-                        "disk_bytes": index.disk_bytes(),
-                        "disk_bytes_per_memory": round(index.disk_bytes() / len(index))}
+        words.state = "following"
+        out["word_index"] = {"build_s": round(build, 1),
+                             "memories_per_s": round(len(words.index) / build),
+                             "disk_bytes_per_memory": round(words.index.disk_bytes()
+                                                            / len(words.index))}
+        embedder = make_embedder(embedder_spec)
+        indexer = None
+        if embedder is not None:
+            index = VectorIndex(Path(tmp) / "recall", embedder)
+            index.open()
+            indexer = Indexer(engine, index)
+            t0 = time.perf_counter()
+            indexer.rebuild()
+            build = time.perf_counter() - t0
+            out["index"] = {"build_s": round(build, 1),
+                            "memories_per_s": round(len(index) / build),
+                            "ram_bytes": index.memory_bytes(),
+                            "ram_bytes_per_memory": round(index.memory_bytes() / len(index)),
+                            "disk_bytes": index.disk_bytes(),
+                            "disk_bytes_per_memory": round(index.disk_bytes() / len(index))}
         rng = random.Random(3)
         kinds = {
             "common word": lambda: VOCAB[0],
@@ -151,20 +218,31 @@ def scale(size: int, queries: int, embedder_spec: str) -> dict[str, Any]:
                                               "who gets paged if the site breaks"]),
         }
         out["latency_ms"] = {}
-        with engine.connect() as conn:
-            for mode in MODES:
+        legs = [("text", words, "text")]
+        if indexer is None:
+            legs.append(("text", None, "text (projection FTS, no word index)"))
+        else:
+            legs += [("semantic", words, "semantic"), ("hybrid", words, "hybrid")]
+        first_height = (size + BLOCK - 1) // BLOCK
+        with _Writes(url, size, first_height, write_rate) as writes, \
+                engine.connect() as conn:
+            for mode, words_index, label in legs:
                 for kind, make in kinds.items():
                     lat = []
                     for _ in range(queries):
                         flt = MemoryFilter(q=make())
                         t1 = time.perf_counter()
-                        ranked.ranked_search(conn, flt, mode, 10, None, indexer)
+                        ranked.ranked_search(conn, flt, mode, 10, None, indexer, words_index)
                         lat.append((time.perf_counter() - t1) * 1000)
+                        conn.rollback()  # the next query sees the writes since
                     lat.sort()
-                    out["latency_ms"][f"{mode} / {kind}"] = {
+                    out["latency_ms"][f"{label} / {kind}"] = {
                         "p50": round(lat[len(lat) // 2], 2),
                         "p99": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 2)}
-        index.close()
+        out["written_during_queries"] = writes.written
+        words.stop()
+        if indexer is not None:
+            indexer.index.close()
         engine.dispose()
     return out
 
@@ -177,9 +255,14 @@ def main() -> None:
                         help="instead: latency, build rate, RAM and disk at this many "
                              "synthetic memories (SQLite)")
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--write-rate", type=int, default=0,
+                        help="with --scale: memories/s flushed into the projection meanwhile")
+    parser.add_argument("--db-url", default=None,
+                        help="with --scale: an empty PostgreSQL database instead of SQLite")
     args = parser.parse_args()
     if args.scale:
-        result = scale(args.scale, args.queries, args.embedders[0])
+        result = scale(args.scale, args.queries, args.embedders[0], args.write_rate,
+                       args.db_url)
         result["command"] = "bench/bench_recall.py " + " ".join(sys.argv[1:])
         text = json.dumps(result, indent=1)
         if args.out:

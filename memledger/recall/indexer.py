@@ -16,7 +16,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -55,6 +57,32 @@ def projection_height(conn: sa.Connection) -> int:
     return int(value or 0)
 
 
+def new_memories(conn: sa.Connection, lo: int, hi: int, chunk: int = CHUNK
+                 ) -> Iterator[tuple[list[sa.Row[Any]], int]]:
+    """Memories with content and `lo < submitted_height <= hi`, a chunk at a time in
+    (height, id) order, each chunk with the watermark it allows: a height moves only
+    once all of its rows are handed out."""
+    after: tuple[int, str] | None = None
+    while True:
+        query = sa.select(memories.c.id, memories.c.content, memories.c.tags,
+                          memories.c.submitted_height).where(
+            memories.c.submitted_height > lo, memories.c.submitted_height <= hi,
+            memories.c.content.is_not(None))
+        if after is not None:
+            query = query.where(memories.c.submitted_height >= after[0], sa.or_(
+                memories.c.submitted_height > after[0], memories.c.id > after[1]))
+        rows = list(conn.execute(query.order_by(memories.c.submitted_height, memories.c.id)
+                                 .limit(chunk)).all())
+        if not rows:
+            return
+        last = rows[-1]
+        done = len(rows) < chunk
+        yield rows, hi if done else max(lo, int(last.submitted_height) - 1)
+        if done:
+            return
+        after = (int(last.submitted_height), str(last.id))
+
+
 class Indexer:
     """Owns a VectorIndex and keeps it at the projection's height."""
 
@@ -87,32 +115,15 @@ class Indexer:
                 self.index.reset()
                 self.index.rebuilt_reason = "projection behind index"
                 lo = 0
-            after: tuple[int, str] | None = None
-            while True:
-                query = sa.select(memories.c.id, memories.c.content,
-                                  memories.c.submitted_height).where(
-                    memories.c.submitted_height > lo, memories.c.submitted_height <= hi,
-                    memories.c.content.is_not(None))
-                if after is not None:
-                    query = query.where(memories.c.submitted_height >= after[0], sa.or_(
-                        memories.c.submitted_height > after[0], memories.c.id > after[1]))
-                rows = conn.execute(query.order_by(memories.c.submitted_height, memories.c.id)
-                                    .limit(CHUNK)).all()
-                if not rows:
-                    break
-                last = rows[-1]
-                done = len(rows) < CHUNK
-                # the watermark moves only past heights whose rows are all added
-                mark = hi if done else max(lo, int(last.submitted_height) - 1)
+            for rows, mark in new_memories(conn, lo, hi):
                 # a (re)build may use every core; following stays on one
                 self.index.add([(r.id, r.content) for r in rows], mark,
                                threads=0 if self.state == "building" else 1)
                 added += len(rows)
                 self._unsaved += len(rows)
-                after = (int(last.submitted_height), str(last.id))
-                if done or (limit_rows is not None and added >= limit_rows):
+                if limit_rows is not None and added >= limit_rows:
                     break
-            if after is None:
+            if added == 0:
                 self.index.add([], hi)  # nothing new up to hi
         return added
 

@@ -34,6 +34,8 @@ from memledger.node.rpc import RpcClient
 from memledger.recall.embedder import make_embedder
 from memledger.recall.index import VectorIndex
 from memledger.recall.indexer import Indexer
+from memledger.recall.text_index import TextIndex
+from memledger.recall.text_indexer import TextIndexer
 
 DESCRIPTION = """Consensus-replicated memory ledger for AI agents.
 
@@ -71,6 +73,16 @@ def start_recall(settings: ApiSettings, engine: Engine) -> Indexer | None:
     indexer = Indexer(engine, VectorIndex(settings.index_dir, embedder))
     indexer.start()
     return indexer
+
+
+def start_words(settings: ApiSettings, engine: Engine) -> TextIndexer | None:
+    """The word index follower for ranked text search, started; None without a folder
+    for indexes (ranked text then comes from the projection's full-text index)."""
+    if settings.index_dir is None:
+        return None
+    words = TextIndexer(engine, TextIndex(Path(settings.index_dir) / "text"))
+    words.start()
+    return words
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
@@ -145,6 +157,7 @@ def create_app(source: ApiSettings | NodeHome | str | os.PathLike[str]) -> FastA
         probe=RpcClient(settings.rpc_url, timeout=2.0),
         metrics=ApiMetrics(engine),
         recall=start_recall(settings, engine),
+        words=start_words(settings, engine),
     )
     if state.recall is not None:
         state.metrics.registry.register(RecallCollector(state.recall))

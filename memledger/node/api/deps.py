@@ -18,6 +18,7 @@ from memledger.node.api.problems import Problem
 from memledger.node.api.settings import ApiSettings
 from memledger.node.rpc import RpcClient, RpcError
 from memledger.recall.indexer import Indexer
+from memledger.recall.text_indexer import TextIndexer
 
 T = TypeVar("T")
 
@@ -32,10 +33,13 @@ class ApiState:
     probe: RpcClient  # short timeout, for /ready and /status
     metrics: ApiMetrics
     recall: Indexer | None = None  # the vector index follower, when an embedder is set
+    words: TextIndexer | None = None  # the word index follower (ranked text search)
 
     def close(self) -> None:
         if self.recall is not None:
             self.recall.stop()
+        if self.words is not None:
+            self.words.stop()
         self.rpc.close()
         self.probe.close()
         self.engine.dispose()

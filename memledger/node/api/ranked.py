@@ -1,7 +1,9 @@
 """Ranked search over memories: `mode=text|semantic|hybrid` of GET /v1/memories?q=.
 
-- `text`: every word must match (as the page listing), ranked by BM25 (SQLite FTS5) or
-  ts_rank_cd (PostgreSQL); score = that rank, higher is better.
+- `text`: every word must match (as the page listing), ranked by BM25; score = that
+  rank, higher is better. From the node's word index (tantivy, `recall/text_index.py`)
+  when it is open and not being built, on both backends; otherwise from the projection
+  (SQLite FTS5 bm25, PostgreSQL ts_rank_cd), which ranks every posting of every word.
 - `semantic`: nearest memories by meaning (the node's embedder and vector index, see
   memledger.recall); score = cosine similarity.
 - `hybrid`: reciprocal rank fusion of an any-word BM25 ranking and the semantic
@@ -15,6 +17,7 @@ the same query and mode; at most MAX_RANKED results are reachable.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,8 +38,9 @@ from memledger.node.api.search import (
     query_words,
 )
 from memledger.projection.schema import FTS_TABLE, TS_CONFIG, TSV_COLUMN, memories
-from memledger.recall.hybrid import Ranked, rrf, semantic_ranked
+from memledger.recall.hybrid import OVERFETCH_CAP, Ranked, rrf, semantic_ranked
 from memledger.recall.indexer import Indexer
+from memledger.recall.text_indexer import TextIndexer
 
 MODES = ("text", "semantic", "hybrid")
 MAX_RANKED = 1000
@@ -119,11 +123,46 @@ def _fts_all(text: str) -> str | None:
     return " ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
+def _passing(conn: sa.Connection, flt: MemoryFilter) -> Callable[[list[str]], set[str]]:
+    """keep(ids): the ids among `ids` that `flt` passes, read from the projection."""
+    def keep(ids: list[str]) -> set[str]:
+        out: set[str] = set()
+        for i in range(0, len(ids), 500):
+            query = apply_filters(sa.select(memories.c.id), flt).where(
+                memories.c.id.in_(ids[i:i + 500]))
+            out.update(str(r) for r in conn.execute(query).scalars())
+        return out
+    return keep
+
+
+def _indexed_text(conn: sa.Connection, flt: MemoryFilter, words: list[str], n: int,
+                  any_word: bool, index: TextIndexer) -> Ranked | None:
+    """Top `n` by BM25 from the word index, keeping only what `flt` passes: fetch 4n,
+    widen x4 until n pass. None when even OVERFETCH_CAP hits leave fewer than n and
+    more exist (a filter that narrow is answered exactly by the projection)."""
+    keep = _passing(conn, flt)
+    fetch = max(n * 4, 50)
+    while True:
+        hits = index.index.search(words, fetch, any_word=any_word)
+        passed = keep([mid for mid, _ in hits])
+        kept = [(mid, score) for mid, score in hits if mid in passed]
+        if len(kept) >= n or len(hits) < fetch:
+            return kept[:n]
+        if fetch >= OVERFETCH_CAP:
+            return None
+        fetch = min(fetch * 4, OVERFETCH_CAP)
+
+
 def text_ranked(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
-                any_word: bool = False) -> Ranked:
+                any_word: bool = False, words_index: TextIndexer | None = None) -> Ranked:
     """Top `n` memories by word relevance among those `flt` passes."""
     if len(text) > MAX_QUERY_CHARS:
         raise Problem(422, "invalid_query", f"q is longer than {MAX_QUERY_CHARS} characters")
+    if words_index is not None and words_index.current(conn):
+        terms = content_words(text) if any_word else query_words(text)
+        found = _indexed_text(conn, flt, terms, n, any_word, words_index)
+        if found is not None:
+            return found
     dialect = conn.dialect.name
     if dialect == "sqlite":
         fts = _fts_any(text) if any_word else _fts_all(text)
@@ -161,14 +200,7 @@ def semantic(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
              indexer: Indexer) -> Ranked:
     """Top `n` memories by meaning among those `flt` passes."""
     vector = indexer.embedder.embed([text])[0]
-
-    def keep(ids: list[str]) -> set[str]:
-        out: set[str] = set()
-        for i in range(0, len(ids), 500):
-            query = apply_filters(sa.select(memories.c.id), flt).where(
-                memories.c.id.in_(ids[i:i + 500]))
-            out.update(str(r) for r in conn.execute(query).scalars())
-        return out
+    keep = _passing(conn, flt)
 
     def narrow(cap: int) -> list[str] | None:
         rows = conn.execute(apply_filters(sa.select(memories.c.id), flt)
@@ -180,7 +212,8 @@ def semantic(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
 
 
 def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
-                  cursor: str | None, indexer: Indexer | None) -> RankedPage:
+                  cursor: str | None, indexer: Indexer | None,
+                  words_index: TextIndexer | None = None) -> RankedPage:
     """One page of a ranked search; each item carries `score` and `mode`."""
     assert flt.q is not None
     if mode not in MODES:
@@ -196,7 +229,7 @@ def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
         return RankedPage([], None)
     want = min(offset + limit, MAX_RANKED) + 1
     if mode == "text":
-        ranked = text_ranked(conn, flt, flt.q, want)
+        ranked = text_ranked(conn, flt, flt.q, want, words_index=words_index)
     elif mode == "semantic":
         assert indexer is not None
         ranked = semantic(conn, flt, flt.q, want, indexer)
@@ -204,7 +237,8 @@ def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
         assert indexer is not None
         depth = max(want, HYBRID_DEPTH)
         rare = distinctive_words(conn, flt.q)
-        words = text_ranked(conn, flt, rare, depth, any_word=True) if rare else []
+        words = text_ranked(conn, flt, rare, depth, any_word=True,
+                            words_index=words_index) if rare else []
         meaning = semantic(conn, flt, flt.q, depth, indexer)
         ranked = rrf([[m for m, _ in words], [m for m, _ in meaning]],
                      weights=(TEXT_WEIGHT, 1.0))[:want]

@@ -103,7 +103,7 @@ async def list_memories(
 
 def _ranked(conn: sa.Connection, flt: queries.MemoryFilter, mode: str, limit: int,
             cursor: str | None, state: ApiState) -> dict[str, Any]:
-    page = ranked.ranked_search(conn, flt, mode, limit, cursor, state.recall)
+    page = ranked.ranked_search(conn, flt, mode, limit, cursor, state.recall, state.words)
     reasons.annotate(conn, page.items, state.settings.home)
     return {"items": page.items, "next_cursor": page.next_cursor}
 

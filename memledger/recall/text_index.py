@@ -1,0 +1,164 @@
+"""The ranked word index: tantivy (BM25, block-max WAND) over committed memories.
+
+SQLite's FTS5 and PostgreSQL's ts_rank rank every posting of every query word before the
+top-k cut, so a word that half the memories contain costs a scan of half the table. This
+index finds the top k by BM25 while skipping blocks of postings that cannot reach it: a
+common word costs about what a rare one does. It is serving data like the vector index:
+derived from the projection, never in the app hash, rebuilt when missing or stale.
+
+Files in its folder (HOME/data/recall/text/ for a node): tantivy's own segment files, and
+`watermark.json` (format, tokenizer, `indexed_height`), written atomically after
+tantivy's commit. A crash between the two replays a range: adding a memory first deletes
+its id, so nothing is counted twice, and the watermark never claims a height whose
+memories are not committed.
+
+Documents: `id` (stored, exact) and `body` = content + tags (English stemming, like the
+projection's full-text index). Queries are built from the words the projection's search
+accepts, never passed to tantivy's query syntax as typed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import tantivy
+
+FORMAT = 1
+TOKENIZER = "en_stem"
+WRITER_HEAP = 64 << 20
+_WORD_PIECES = re.compile(r"[^\W_]+")
+
+
+def query_terms(words: Sequence[str]) -> list[str]:
+    """Lower-cased letter/digit runs of the query's words (tantivy's tokenizer splits the
+    same way); operators and syntax never reach the parser."""
+    return [piece.lower() for word in words for piece in _WORD_PIECES.findall(word)]
+
+
+class TextIndex:
+    """One node's word index; searches and writes share a lock (one writer per folder)."""
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.folder = Path(folder)
+        self.lock = threading.RLock()
+        self.indexed_height = 0
+        self.rebuilt_reason: str | None = None
+        self._index: tantivy.Index | None = None
+        self._writer: tantivy.IndexWriter | None = None
+
+    # ---------------------------------------------------------------- lifecycle
+    @staticmethod
+    def _schema() -> tantivy.Schema:
+        builder = tantivy.SchemaBuilder()
+        builder.add_text_field("id", stored=True, tokenizer_name="raw", index_option="basic")
+        builder.add_text_field("body", stored=False, tokenizer_name=TOKENIZER,
+                               index_option="freq")
+        return builder.build()
+
+    def open(self) -> str | None:
+        """Open the persisted index; returns why it starts empty (to be rebuilt), or None."""
+        with self.lock:
+            reason = self._stale_reason()
+            if reason is not None:
+                shutil.rmtree(self.folder, ignore_errors=True)
+                self.indexed_height = 0
+                self.rebuilt_reason = reason
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._index = tantivy.Index(self._schema(), path=str(self.folder), reuse=True)
+            self._writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
+            return reason
+
+    def _stale_reason(self) -> str | None:
+        meta = self.folder / "watermark.json"
+        if not meta.exists():
+            return "no word index yet"
+        try:
+            doc = json.loads(meta.read_text())
+            if doc.get("format") != FORMAT or doc.get("tokenizer") != TOKENIZER:
+                return "word index from another format"
+            self.indexed_height = int(doc["indexed_height"])
+        except (ValueError, KeyError, TypeError, OSError):
+            return "unreadable word index meta"
+        return None
+
+    def reset(self) -> None:
+        """Empty the index (the projection went back, e.g. it was rebuilt)."""
+        with self.lock:
+            writer = self._require_writer()
+            writer.delete_all_documents()
+            writer.commit()
+            self.indexed_height = 0
+            self._write_meta()
+            self._reload()
+
+    def close(self) -> None:
+        with self.lock:
+            if self._writer is not None:
+                with contextlib.suppress(Exception):
+                    self._writer.wait_merging_threads()
+            self._writer = None
+            self._index = None
+
+    # ---------------------------------------------------------------- writes
+    def add(self, docs: Sequence[tuple[str, str]], height: int) -> None:
+        """Add (id, body) documents and move the watermark to `height`, durably."""
+        with self.lock:
+            writer = self._require_writer()
+            for memory_id, body in docs:
+                writer.delete_documents_by_term("id", memory_id)
+                writer.add_document(tantivy.Document(id=memory_id, body=body))
+            if docs:
+                writer.commit()
+                self._reload()
+            if height != self.indexed_height:
+                self.indexed_height = height
+                self._write_meta()
+
+    def _write_meta(self) -> None:
+        tmp = self.folder / "watermark.json.tmp"
+        with open(tmp, "w") as out:
+            json.dump({"format": FORMAT, "tokenizer": TOKENIZER,
+                       "indexed_height": self.indexed_height}, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, self.folder / "watermark.json")
+
+    def _reload(self) -> None:
+        assert self._index is not None
+        self._index.reload()
+
+    def _require_writer(self) -> tantivy.IndexWriter:
+        if self._writer is None:
+            raise RuntimeError("the word index is not open")
+        return self._writer
+
+    # ---------------------------------------------------------------- reads
+    def search(self, words: Sequence[str], n: int, any_word: bool = False
+               ) -> list[tuple[str, float]]:
+        """Top `n` (id, BM25 score) for the words: all must match, or any with `any_word`."""
+        terms = query_terms(words)
+        if not terms or n <= 0:
+            return []
+        joiner = " OR " if any_word else " AND "
+        with self.lock:
+            if self._index is None:
+                raise RuntimeError("the word index is not open")
+            query = self._index.parse_query(joiner.join(terms), ["body"])
+            searcher = self._index.searcher()
+            hits = searcher.search(query, n).hits
+            return [(str(searcher.doc(address)["id"][0]), float(score))
+                    for score, address in hits]
+
+    def __len__(self) -> int:
+        with self.lock:
+            return 0 if self._index is None else int(self._index.searcher().num_docs)
+
+    def disk_bytes(self) -> int:
+        return sum(f.stat().st_size for f in self.folder.glob("*") if f.is_file())

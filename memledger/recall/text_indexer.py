@@ -1,0 +1,103 @@
+"""The follower that feeds the word index (`text_index.py`) from the SQL projection.
+
+Like the vector indexer it reads only what Commit already made durable, a chunk of
+memories at a time (`indexer.new_memories`), and moves its watermark `indexed_height`
+only past heights whose memories are all in. Every node has one, embedder or not.
+
+Searches must see every committed memory, as the SQL full-text search they replace did.
+So a search first brings the index to the projection's height itself (`current`): after a
+block that is a handful of documents and one tantivy commit. While the index is being
+built from scratch, searches use the projection's own full-text index instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from memledger.recall.indexer import new_memories, projection_height
+from memledger.recall.text_index import TextIndex
+
+log = logging.getLogger("memledger.recall")
+
+
+def document_body(content: str, tags_json: str | None) -> str:
+    """What the word index matches: the content and the tags, as the projection's FTS."""
+    tags = json.loads(tags_json) if tags_json else []
+    return " ".join([content, *tags]) if tags else content
+
+
+class TextIndexer:
+    """Owns a TextIndex and keeps it at the projection's height."""
+
+    def __init__(self, engine: Engine, index: TextIndex, poll_s: float = 0.2) -> None:
+        self.engine = engine
+        self.index = index
+        self.poll_s = poll_s
+        self.state = "stopped"
+        self._catch_up_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def catch_up(self) -> int:
+        """Index every memory up to the projection's height; returns documents added."""
+        with self._catch_up_lock, self.engine.connect() as conn:
+            hi = projection_height(conn)
+            lo = self.index.indexed_height
+            if hi < lo:
+                log.warning("projection height %d is below the word index's %d: rebuilding",
+                            hi, lo)
+                self.index.reset()
+                self.index.rebuilt_reason = "projection behind index"
+                lo = 0
+            added = 0
+            for rows, mark in new_memories(conn, lo, hi):
+                self.index.add([(r.id, document_body(r.content, r.tags)) for r in rows], mark)
+                added += len(rows)
+            if added == 0 and hi != lo:
+                self.index.add([], hi)
+            return added
+
+    def current(self, conn: sa.Connection) -> bool:
+        """Whether searches may use the index now: it is at the projection's height
+        (caught up here if a few blocks behind), and not being built from scratch."""
+        if self.state != "following":
+            return False
+        if self.index.indexed_height >= projection_height(conn):
+            return True
+        self.catch_up()
+        return True
+
+    # ---------------------------------------------------------------- follower thread
+    def start(self) -> None:
+        """Open the persisted index (empty if missing or stale) and follow the projection."""
+        reason = self.index.open()
+        if reason is not None:
+            log.info("word index will be built from the projection: %s", reason)
+        self.state = "building" if reason is not None else "following"
+        self._thread = threading.Thread(target=self._run, name="word-indexer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                added = self.catch_up()
+                if added == 0:
+                    self.state = "following"
+            except sa.exc.OperationalError as exc:
+                log.warning("projection not readable by the word indexer: %s", exc.orig)
+            except Exception:  # noqa: BLE001 - the follower must keep following
+                log.exception("word indexer step failed")
+            if self.state == "following":
+                self._stop.wait(self.poll_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self.index.close()
+        self.state = "stopped"

@@ -1,0 +1,122 @@
+"""The word index (tantivy) behind ranked text search: it finds what the projection's
+full-text index finds, filters before the top-k cut, sees a block the moment the
+projection has it, survives restarts and replays without double counting, and never
+lets a query's characters reach tantivy's query syntax."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from memledger.devtools.chain import LocalChain, seeded_key
+from memledger.node.api.queries import MemoryFilter
+from memledger.node.api.ranked import text_ranked
+from memledger.projection.schema import memories
+from memledger.recall.text_index import TextIndex, query_terms
+from memledger.recall.text_indexer import TextIndexer, document_body
+
+WORDS = ["river", "stone", "lamp", "orbit", "cedar", "violet", "harbor", "quartz",
+         "meadow", "falcon", "ember", "glacier"]
+
+
+def test_add_search_replay_and_reopen(tmp_path: Path) -> None:
+    index = TextIndex(tmp_path / "text")
+    assert index.open() == "no word index yet"
+    index.add([("a", "the river stone"), ("b", "river lamp"), ("c", "lamp orbit orbit")], 5)
+    assert {m for m, _ in index.search(["river"], 10)} == {"a", "b"}
+    assert [m for m, _ in index.search(["river", "lamp"], 10)] == ["b"]
+    assert {m for m, _ in index.search(["stone", "orbit"], 10, any_word=True)} == {"a", "c"}
+    assert index.search(["orbit"], 10)[0][0] == "c"
+    index.add([("a", "the river stone")], 6)  # a replayed range: no second copy
+    assert len(index) == 3 and index.indexed_height == 6
+    index.close()
+    again = TextIndex(tmp_path / "text")
+    assert again.open() is None and again.indexed_height == 6 and len(again) == 3
+    for hostile in (["AND"], ["OR", "NOT"], ['"river'], ["river:*"], ["(", ")"], ["body:lamp"],
+                    ["+river", "-lamp"], ["river~2"], ["[a TO z]"]):
+        again.search(hostile, 5)  # never a syntax error
+    assert query_terms(["body:lamp", "river~2"]) == ["body", "lamp", "river", "2"]
+    again.close()
+
+
+def test_a_stale_watermark_rebuilds(tmp_path: Path) -> None:
+    index = TextIndex(tmp_path / "text")
+    index.open()
+    index.add([("a", "river")], 1)
+    index.close()
+    (tmp_path / "text" / "watermark.json").write_text('{"format": 999}')
+    again = TextIndex(tmp_path / "text")
+    assert again.open() == "word index from another format"
+    assert len(again) == 0 and again.indexed_height == 0
+    again.close()
+
+
+def _chain(tmp_path: Path) -> LocalChain:
+    chain = LocalChain(tmp_path / "chain")
+    rng = random.Random(11)
+    key = seeded_key("words-unit")
+    for block in range(3):
+        b = chain.builder(key)
+        chain.block([b.submit(chain.next_nonce(key), f"w-{block}-{i:03d}",
+                              " ".join(rng.choices(WORDS, k=rng.randint(4, 12))),
+                              tags=[rng.choice(WORDS)])
+                     for i in range(80)])
+    return chain
+
+
+@pytest.fixture
+def chain_and_words(tmp_path: Path):  # type: ignore[no-untyped-def]
+    chain = _chain(tmp_path)
+    engine = sa.create_engine(chain.db_url)
+    words = TextIndexer(engine, TextIndex(tmp_path / "text"))
+    words.start()
+    words.catch_up()
+    words.state = "following"
+    yield chain, engine, words
+    words.stop()
+    engine.dispose()
+    chain.close()
+
+
+@pytest.mark.parametrize("query", ["river", "river stone", "quartz ember glacier", "nothing"])
+@pytest.mark.parametrize("status", [None, "proposed", "committed"])
+def test_indexed_text_finds_what_the_projection_finds(chain_and_words, query: str,  # type: ignore[no-untyped-def]
+                                                      status: str | None) -> None:
+    _chain, engine, words = chain_and_words
+    flt = MemoryFilter(status=status, q=query)
+    with engine.connect() as conn:
+        indexed = text_ranked(conn, flt, query, 1000, words_index=words)
+        projected = text_ranked(conn, flt, query, 1000)
+        assert {m for m, _ in indexed} == {m for m, _ in projected}
+        scores = [s for _, s in indexed]
+        assert scores == sorted(scores, reverse=True)
+        top = text_ranked(conn, flt, query, 5, words_index=words)
+        assert top == indexed[:5]  # the filter is applied before the cut
+        if status is not None and top:
+            found = conn.execute(sa.select(memories.c.status).where(
+                memories.c.id.in_([m for m, _ in top]))).scalars().all()
+            assert set(found) == {status}
+    if query != "nothing" and status != "committed":  # fresh memories are proposed
+        assert indexed
+
+
+def test_a_new_block_is_searchable_at_once(chain_and_words) -> None:  # type: ignore[no-untyped-def]
+    chain, engine, words = chain_and_words
+    words.stop()  # no follower thread: only the search itself can catch the index up
+    words.index.open()
+    words.state = "following"
+    key = seeded_key("words-unit")
+    chain.block([chain.builder(key).submit(chain.next_nonce(key), "fresh",
+                                           "a zeppelin over the meadow")])
+    with engine.connect() as conn:
+        hits = text_ranked(conn, MemoryFilter(q="zeppelin"), "zeppelin", 5, words_index=words)
+    assert [m for m, _ in hits] == ["fresh"]
+    assert words.index.indexed_height == chain.height
+
+
+def test_document_body_is_content_and_tags() -> None:
+    assert document_body("river stone", '["lamp", "orbit"]') == "river stone lamp orbit"
+    assert document_body("river", "[]") == "river" == document_body("river", None)
