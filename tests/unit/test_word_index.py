@@ -120,3 +120,30 @@ def test_a_new_block_is_searchable_at_once(chain_and_words) -> None:  # type: ig
 def test_document_body_is_content_and_tags() -> None:
     assert document_body("river stone", '["lamp", "orbit"]') == "river stone lamp orbit"
     assert document_body("river", "[]") == "river" == document_body("river", None)
+
+
+def test_rest_text_mode_uses_the_word_index_and_reports_it(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from memledger.node.api import ApiSettings, create_app
+
+    chain = _chain(tmp_path)
+    settings = ApiSettings(db_url=chain.db_url, rpc_url="http://127.0.0.1:9", chain_id="x",
+                           index_dir=tmp_path / "recall")
+    app = create_app(settings)
+    words = app.state.memledger.words
+    assert words is not None
+    with TestClient(app, raise_server_exceptions=False) as api:
+        words.catch_up()
+        words.state = "following"
+        # answered by the index: it says w-0-000 mentions a word its content does not
+        words.index.add([("w-0-000", "zebrafish")], words.index.indexed_height)
+        resp = api.get("/v1/memories", params={"q": "zebrafish", "mode": "text"})
+        assert resp.status_code == 200
+        assert [m["id"] for m in resp.json()["items"]] == ["w-0-000"]
+        assert "zebrafish" not in resp.json()["items"][0]["content"]
+        metrics = api.get("/metrics").text
+        assert f"memledger_words_indexed_height {float(chain.height)}" in metrics
+        assert "memledger_words_index_documents 240.0" in metrics
+        assert "memledger_words_index_serving 1.0" in metrics
+    chain.close()

@@ -24,7 +24,7 @@ from sqlalchemy.engine import Engine
 from memledger.node.api import problems, routes_memories, routes_state, routes_status, routes_txs
 from memledger.node.api.db import readonly_engine
 from memledger.node.api.deps import ApiState
-from memledger.node.api.metrics import ApiMetrics, RecallCollector
+from memledger.node.api.metrics import ApiMetrics, RecallCollector, WordsCollector
 from memledger.node.api.middleware import BodyLimitMiddleware, RequestMetricsMiddleware
 from memledger.node.api.ratelimit import RateLimitMiddleware, TimeoutMiddleware
 from memledger.node.api.schemas import ProblemModel, TxRequest
@@ -161,6 +161,8 @@ def create_app(source: ApiSettings | NodeHome | str | os.PathLike[str]) -> FastA
     )
     if state.recall is not None:
         state.metrics.registry.register(RecallCollector(state.recall))
+    if state.words is not None:
+        state.metrics.registry.register(WordsCollector(state.words))
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

@@ -19,6 +19,7 @@ from sqlalchemy.engine import Engine
 from memledger.node.api.db import projection_height
 from memledger.projection.schema import memories
 from memledger.recall.indexer import Indexer
+from memledger.recall.text_indexer import TextIndexer
 
 log = logging.getLogger("memledger.api")
 
@@ -76,6 +77,30 @@ class RecallCollector(Collector):
              st.indexed_height),
             ("memledger_recall_lag_blocks",
              "Blocks the vector index is behind the SQL projection", st.lag),
+        ):
+            gauge = GaugeMetricFamily(name, doc)
+            gauge.add_metric([], value)
+            yield gauge
+
+
+class WordsCollector(Collector):
+    """The word index behind ranked text search: documents, disk, watermark, state."""
+
+    def __init__(self, words: TextIndexer) -> None:
+        self.words = words
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        index = self.words.index
+        for name, doc, value in (
+            ("memledger_words_index_documents", "Memories in the word index", len(index)),
+            ("memledger_words_index_disk_bytes", "Bytes of the word index on disk",
+             index.disk_bytes()),
+            ("memledger_words_indexed_height",
+             "Last projection height whose memories are all in the word index",
+             index.indexed_height),
+            ("memledger_words_index_serving",
+             "1 when ranked text search is served from the word index (0 while it is built)",
+             int(self.words.state == "following")),
         ):
             gauge = GaugeMetricFamily(name, doc)
             gauge.add_metric([], value)
