@@ -257,12 +257,21 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--write-rate", type=int, default=0,
                         help="with --scale: memories/s flushed into the projection meanwhile")
-    parser.add_argument("--db-url", default=None,
-                        help="with --scale: an empty PostgreSQL database instead of SQLite")
+    parser.add_argument("--postgres", action="store_true",
+                        help="with --scale: a private PostgreSQL server instead of SQLite")
     args = parser.parse_args()
     if args.scale:
-        result = scale(args.scale, args.queries, args.embedders[0], args.write_rate,
-                       args.db_url)
+        server = None
+        if args.postgres:
+            from memledger.devtools.postgres import start_postgres
+
+            server = start_postgres()
+        try:
+            result = scale(args.scale, args.queries, args.embedders[0], args.write_rate,
+                           None if server is None else server.url)
+        finally:
+            if server is not None:
+                server.stop()
         result["command"] = "bench/bench_recall.py " + " ".join(sys.argv[1:])
         text = json.dumps(result, indent=1)
         if args.out:

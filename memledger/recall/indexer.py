@@ -14,22 +14,17 @@ filters its candidates against the projection.
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from memledger.projection.schema import memories, receipts
 from memledger.recall.embedder import Embedder
+from memledger.recall.follow import FollowerThread, new_memories, projection_height
 from memledger.recall.index import VectorIndex
 
 log = logging.getLogger("memledger.recall")
 
-CHUNK = 2000
 SAVE_EVERY_S = 5.0
 SAVE_EVERY_ADDS = 50_000
 
@@ -52,37 +47,6 @@ class IndexerStatus:
         return max(0, self.projection_height - self.indexed_height)
 
 
-def projection_height(conn: sa.Connection) -> int:
-    value = conn.execute(sa.select(sa.func.max(receipts.c.height))).scalar_one_or_none()
-    return int(value or 0)
-
-
-def new_memories(conn: sa.Connection, lo: int, hi: int, chunk: int = CHUNK
-                 ) -> Iterator[tuple[list[sa.Row[Any]], int]]:
-    """Memories with content and `lo < submitted_height <= hi`, a chunk at a time in
-    (height, id) order, each chunk with the watermark it allows: a height moves only
-    once all of its rows are handed out."""
-    after: tuple[int, str] | None = None
-    while True:
-        query = sa.select(memories.c.id, memories.c.content, memories.c.tags,
-                          memories.c.submitted_height).where(
-            memories.c.submitted_height > lo, memories.c.submitted_height <= hi,
-            memories.c.content.is_not(None))
-        if after is not None:
-            query = query.where(memories.c.submitted_height >= after[0], sa.or_(
-                memories.c.submitted_height > after[0], memories.c.id > after[1]))
-        rows = list(conn.execute(query.order_by(memories.c.submitted_height, memories.c.id)
-                                 .limit(chunk)).all())
-        if not rows:
-            return
-        last = rows[-1]
-        done = len(rows) < chunk
-        yield rows, hi if done else max(lo, int(last.submitted_height) - 1)
-        if done:
-            return
-        after = (int(last.submitted_height), str(last.id))
-
-
 class Indexer:
     """Owns a VectorIndex and keeps it at the projection's height."""
 
@@ -92,8 +56,7 @@ class Indexer:
         self.poll_s = poll_s
         self.projection_height = 0
         self.state = "stopped"
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._follower: FollowerThread | None = None
         self._last_save = time.monotonic()
         self._unsaved = 0
 
@@ -161,27 +124,19 @@ class Indexer:
         if reason is not None:
             log.warning("vector index will be rebuilt from the projection: %s", reason)
         self.state = "building" if reason is not None else "following"
-        self._thread = threading.Thread(target=self._run, name="recall-indexer", daemon=True)
-        self._thread.start()
+        self._follower = FollowerThread("recall-indexer", self._step, self.poll_s).start()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                added = self.catch_up()
-                if added == 0 and self.index.meta.indexed_height >= self.projection_height:
-                    self.state = "following"
-                self.maybe_save(force=self.state == "following" and self._unsaved > 0)
-            except sa.exc.OperationalError as exc:
-                log.warning("projection not readable by the indexer: %s", exc.orig)
-            except Exception:  # noqa: BLE001 - the follower must keep following
-                log.exception("indexer step failed")
-            if self.state == "following":
-                self._stop.wait(self.poll_s)
+    def _step(self) -> bool:
+        """One round of following; True when caught up (the thread then waits)."""
+        added = self.catch_up()
+        if added == 0 and self.index.meta.indexed_height >= self.projection_height:
+            self.state = "following"
+        self.maybe_save(force=self.state == "following" and self._unsaved > 0)
+        return self.state == "following"
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+        if self._follower is not None:
+            self._follower.stop()
         try:
             self.maybe_save(force=True)
         except Exception:  # noqa: BLE001 - best effort at shutdown

@@ -1,7 +1,7 @@
 """The follower that feeds the word index (`text_index.py`) from the SQL projection.
 
 Like the vector indexer it reads only what Commit already made durable, a chunk of
-memories at a time (`indexer.new_memories`), and moves its watermark `indexed_height`
+memories at a time (`follow.new_memories`), and moves its watermark `indexed_height`
 only past heights whose memories are all in. Every node has one, embedder or not.
 
 Searches must see every committed memory, as the SQL full-text search they replace did.
@@ -19,7 +19,7 @@ import threading
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from memledger.recall.indexer import new_memories, projection_height
+from memledger.recall.follow import FollowerThread, new_memories, projection_height
 from memledger.recall.text_index import TextIndex
 
 log = logging.getLogger("memledger.recall")
@@ -40,8 +40,7 @@ class TextIndexer:
         self.poll_s = poll_s
         self.state = "stopped"
         self._catch_up_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._follower: FollowerThread | None = None
 
     def catch_up(self) -> int:
         """Index every memory up to the projection's height; returns documents added."""
@@ -72,32 +71,22 @@ class TextIndexer:
         self.catch_up()
         return True
 
-    # ---------------------------------------------------------------- follower thread
+    # ---------------------------------------------------------------- following
     def start(self) -> None:
         """Open the persisted index (empty if missing or stale) and follow the projection."""
         reason = self.index.open()
         if reason is not None:
             log.info("word index will be built from the projection: %s", reason)
         self.state = "building" if reason is not None else "following"
-        self._thread = threading.Thread(target=self._run, name="word-indexer", daemon=True)
-        self._thread.start()
+        self._follower = FollowerThread("word-indexer", self._step, self.poll_s).start()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                added = self.catch_up()
-                if added == 0:
-                    self.state = "following"
-            except sa.exc.OperationalError as exc:
-                log.warning("projection not readable by the word indexer: %s", exc.orig)
-            except Exception:  # noqa: BLE001 - the follower must keep following
-                log.exception("word indexer step failed")
-            if self.state == "following":
-                self._stop.wait(self.poll_s)
+    def _step(self) -> bool:
+        if self.catch_up() == 0:
+            self.state = "following"
+        return self.state == "following"
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+        if self._follower is not None:
+            self._follower.stop()
         self.index.close()
         self.state = "stopped"
