@@ -109,49 +109,58 @@ def evaluate(chain: LocalChain, folder: Path, embedder: str,
 
 class _Writes:
     """Blocks of synthetic memories flushed into the projection at `per_s` memories/s,
-    in a thread, while queries run (the node's Commit load on the projection)."""
+    a block a second, from another process (as the node's ABCI process flushes at
+    Commit while its REST process answers queries)."""
 
     def __init__(self, url: str, first_id: int, first_height: int, per_s: int) -> None:
-        import threading
+        import multiprocessing
 
-        self.url, self.next_id, self.height, self.per_s = url, first_id, first_height, per_s
-        self.written = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        context = multiprocessing.get_context("spawn")
+        self.per_s = per_s
+        self._stop = context.Event()
+        self._written = context.Value("q", 0)
+        self._process = context.Process(
+            target=_write_blocks, daemon=True,
+            args=(url, first_id, first_height, per_s, self._stop, self._written))
+
+    @property
+    def written(self) -> int:
+        return int(self._written.value)
 
     def __enter__(self) -> _Writes:
         if self.per_s:
-            self._thread.start()
+            self._process.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         if self.per_s:
-            self._thread.join()
+            self._process.join()
 
-    def _run(self) -> None:
-        import hashlib
-        import random
 
-        from bench.bench_read import _record, _text
-        from memledger.consensus.store import codec, records
-        from memledger.projection.writer import Projection
+def _write_blocks(url: str, next_id: int, height: int, per_s: int, stop: Any,
+                  written: Any) -> None:
+    import hashlib
+    import random
 
-        proj = Projection(self.url)
-        rng = random.Random(99)
-        while not self._stop.wait(1.0):
-            self.height += 1
-            changes = []
-            for _ in range(self.per_s):
-                content = _text(rng)
-                rec = _record(self.next_id, self.height, rng, content)
-                changes.append((records.memory_key(rec["id"]), codec.encode(rec)))
-                changes.append((records.content_key(rec["id"]), content.encode()))
-                self.next_id += 1
-            proj.flush(self.height, hashlib.sha256(b"w%d" % self.height).digest(),
-                       sorted(changes))
-            self.written += self.per_s
-        proj.close()
+    from bench.bench_read import _record, _text
+    from memledger.consensus.store import codec, records
+    from memledger.projection.writer import Projection
+
+    proj = Projection(url)
+    rng = random.Random(99)
+    while not stop.wait(1.0):
+        height += 1
+        changes = []
+        for _ in range(per_s):
+            content = _text(rng)
+            rec = _record(next_id, height, rng, content)
+            changes.append((records.memory_key(rec["id"]), codec.encode(rec)))
+            changes.append((records.content_key(rec["id"]), content.encode()))
+            next_id += 1
+        proj.flush(height, hashlib.sha256(b"w%d" % height).digest(), sorted(changes))
+        written.value += per_s
+    proj.close()
 
 
 def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
@@ -189,7 +198,8 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
         t0 = time.perf_counter()
         words.catch_up()
         build = time.perf_counter() - t0
-        words.state = "following"
+        words.index.close()
+        words.start()  # follows the writes below, as on a node
         out["word_index"] = {"build_s": round(build, 1),
                              "memories_per_s": round(len(words.index) / build),
                              "disk_bytes_per_memory": round(words.index.disk_bytes()

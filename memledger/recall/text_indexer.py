@@ -34,7 +34,7 @@ def document_body(content: str, tags_json: str | None) -> str:
 class TextIndexer:
     """Owns a TextIndex and keeps it at the projection's height."""
 
-    def __init__(self, engine: Engine, index: TextIndex, poll_s: float = 0.2) -> None:
+    def __init__(self, engine: Engine, index: TextIndex, poll_s: float = 0.05) -> None:
         self.engine = engine
         self.index = index
         self.poll_s = poll_s
