@@ -290,7 +290,7 @@ class _Counted:
                 last = time.monotonic()
                 _progress(f"  {count} records read")
             yield item
-        _progress(f"  {count} records read; building the indexes")
+        _progress(f"  {count} records read; building the full-text index")
 
 
 # The sub-command modules know nothing of this one: they define their commands and
