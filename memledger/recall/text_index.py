@@ -20,6 +20,7 @@ accepts, never passed to tantivy's query syntax as typed.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -33,6 +34,7 @@ import tantivy
 FORMAT = 1
 TOKENIZER = "en_stem"
 WRITER_HEAP = 64 << 20
+LOCK_FILE = "owner.lock"
 _WORD_PIECES = re.compile(r"[^\W_]+")
 
 
@@ -40,6 +42,10 @@ def query_terms(words: Sequence[str]) -> list[str]:
     """Lower-cased letter/digit runs of the query's words (tantivy's tokenizer splits the
     same way); operators and syntax never reach the parser."""
     return [piece.lower() for word in words for piece in _WORD_PIECES.findall(word)]
+
+
+class TextIndexBusy(RuntimeError):
+    """Another process holds this word index (one writer per folder)."""
 
 
 class TextIndex:
@@ -52,6 +58,7 @@ class TextIndex:
         self.rebuilt_reason: str | None = None
         self._index: tantivy.Index | None = None
         self._writer: tantivy.IndexWriter | None = None
+        self._lock_fd: int | None = None
 
     # ---------------------------------------------------------------- lifecycle
     @staticmethod
@@ -65,15 +72,33 @@ class TextIndex:
     def open(self) -> str | None:
         """Open the persisted index; returns why it starts empty (to be rebuilt), or None."""
         with self.lock:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._take_folder_lock()
             reason = self._stale_reason()
             if reason is not None:
-                shutil.rmtree(self.folder, ignore_errors=True)
+                for entry in self.folder.iterdir():
+                    if entry.name == LOCK_FILE:
+                        continue
+                    if entry.is_dir():
+                        shutil.rmtree(entry)
+                    else:
+                        entry.unlink()
                 self.indexed_height = 0
                 self.rebuilt_reason = reason
-            self.folder.mkdir(parents=True, exist_ok=True)
             self._index = tantivy.Index(self._schema(), path=str(self.folder), reuse=True)
             self._writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
             return reason
+
+    def _take_folder_lock(self) -> None:
+        """An exclusive lock on the folder for as long as the index is open: a second
+        process writing the same tantivy folder would corrupt it."""
+        fd = os.open(self.folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise TextIndexBusy(f"{self.folder} is open in another process") from None
+        self._lock_fd = fd
 
     def _stale_reason(self) -> str | None:
         meta = self.folder / "watermark.json"
@@ -105,6 +130,9 @@ class TextIndex:
                     self._writer.wait_merging_threads()
             self._writer = None
             self._index = None
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
 
     # ---------------------------------------------------------------- writes
     def add(self, docs: Sequence[tuple[str, str]], height: int) -> None:

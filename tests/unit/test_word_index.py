@@ -147,3 +147,20 @@ def test_rest_text_mode_uses_the_word_index_and_reports_it(tmp_path: Path) -> No
         assert "memledger_words_index_documents 240.0" in metrics
         assert "memledger_words_index_serving 1.0" in metrics
     chain.close()
+
+
+def test_one_process_at_a_time_and_a_busy_folder_leaves_the_owner_intact(
+        tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    owner = TextIndex(tmp_path / "text")
+    owner.open()
+    owner.add([("a", "river")], 3)
+    probe = ("import sys\nfrom memledger.recall.text_index import TextIndex, TextIndexBusy\n"
+             "try:\n    TextIndex(sys.argv[1]).open()\nexcept TextIndexBusy:\n    sys.exit(7)\n")
+    second = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "text")])
+    assert second.returncode == 7
+    assert [m for m, _ in owner.search(["river"], 5)] == ["a"]  # nothing was wiped
+    owner.close()
+    assert subprocess.run([sys.executable, "-c", probe, str(tmp_path / "text")]).returncode == 0

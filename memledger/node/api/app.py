@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -34,7 +35,7 @@ from memledger.node.rpc import RpcClient
 from memledger.recall.embedder import make_embedder
 from memledger.recall.index import VectorIndex
 from memledger.recall.indexer import Indexer
-from memledger.recall.text_index import TextIndex
+from memledger.recall.text_index import TextIndex, TextIndexBusy
 from memledger.recall.text_indexer import TextIndexer
 
 DESCRIPTION = """Consensus-replicated memory ledger for AI agents.
@@ -45,6 +46,8 @@ come from the node's SQL projection of committed state. Every error is an RFC 78
 result `code` and its stable `name`.
 """
 
+
+log = logging.getLogger("memledger.api")
 
 def _version() -> str:
     try:
@@ -81,7 +84,11 @@ def start_words(settings: ApiSettings, engine: Engine) -> TextIndexer | None:
     if settings.index_dir is None:
         return None
     words = TextIndexer(engine, TextIndex(Path(settings.index_dir) / "text"))
-    words.start()
+    try:
+        words.start()
+    except TextIndexBusy as exc:
+        log.warning("no word index (%s): ranked text comes from the projection", exc)
+        return None
     return words
 
 
