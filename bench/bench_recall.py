@@ -36,6 +36,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from memledger.devtools.chain import LocalChain, seeded_key  # noqa: E402
 from memledger.node.api import ApiSettings, create_app  # noqa: E402
+from memledger.node.stats import percentile  # noqa: E402
 
 EVAL = ROOT / "bench" / "data" / "recall_eval.json"
 MODES = ("text", "semantic", "hybrid")
@@ -101,8 +102,8 @@ def evaluate(chain: LocalChain, folder: Path, embedder: str,
                             "recall@5": round(statistics.fmean(v[0] for v in every), 3),
                             "mrr": round(statistics.fmean(v[1] for v in every), 3)}
             lat.sort()
-            table["latency_ms"] = {"p50": round(lat[len(lat) // 2] * 1000, 2),
-                                   "p99": round(lat[int(len(lat) * 0.99)] * 1000, 2)}
+            table["latency_ms"] = {"p50": round(percentile(lat, 50) * 1000, 2),
+                                   "p99": round(percentile(lat, 99) * 1000, 2)}
             out["modes"][mode] = table
     return out
 
@@ -256,8 +257,8 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
                     first, lat = lat[0], sorted(lat[WARM_UP:])
                     out["latency_ms"][f"{label} / {kind}"] = {
                         "n": count, "first_query": round(first, 2),
-                        "p50": round(lat[len(lat) // 2], 2),
-                        "p99": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 2)}
+                        "p50": round(percentile(lat, 50), 2),
+                        "p99": round(percentile(lat, 99), 2)}
         out["written_during_queries"] = writes.written
         words.stop()
         if indexer is not None:
