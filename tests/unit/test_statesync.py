@@ -48,10 +48,10 @@ def snapshot_of(chain: LocalChain, root: Path) -> tuple[SnapshotStore, SnapshotI
 class Target:
     """A fresh node: empty store and projection, driven through the ABCI methods."""
 
-    def __init__(self, home: Path, background: bool = True) -> None:
+    def __init__(self, home: Path, background: bool = True, db_url: str | None = None) -> None:
         home.mkdir(parents=True)
         self.store = CanonicalStore(str(home / "state"))
-        self.projection = Projection(f"sqlite:///{home / 'p.db'}")
+        self.projection = Projection(db_url or f"sqlite:///{home / 'p.db'}")
         self.app = MemLedgerApp(self.store, self.projection)
         self.app.statesync.background_rebuild = background
 
@@ -129,6 +129,27 @@ def test_round_trip_gives_identical_state_app_hash_and_projection(
                                                              chain.height + 1)))
     assert got.app_hash == expected.app_hash
     assert [r.code for r in got.tx_results] == [r.code for r in expected.tx_results]
+    target.close()
+    chain.close()
+
+
+@pytest.mark.postgres
+def test_a_postgres_projection_is_built_beside_the_restore_and_rolled_back_on_rejection(
+        tmp_path: Path, fresh_postgres_url: str) -> None:
+    chain = source_chain(tmp_path)
+    store, info = snapshot_of(chain, tmp_path / "snaps")
+    target = Target(tmp_path / "dst", db_url=fresh_postgres_url)
+    forged = SnapshotInfo(info.height, info.format, info.chunk_hashes, info.records,
+                          bytes(31) + b"\x01")
+    assert target.offer(forged, forged.app_hash) == Offer.ACCEPT
+    assert target.app.statesync.rebuild_pid is not None
+    assert target.restore(store, info)[-1] == Apply.REJECT_SNAPSHOT
+    assert not any(target.projection.dump().values())  # the child's rows rolled back
+    assert target.offer(info, info.app_hash) == Offer.ACCEPT
+    assert target.restore(store, info) == [Apply.ACCEPT] * info.chunks
+    assert target.projection.dump() == chain.app.projection.dump()
+    assert target.projection.last_receipt() == (chain.height,
+                                                chain.app.store.last_app_hash.hex())
     target.close()
     chain.close()
 
