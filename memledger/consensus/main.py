@@ -67,7 +67,6 @@ def catch_up_projection(store: CanonicalStore, projection: Projection) -> bool:
         return False
     log.warning("projection is behind canonical state (receipt %s, state at height %d): "
                 "rebuilding it from canonical state", receipt, store.last_height)
-    with store.snapshot() as view:
-        count = projection.rebuild(view, view.last_height, view.last_app_hash)
+    count = projection.rebuild_committed(store)
     log.info("projection rebuilt from %d records at height %d", count, store.last_height)
     return True

@@ -18,6 +18,7 @@ projection rebuild`, a projection found behind canonical state at start):
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import sqlalchemy as sa
@@ -45,6 +46,22 @@ class RecordSource(Protocol):
     def iter_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]: ...
 
     def get(self, key: bytes) -> bytes | None: ...
+
+
+class CommittedView(RecordSource, Protocol):
+    """A read view that also knows the commit it shows."""
+
+    @property
+    def last_height(self) -> int: ...
+
+    @property
+    def last_app_hash(self) -> bytes: ...
+
+
+class CommittedRecords(Protocol):
+    """A store that lends one consistent read view (CanonicalStore)."""
+
+    def snapshot(self) -> AbstractContextManager[CommittedView]: ...
 
 
 class RebuildWriter:

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 
 from memledger.projection.mapping import Batch, add_change
-from memledger.projection.rebuild import RecordSource, rebuild
+from memledger.projection.rebuild import CommittedRecords, RecordSource, rebuild
 from memledger.projection.schema import (
     install_search,
     make_engine,
@@ -169,6 +169,12 @@ class Projection:
         """Drop and recreate every table from canonical state (`rebuild.py`; pass a read
         view, one transaction for the whole pass); returns records read."""
         return rebuild(self.engine, source, height, app_hash)
+
+    def rebuild_committed(self, store: CommittedRecords) -> int:
+        """Rebuild from a store's committed state, in one read transaction for rows and
+        contents, with the receipt of its last commit; returns records read."""
+        with store.snapshot() as view:
+            return self.rebuild(view, view.last_height, view.last_app_hash)
 
     def last_receipt(self) -> tuple[int, str] | None:
         with self.engine.connect() as conn:

@@ -85,6 +85,13 @@ class Target:
         self.store.close()
 
 
+def assert_projection_like(target: Target, chain: LocalChain) -> None:
+    """The target serves the source's projection, with the receipt of its last commit."""
+    assert target.projection.dump() == chain.app.projection.dump()
+    assert target.projection.last_receipt() == (chain.height,
+                                                chain.app.store.last_app_hash.hex())
+
+
 def _alive(pid: int) -> bool:
     """Whether `pid` is a live process (a zombie counts as gone)."""
     try:
@@ -147,9 +154,7 @@ def test_a_postgres_projection_is_built_beside_the_restore_and_rolled_back_on_re
     assert not any(target.projection.dump().values())  # the child's rows rolled back
     assert target.offer(info, info.app_hash) == Offer.ACCEPT
     assert target.restore(store, info) == [Apply.ACCEPT] * info.chunks
-    assert target.projection.dump() == chain.app.projection.dump()
-    assert target.projection.last_receipt() == (chain.height,
-                                                chain.app.store.last_app_hash.hex())
+    assert_projection_like(target, chain)
     target.close()
     chain.close()
 
@@ -269,9 +274,7 @@ def test_a_dead_rebuild_process_falls_back_to_rebuilding_in_process(tmp_path: Pa
     assert target.apply(0, store.load_chunk(info.height, 1, 0)).result == Apply.ACCEPT
     os.kill(child, signal.SIGKILL)
     assert target.restore(store, info)[-1] == Apply.ACCEPT
-    assert target.projection.dump() == chain.app.projection.dump()
-    assert target.projection.last_receipt() == (chain.height,
-                                                chain.app.store.last_app_hash.hex())
+    assert_projection_like(target, chain)
     target.close()
     chain.close()
 

@@ -90,9 +90,8 @@ class StateSync:
     def close(self) -> None:
         """Stop a background projection rebuild (its transaction rolls back); a restore in
         progress is rolled back when the store is next opened."""
-        if self._restore is not None and self._restore.builder is not None:
-            self._restore.builder.abort()
-            self._restore.builder = None
+        if self._restore is not None:
+            self._stop_builder(self._restore)
 
     # ----------------------------------------------------------------- restoring
     def offer_snapshot(self, req: pb.RequestOfferSnapshot) -> pb.ResponseOfferSnapshot:
@@ -171,6 +170,12 @@ class StateSync:
                  restore.info.height, version, restore.records, count)
         return Apply(result=Apply.ACCEPT)
 
+    @staticmethod
+    def _stop_builder(restore: _Restore) -> None:
+        if restore.builder is not None:
+            restore.builder.abort()
+            restore.builder = None
+
     def _start_builder(self) -> BackgroundRebuild | None:
         if not self.background_rebuild:
             return None
@@ -188,8 +193,7 @@ class StateSync:
                 return restore.builder.finish(restore.info.height, restore.trusted_app_hash)
             except BackgroundRebuildError as exc:
                 log.warning("%s: rebuilding the projection in-process", exc)
-        with self.store.snapshot() as view:  # one read transaction for rows and contents
-            return self.projection.rebuild(view, restore.info.height, restore.trusted_app_hash)
+        return self.projection.rebuild_committed(self.store)  # restore_finish committed it
 
     def _reject(self, reason: str) -> pb.ResponseApplySnapshotChunk:
         restore = self._restore
@@ -201,8 +205,7 @@ class StateSync:
     def _abandon(self) -> None:
         """Drop a restore in progress: nothing of it remains in the store."""
         if self._restore is not None:
-            if self._restore.builder is not None:
-                self._restore.builder.abort()
+            self._stop_builder(self._restore)
             self._restore = None
             self.store.restore_abort()
 
