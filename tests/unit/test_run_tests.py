@@ -72,7 +72,10 @@ def test_all_pass_exit_zero_and_pytest_args_pass_through(tmp_path: Path) -> None
         "test_two.py": "def test_z():\n    pass\n",
     })
     out = subprocess.run([sys.executable, str(RUNNER), str(tmp_path), "-j", "2", "--log-dir",
-                          str(tmp_path / "logs"), "--", "-k", "x or z"],
+                          str(tmp_path / "logs"), "--", "-k", "x or z",
+                          # -k also matches directory names above rootdir, which pytest
+                          # picks from the cwd and the files: pin it, wherever the clone is
+                          "--rootdir", str(tmp_path)],
                          capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stdout
     assert "2 passed" in out.stdout and "1 deselected" in out.stdout
