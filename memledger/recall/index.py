@@ -33,11 +33,14 @@ import numpy as np
 
 from memledger.recall.embedder import Embedder
 
-FORMAT = 1
+FORMAT = 2
 DTYPE = "i8"
-CONNECTIVITY = 16
+#: Graph degree. 6 keeps a 1M-memory index at 128 dims in ~253 MB of RSS (16 took
+#: ~520 MB at 256 dims); the wider search below buys back most of the lost ANN recall
+#: (BENCHMARKS.md section 9). Recorded in meta.json: a change forces a rebuild.
+CONNECTIVITY = 6
 EXPANSION_ADD = 64
-EXPANSION_SEARCH = 96
+EXPANSION_SEARCH = 200
 
 
 def memory_key(memory_id: str) -> int:
@@ -53,6 +56,7 @@ class IndexMeta:
     embedder_version: str
     dim: int
     dtype: str
+    connectivity: int
     indexed_height: int
     count: int
     generation: int
@@ -61,7 +65,7 @@ class IndexMeta:
     def matches(self, embedder: Embedder) -> bool:
         return (self.format == FORMAT and self.embedder == embedder.name
                 and self.embedder_version == embedder.version and self.dim == embedder.dim
-                and self.dtype == DTYPE)
+                and self.dtype == DTYPE and self.connectivity == CONNECTIVITY)
 
 
 class VectorIndex:
@@ -80,7 +84,8 @@ class VectorIndex:
     # ---------------------------------------------------------------- lifecycle
     def _empty_meta(self, generation: int) -> IndexMeta:
         e = self.embedder
-        return IndexMeta(FORMAT, e.name, e.version, e.dim, DTYPE, 0, 0, generation, "")
+        return IndexMeta(FORMAT, e.name, e.version, e.dim, DTYPE, CONNECTIVITY, 0, 0,
+                         generation, "")
 
     def _new_index(self) -> Any:
         from usearch.index import Index
@@ -116,13 +121,18 @@ class VectorIndex:
             return "missing"
         try:
             data = json.loads(self.meta_file.read_text())
+            if isinstance(data, dict) and data.get("format") != FORMAT:
+                if isinstance(data.get("generation"), int):
+                    self.meta.generation = data["generation"]
+                return f"index format {data.get('format')}, this node writes format {FORMAT}"
             meta = IndexMeta(**data)
         except (OSError, ValueError, TypeError) as exc:
             return f"unreadable meta: {exc}"
         self.meta.generation = meta.generation
         if not meta.matches(self.embedder):
             return (f"built by {meta.embedder} {meta.embedder_version} ({meta.dim}-dim "
-                    f"{meta.dtype}), configured {self.embedder.name} {self.embedder.version}")
+                    f"{meta.dtype}, connectivity {meta.connectivity}, format {meta.format}), "
+                    f"configured {self.embedder.name} {self.embedder.version}")
         path = self.folder / meta.vectors_file
         if not path.exists():
             return f"missing vectors file {meta.vectors_file}"

@@ -132,7 +132,7 @@ def test_paraphrase_with_no_shared_word(env: Env) -> None:
         assert [m.id for m in ml.recall(PET, mode="semantic", limit=1)] == ["r-cat"]
         assert list(ml.search(PET)) == []  # search() keeps its all-words meaning
     status = env.recall_status()
-    assert status["name"] == "wordllama-l2_supercat" and status["dim"] == 256
+    assert status["name"] == "wordllama-l2_supercat-128" and status["dim"] == 128
     assert status["vectors"] >= len(MEMORIES)
     metrics = httpx.get(f"{env.node.api_url}/metrics", timeout=30).text
     assert "memledger_recall_lag_blocks 0.0" in metrics
@@ -202,13 +202,13 @@ def test_restart_reindex_deleted_index_and_model_change(env: Env) -> None:
     config = config_file.read_text()
     env.node.stop()  # another model: the index says who built it, so it is rebuilt
     config_file.write_text(config.replace('"embedder": "wordllama"',
-                                          '"embedder": "wordllama:128"'))
+                                          '"embedder": "wordllama:256"'))
     try:
         env.node.start()
         wait_api_ready(env.node.api_url)
         status = env.wait_indexed()
-        assert status["name"] == "wordllama-l2_supercat-128" and status["dim"] == 128
-        assert "built by wordllama-l2_supercat " in status["rebuilt_reason"]
+        assert status["name"] == "wordllama-l2_supercat" and status["dim"] == 256
+        assert "built by wordllama-l2_supercat-128 " in status["rebuilt_reason"]
         assert status["vectors"] >= len(MEMORIES)
         assert env.search(PET, "semantic")[0]["id"] == "r-cat"
     finally:

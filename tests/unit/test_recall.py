@@ -27,10 +27,10 @@ def wordllama():  # type: ignore[no-untyped-def]
 
 
 def test_wordllama_offline_unit_vectors_and_meaning(wordllama) -> None:  # type: ignore[no-untyped-def]
-    assert (wordllama.name, wordllama.dim) == ("wordllama-l2_supercat", 256)
+    assert (wordllama.name, wordllama.dim) == ("wordllama-l2_supercat-128", 128)
     docs = wordllama.embed(["Our cat Miso is allergic to chicken, so buy salmon food",
                             "The marketing budget for the third quarter is 40,000 euros"])
-    assert docs.shape == (2, 256) and docs.dtype == np.float32
+    assert docs.shape == (2, 128) and docs.dtype == np.float32
     assert np.allclose(np.linalg.norm(docs, axis=1), 1.0, atol=1e-5)
     pet, ads = wordllama.embed(["what should the pet not eat",
                                 "how much money can advertising spend this summer"])
@@ -92,12 +92,29 @@ def test_other_model_forces_rebuild(tmp_path: Path, wordllama) -> None:  # type:
     index = _filled(tmp_path, wordllama, n=10)
     index.save()
     index.close()
-    small = make_embedder("wordllama:128")
-    assert small is not None and small.dim == 128
-    other = VectorIndex(tmp_path / "recall", small)
+    wide = make_embedder("wordllama:256")
+    assert wide is not None and wide.dim == 256
+    other = VectorIndex(tmp_path / "recall", wide)
     reason = other.open() or ""
-    assert reason.startswith("built by wordllama-l2_supercat ") and len(other) == 0
+    assert reason.startswith("built by wordllama-l2_supercat-128 ") and len(other) == 0
     other.close()
+
+
+def test_other_graph_or_format_forces_rebuild(tmp_path: Path, wordllama) -> None:  # type: ignore[no-untyped-def]
+    index = _filled(tmp_path, wordllama, n=10)
+    index.save()
+    index.close()
+    meta_file = tmp_path / "recall" / "meta.json"
+    meta = json.loads(meta_file.read_text())
+    meta_file.write_text(json.dumps({**meta, "connectivity": 16}))
+    denser = VectorIndex(tmp_path / "recall", wordllama)
+    assert "connectivity 16" in (denser.open() or "") and len(denser) == 0
+    denser.close()
+    old = {k: v for k, v in meta.items() if k != "connectivity"}
+    meta_file.write_text(json.dumps({**old, "format": 1}))
+    older = VectorIndex(tmp_path / "recall", wordllama)
+    assert older.open() == "index format 1, this node writes format 2" and len(older) == 0
+    older.close()
 
 
 def test_semantic_top_k_respects_filters_on_both_paths(tmp_path: Path, wordllama) -> None:  # type: ignore[no-untyped-def]
