@@ -2,7 +2,7 @@
 process the way a node loads its saved index. Random unit vectors: RAM depends on the
 count, the dimension and the connectivity, not on what the vectors mean.
 
-    .venv/bin/python -m bench.bench_hnsw_ram 1000000 128 8
+    .venv/bin/python -m bench.bench_hnsw_ram 1000000 128 6
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ import numpy as np
 def _index(dim: int, connectivity: int):  # type: ignore[no-untyped-def]
     from usearch.index import Index
 
-    return Index(ndim=dim, metric="cos", dtype="i8", connectivity=connectivity,
-                 expansion_add=64, expansion_search=96)
+    from memledger.recall.index import DTYPE, EXPANSION_ADD, EXPANSION_SEARCH
+
+    return Index(ndim=dim, metric="cos", dtype=DTYPE, connectivity=connectivity,
+                 expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH)
 
 
 def _rss() -> int:

@@ -22,6 +22,7 @@ import argparse
 import json
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -169,6 +170,19 @@ def _write_blocks(url: str, next_id: int, height: int, per_s: int, stop: Any,
 WARM_UP = 3
 
 
+def _loaded_rss(index: Any) -> dict[str, Any]:
+    """RSS the saved vector index takes when a fresh process loads it (as a node does at
+    start): bench_hnsw_ram's loader, on this index's own file."""
+    from memledger.recall.index import CONNECTIVITY
+
+    meta = index.meta
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.bench_hnsw_ram", str(meta.count), str(meta.dim),
+         str(CONNECTIVITY), str(index.folder / meta.vectors_file)],
+        check=True, capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    return dict(json.loads(done.stdout))
+
+
 def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
           db_url: str | None = None, compare_queries: int = 30) -> dict[str, Any]:
     """Latency of the modes at `size` synthetic memories (bench_read's Zipf generator,
@@ -219,6 +233,7 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
             t0 = time.perf_counter()
             indexer.rebuild()
             build = time.perf_counter() - t0
+            indexer.follow()  # follows the writes below, as on a node
             out["index"] = {"build_s": round(build, 1),
                             "memories_per_s": round(len(index) / build),
                             "ram_bytes": index.memory_bytes(),
@@ -262,7 +277,8 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
         out["written_during_queries"] = writes.written
         words.stop()
         if indexer is not None:
-            indexer.index.close()
+            indexer.stop()  # saves the index: its RSS is measured loaded afresh
+            out["index"]["rss_loaded"] = _loaded_rss(indexer.index)
         engine.dispose()
     return out
 

@@ -328,9 +328,95 @@ def plot_read(results: Path) -> Figure:
     return fig
 
 
+RECALL_GOAL_MS = 20.0
+RECALL_MODES = {"text": "#1f77b4", "semantic": "#2ca02c", "hybrid": "#9467bd"}
+RECALL_KINDS = ["common word", "rare word", "paraphrase"]
+
+
+def _recall_file(results: Path, name: str) -> tuple[Any, str]:
+    """bench_recall's reports are kept beside the suite's results (bench/results/), not
+    made by bench/run.py: look in `results`, then its parent."""
+    for folder in (results, results.parent):
+        data = _load(folder / name)
+        if isinstance(data, dict):
+            return data, name
+    raise Skip(f"no {name}")
+
+
+def plot_recall_latency(results: Path) -> Figure:
+    """Ranked search p50 (bar) and p99 (whisker) per mode and query kind at scale, under
+    writes, against the 20 ms p99 goal: one panel per recorded run."""
+    runs = []
+    for name in ("recall_scale_1m.json", "recall_scale_1m_pg.json"):
+        try:
+            runs.append(_recall_file(results, name))
+        except Skip:
+            continue
+    if not runs:
+        raise Skip("no recall_scale_1m*.json")
+    fig = _figure(5.5 * len(runs) + 0.5, 4.6,
+                  "Recall latency at scale, in process, limit 10, under writes",
+                  ", ".join(name for _, name in runs))
+    axes = fig.subplots(1, len(runs), sharey=True, squeeze=False)[0]
+    for ax, (data, _) in zip(axes, runs, strict=True):
+        lat = data["latency_ms"]
+        modes = [m for m in RECALL_MODES if f"{m} / common word" in lat]
+        width = 0.8 / len(modes)
+        for i, mode in enumerate(modes):
+            pos = [k + (i - (len(modes) - 1) / 2) * width for k in range(len(RECALL_KINDS))]
+            p50 = [float(lat[f"{mode} / {kind}"]["p50"]) for kind in RECALL_KINDS]
+            p99 = [float(lat[f"{mode} / {kind}"]["p99"]) for kind in RECALL_KINDS]
+            ax.bar(pos, p50, width, color=RECALL_MODES[mode], label=mode)
+            ax.errorbar(pos, p50, yerr=[[0.0] * len(p50),
+                                        [h - m for h, m in zip(p99, p50, strict=True)]],
+                        fmt="none", ecolor="black", capsize=3, lw=1)
+            for x, h in zip(pos, p99, strict=True):
+                ax.annotate(_fmt(h), (x, h), textcoords="offset points", xytext=(0, 2),
+                            ha="center", fontsize=7)
+        ax.axhline(RECALL_GOAL_MS, color="#d62728", ls="--", lw=1)
+        ax.annotate("p99 goal 20 ms", (len(RECALL_KINDS) - 0.5, RECALL_GOAL_MS),
+                    ha="right", va="bottom", fontsize=8, color="#d62728")
+        _plain_log_y(ax)
+        ax.set_xticks(range(len(RECALL_KINDS)), RECALL_KINDS)
+        ax.grid(axis="x", visible=False)
+        backend = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}.get(data.get("backend"), "")
+        ax.set(title=f"{_size(int(data['size']))} memories, {backend}, "
+                     f"{data.get('write_rate_per_s', 0)} writes/s", xlabel="query")
+        ax.legend(loc="upper left", title="bar = p50, whisker = p99 (ms)", title_fontsize=8)
+    axes[0].set_ylabel("latency per query (ms, log)")
+    return fig
+
+
+def plot_recall_quality(results: Path) -> Figure:
+    """recall@5 per query kind and mode on the committed evaluation set, per embedder."""
+    data, name = _recall_file(results, "recall.json")
+    kinds = ["paraphrase", "keyword", "mixed", "conversation"]
+    embedders = data["results"]
+    fig = _figure(5 * len(embedders) + 0.5, 4.2, "Recall quality: recall@5 on the evaluation set",
+                  name)
+    axes = fig.subplots(1, len(embedders), sharey=True, squeeze=False)[0]
+    for ax, entry in zip(axes, embedders, strict=True):
+        modes = [m for m in RECALL_MODES if m in entry["modes"]]
+        width = 0.8 / len(modes)
+        for i, mode in enumerate(modes):
+            pos = [k + (i - (len(modes) - 1) / 2) * width for k in range(len(kinds))]
+            bars = ax.bar(pos, [float(entry["modes"][mode][k]["recall@5"]) for k in kinds],
+                          width, color=RECALL_MODES[mode], label=mode)
+            ax.bar_label(bars, labels=[f"{b.get_height():.2f}" for b in bars], padding=2,
+                         fontsize=7)
+        ax.set_xticks(range(len(kinds)), kinds)
+        ax.grid(axis="x", visible=False)
+        ax.set(title=f"{entry['embedder']['name']} ({entry['embedder']['dim']} dims)",
+               ylim=(0, 1.15), xlabel="query kind")
+        ax.legend(loc="upper right", ncols=3, fontsize=8)
+    axes[0].set_ylabel("recall@5")
+    return fig
+
+
 PLOTS: dict[str, Callable[[Path], Figure]] = {
     "engine": plot_engine, "flush": plot_flush, "apphash": plot_apphash, "e2e": plot_e2e,
-    "read": plot_read,
+    "read": plot_read, "recall_latency": plot_recall_latency,
+    "recall_quality": plot_recall_quality,
 }
 
 

@@ -124,6 +124,10 @@ class Indexer:
         if reason is not None:
             log.warning("vector index will be rebuilt from the projection: %s", reason)
         self.state = "building" if reason is not None else "following"
+        self.follow()
+
+    def follow(self) -> None:
+        """Follow the projection in a daemon thread, from the index as it stands."""
         self._follower = FollowerThread("recall-indexer", self._step, self.poll_s).start()
 
     def _step(self) -> bool:

@@ -49,7 +49,8 @@ class TextIndexBusy(RuntimeError):
 
 
 class TextIndex:
-    """One node's word index; searches and writes share a lock (one writer per folder)."""
+    """One node's word index. Writes hold `lock` (one writer per folder); searches read
+    the last committed view without it."""
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(folder)
@@ -175,14 +176,20 @@ class TextIndex:
         if not terms or n <= 0:
             return []
         joiner = " OR " if any_word else " AND "
-        with self.lock:
-            if self._index is None:
-                raise RuntimeError("the word index is not open")
-            query = self._index.parse_query(joiner.join(terms), ["body"])
-            searcher = self._index.searcher()
-            hits = searcher.search(query, n).hits
-            return [(str(searcher.doc(address)["id"][0]), float(score))
-                    for score, address in hits]
+        # No lock: a searcher is a fixed view of committed segments, so a search never
+        # waits for the follower's commit (15-25 ms at 1M) and that commit never waits
+        # for searches. An index closed meanwhile stays alive until this view is dropped.
+        index = self._index
+        if index is None:
+            raise RuntimeError("the word index is not open")
+        query = index.parse_query(joiner.join(terms), ["body"])
+        searcher = index.searcher()
+        # count=False: counting every match would force tantivy to visit every posting,
+        # which turns off block-max WAND pruning (13.4 -> 8.1 ms p50 for a word in 97% of
+        # 1M memories)
+        hits = searcher.search(query, n, count=False).hits
+        return [(str(searcher.doc(address)["id"][0]), float(score))
+                for score, address in hits]
 
     def __len__(self) -> int:
         with self.lock:
