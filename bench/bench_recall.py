@@ -119,15 +119,25 @@ class _Writes:
 
         context = multiprocessing.get_context("spawn")
         self.per_s = per_s
+        self.next_id, self.next_height = first_id, first_height
         self._stop = context.Event()
         self._written = context.Value("q", 0)
+        self._flushes = context.Queue()
+        self.flush_s: list[float] = []
         self._process = context.Process(
             target=_write_blocks, daemon=True,
-            args=(url, first_id, first_height, per_s, self._stop, self._written))
+            args=(url, first_id, first_height, per_s, self._stop, self._written,
+                  self._flushes))
 
     @property
     def written(self) -> int:
         return int(self._written.value)
+
+    def flush_ms(self) -> dict[str, float]:
+        """Time per block flush (the projection's half of Commit) while these ran."""
+        ms = sorted(s * 1000 for s in self.flush_s)
+        return {"blocks": len(ms), "p50": round(percentile(ms, 50), 2),
+                "p90": round(percentile(ms, 90), 2), "mean": round(statistics.fmean(ms), 2)}
 
     def __enter__(self) -> _Writes:
         if self.per_s:
@@ -137,11 +147,19 @@ class _Writes:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         if self.per_s:
+            while True:  # drain before join: a child with queued items cannot exit
+                took = self._flushes.get()
+                if took is None:
+                    break
+                self.flush_s.append(took)
             self._process.join()
+            blocks = len(self.flush_s)
+            self.next_id += blocks * self.per_s
+            self.next_height += blocks
 
 
 def _write_blocks(url: str, next_id: int, height: int, per_s: int, stop: Any,
-                  written: Any) -> None:
+                  written: Any, flushes: Any) -> None:
     import hashlib
     import random
 
@@ -160,10 +178,16 @@ def _write_blocks(url: str, next_id: int, height: int, per_s: int, stop: Any,
             changes.append((records.memory_key(rec["id"]), codec.encode(rec)))
             changes.append((records.content_key(rec["id"]), content.encode()))
             next_id += 1
+        started = time.perf_counter()
         proj.flush(height, hashlib.sha256(b"w%d" % height).digest(), sorted(changes))
+        flushes.put(time.perf_counter() - started)
         written.value += per_s
+    flushes.put(None)
     proj.close()
 
+
+#: seconds of writes timed for the flush's cost, before and after the followers start
+COMMIT_PHASE_S = 30.0
 
 #: queries per leg run before measuring (the first one after a start reads cold pages; it
 #: is reported on its own as `first_query`)
@@ -212,6 +236,12 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
         proj = Projection(url)
         out["fill_s"] = round(populate(proj, 0, size, seed=7), 1)
         proj.close()
+        writer = _Writes(url, size, (size + BLOCK - 1) // BLOCK, write_rate)
+        commit: dict[str, Any] = {}
+        if write_rate:  # the flush's cost with no index followers running: the baseline
+            with writer:
+                time.sleep(COMMIT_PHASE_S)
+            commit["without_indexes"] = writer.flush_ms()
         engine = readonly_engine(url)
         words = TextIndexer(engine, TextIndex(Path(tmp) / "text"))
         words.index.open()
@@ -249,13 +279,20 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
                                               "who gets paged if the site breaks"]),
         }
         out["latency_ms"] = {}
-        legs = [("text", words, "text")]
+        legs: list[tuple[str, TextIndexer | None, str]] = [("text", words, "text")]
         if indexer is None:
             legs.append(("text", None, "text (projection FTS, no word index)"))
         else:
             legs += [("semantic", words, "semantic"), ("hybrid", words, "hybrid")]
-        first_height = (size + BLOCK - 1) // BLOCK
-        with _Writes(url, size, first_height, write_rate) as writes, \
+        if write_rate:  # the same, with the followers indexing every block after it
+            writer = _Writes(url, writer.next_id, writer.next_height, write_rate)
+            with writer:
+                time.sleep(COMMIT_PHASE_S)
+            commit["with_indexes"] = writer.flush_ms()
+            commit["ratio_p50"] = round(commit["with_indexes"]["p50"]
+                                        / commit["without_indexes"]["p50"], 3)
+            out["commit_flush_ms"] = commit
+        with _Writes(url, writer.next_id, writer.next_height, write_rate) as writes, \
                 engine.connect() as conn:
             for mode, words_index, label in legs:
                 for kind, make in kinds.items():

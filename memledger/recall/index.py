@@ -168,9 +168,17 @@ class VectorIndex:
             keys = np.array([memory_key(mid) for mid, _ in items], dtype=np.uint64)
             assert self._keys is not None
             with self._keys_lock:
-                self._keys.executemany(
-                    "INSERT OR REPLACE INTO keys (key, id) VALUES (?, ?)",
-                    [(int(k), mid) for k, (mid, _) in zip(keys, items, strict=True)])
+                # one transaction (one fsync) per batch: in autocommit mode executemany
+                # commits, and syncs, every row (it was 80% of a rebuild's time)
+                self._keys.execute("BEGIN")
+                try:
+                    self._keys.executemany(
+                        "INSERT OR REPLACE INTO keys (key, id) VALUES (?, ?)",
+                        [(int(k), mid) for k, (mid, _) in zip(keys, items, strict=True)])
+                except BaseException:
+                    self._keys.execute("ROLLBACK")
+                    raise
+                self._keys.execute("COMMIT")
             with self.lock:
                 present = [k for k in keys.tolist() if self._index.contains(k)]
                 if present:
