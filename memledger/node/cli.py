@@ -208,11 +208,12 @@ def projection_rebuild(home: Path, db_url: str, as_json: bool) -> None:
 @home_option
 @click.option("--json", "as_json", is_flag=True)
 def projection_reindex(home: Path, as_json: bool) -> None:
-    """Rebuild the vector index (recall by meaning) from the projection.
+    """Rebuild the search indexes from the projection: the word index (ranked text) and,
+    with an embedder configured, the vector index (recall by meaning).
 
-    With the node's configured embedder, into HOME/data/recall. Only while the node is
-    stopped: its REST process owns the index while it runs (and rebuilds it by itself at
-    start when it is missing, stale or from another model).
+    Into HOME/data/recall. Only while the node is stopped: its REST process owns the
+    indexes while it runs (and rebuilds one by itself at start when it is missing, stale
+    or, for vectors, from another model).
     """
     import time
 
@@ -221,39 +222,58 @@ def projection_reindex(home: Path, as_json: bool) -> None:
     from memledger.recall.embedder import make_embedder
     from memledger.recall.index import VectorIndex
     from memledger.recall.indexer import Indexer
+    from memledger.recall.text_index import TextIndex
+    from memledger.recall.text_indexer import TextIndexer
 
     node_home = NodeHome(home)
     if not node_home.exists():
         _fail(f"no memledger node at {node_home.root} (run `memledger init` first)")
     config = node_home.load()
     embedder = make_embedder(config.embedder)
-    if embedder is None:
-        _fail("this node has no embedder configured (config.json `embedder`); nothing to index")
-    assert embedder is not None
     try:
         lock = node_home.lock()
     except HomeInUseError as exc:
         pid = f" (pid {exc.holder})" if exc.holder else ""
-        _fail(f"the node at {node_home.root} is running{pid} and owns its vector index: stop "
-              "it first (it also rebuilds a missing or stale index by itself at start)")
+        _fail(f"the node at {node_home.root} is running{pid} and owns its search indexes: "
+              "stop it first (it also rebuilds a missing or stale index by itself at start)")
     engine = readonly_engine(node_home.db_url(config))
-    index = VectorIndex(node_home.recall_dir, embedder)
-    index.open()
-    started = time.monotonic()
+    result: dict[str, Any] = {}
     try:
-        indexer = Indexer(engine, index)
-        _progress(f"reindexing with {embedder.name} {embedder.version}")
-        count = indexer.rebuild()
-        result = {"memories": count, "indexed_height": index.meta.indexed_height,
-                  "embedder": embedder.name, "embedder_version": embedder.version,
-                  "seconds": round(time.monotonic() - started, 2)}
+        started = time.monotonic()
+        words = TextIndex(node_home.recall_dir / "text")
+        words.open()
+        try:
+            _progress("rebuilding the word index")
+            words.reset()
+            documents = TextIndexer(engine, words).catch_up()
+            result["words"] = {"documents": documents, "indexed_height": words.indexed_height,
+                               "seconds": round(time.monotonic() - started, 2)}
+        finally:
+            words.close()
+        if embedder is not None:
+            started = time.monotonic()
+            index = VectorIndex(node_home.recall_dir, embedder)
+            index.open()
+            try:
+                _progress(f"reindexing vectors with {embedder.name} {embedder.version}")
+                count = Indexer(engine, index).rebuild()
+                result.update(memories=count, indexed_height=index.meta.indexed_height,
+                              embedder=embedder.name, embedder_version=embedder.version,
+                              seconds=round(time.monotonic() - started, 2))
+            finally:
+                index.close()
     finally:
-        index.close()
         engine.dispose()
         if lock is not None:
             lock.close()
-    _emit(result, as_json, f"indexed {count} memories up to height "
-          f"{result['indexed_height']} with {embedder.name} in {result['seconds']} s")
+    text = (f"word index: {result['words']['documents']} memories up to height "
+            f"{result['words']['indexed_height']} in {result['words']['seconds']} s")
+    if embedder is None:
+        text += "\nvector index: none (no embedder configured in config.json `embedder`)"
+    else:
+        text += (f"\nindexed {result['memories']} memories up to height "
+                 f"{result['indexed_height']} with {embedder.name} in {result['seconds']} s")
+    _emit(result, as_json, text)
 
 
 def _progress(message: str) -> None:

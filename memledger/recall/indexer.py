@@ -25,7 +25,13 @@ from memledger.recall.index import VectorIndex
 
 log = logging.getLogger("memledger.recall")
 
-SAVE_EVERY_S = 5.0
+#: While following, the index is saved when this much time or this many additions have
+#: gone unsaved (and always at stop and after a rebuild). A save writes the whole graph
+#: (~240 MB at 1M memories) and holds the interpreter for it (~0.4 s at 1M: usearch does
+#: not release the GIL), stalling every search in the process; saving after every block
+#: put that stall into the p99. A crash loses nothing: a restart re-adds what the saved
+#: watermark lacks.
+SAVE_EVERY_S = 300.0
 SAVE_EVERY_ADDS = 50_000
 
 
@@ -135,7 +141,7 @@ class Indexer:
         added = self.catch_up()
         if added == 0 and self.index.meta.indexed_height >= self.projection_height:
             self.state = "following"
-        self.maybe_save(force=self.state == "following" and self._unsaved > 0)
+        self.maybe_save()
         return self.state == "following"
 
     def stop(self) -> None:
