@@ -7,7 +7,7 @@ respects filters takes one of two paths:
 - **narrow filter** (at most PREFILTER_CAP memories pass it): read the ids that pass from
   SQL and score exactly those against the query with their stored vectors. Exact, and the
   cut is taken over the filtered set only.
-- **broad filter**: walk the HNSW graph for `want * 4` neighbours, keep those the filter
+- **broad filter**: walk the HNSW graph for `want * 2` neighbours, keep those the filter
   passes, and widen the walk (x4, up to OVERFETCH_CAP) until `want` survive. A memory the
   filter rejects never takes a place in the top-k.
 """
@@ -55,7 +55,7 @@ def semantic_ranked(index: VectorIndex, query: np.ndarray, want: int,
         if ids is not None:
             sims = index.similarities(query, ids)
             return sorted(sims.items(), key=lambda kv: (-kv[1], kv[0]))[:want]
-    fetch = max(want * 4, 50)
+    fetch = max(want * 2, 20)
     while True:
         hits = index.search(query, fetch)
         if keep is not None:
