@@ -3,7 +3,9 @@ thread that keeps an index at the projection's height."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -49,6 +51,19 @@ def new_memories(conn: sa.Connection, lo: int, hi: int, chunk: int = CHUNK
         after = (int(last.submitted_height), str(last.id))
 
 
+#: Nice value of follower threads (and the threads they start). On a small machine the
+#: REST process's index work competes with the ABCI process's Commit for the same cores;
+#: indexes may lag a little, Commit may not.
+FOLLOWER_NICE = 10
+
+
+def _yield_to_consensus() -> None:
+    """Lower this thread's CPU priority (Linux nice values are per thread, and threads it
+    starts, e.g. tantivy's writer threads, inherit it). Best effort elsewhere."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), FOLLOWER_NICE)
+
+
 class FollowerThread:
     """Calls `step` in a daemon thread until stopped: again at once while it reports more
     to do, else after `poll_s`. A failed step is logged and retried later: a follower that
@@ -65,6 +80,7 @@ class FollowerThread:
         return self
 
     def _run(self) -> None:
+        _yield_to_consensus()
         while not self._stop.is_set():
             caught_up = True
             try:

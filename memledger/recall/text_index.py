@@ -87,7 +87,6 @@ class TextIndex:
                 self.indexed_height = 0
                 self.rebuilt_reason = reason
             self._index = tantivy.Index(self._schema(), path=str(self.folder), reuse=True)
-            self._writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
             return reason
 
     def _take_folder_lock(self) -> None:
@@ -164,8 +163,12 @@ class TextIndex:
         self._index.reload()
 
     def _require_writer(self) -> tantivy.IndexWriter:
-        if self._writer is None:
+        """The writer, made on first write: its threads are then started by (and share
+        the lowered priority of) the follower thread that writes, not the opener."""
+        if self._index is None:
             raise RuntimeError("the word index is not open")
+        if self._writer is None:
+            self._writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
         return self._writer
 
     # ---------------------------------------------------------------- reads

@@ -185,3 +185,33 @@ def test_rest_modes_cursors_and_errors(tmp_path: Path) -> None:
         late = api.get("/v1/memories", params={"q": "zebra", "cursor": "7~z-1"}).json()
         assert [m["id"] for m in late["items"]] == ["cat"] and late["next_cursor"] is None
     chain.close()
+
+
+def test_followers_yield_the_cpu_to_consensus() -> None:
+    """Index work runs at a lower priority than the ABCI process's Commit (Linux nice is
+    per thread): the follower thread, and the threads it starts."""
+    import os
+    import threading
+
+    from memledger.recall.follow import FOLLOWER_NICE, FollowerThread
+
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    seen: dict[str, int] = {}
+    done = threading.Event()
+
+    def step() -> bool:
+        seen["follower"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        child = threading.Thread(target=lambda: seen.__setitem__(
+            "child", os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+        child.start()
+        child.join()
+        done.set()
+        return True
+
+    follower = FollowerThread("test-follower", step, 0.05).start()
+    try:
+        assert done.wait(10)
+    finally:
+        follower.stop()
+    assert seen["follower"] >= FOLLOWER_NICE and seen["child"] >= FOLLOWER_NICE
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine  # caller's own
