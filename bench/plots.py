@@ -379,11 +379,15 @@ def plot_recall_latency(results: Path) -> Figure:
         _plain_log_y(ax)
         ax.set_xticks(range(len(RECALL_KINDS)), RECALL_KINDS)
         ax.grid(axis="x", visible=False)
-        backend = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}.get(data.get("backend"), "")
+        backend = "PostgreSQL" if str(data.get("backend", "")).startswith("postgresql") \
+            else "SQLite"
         ax.set(title=f"{_size(int(data['size']))} memories, {backend}, "
                      f"{data.get('write_rate_per_s', 0)} writes/s", xlabel="query")
         ax.legend(loc="upper left", title="bar = p50, whisker = p99 (ms)", title_fontsize=8)
     axes[0].set_ylabel("latency per query (ms, log)")
+    top = max(float(v["p99"]) for data, _ in runs for v in data["latency_ms"].values())
+    low = min(float(v["p50"]) for data, _ in runs for v in data["latency_ms"].values())
+    axes[0].set_ylim(low / 2, top * 12)  # room above the whiskers for the legend
     return fig
 
 

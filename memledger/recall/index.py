@@ -35,7 +35,7 @@ from memledger.recall.embedder import Embedder
 
 FORMAT = 2
 DTYPE = "i8"
-#: Graph degree. 6 keeps a 1M-memory index at 128 dims in ~253 MB of RSS (16 took
+#: Graph degree. 6 keeps a 1M-memory index at 128 dims in ~270 MB of RSS (16 took
 #: ~520 MB at 256 dims); the wider search below buys back most of the lost ANN recall
 #: (BENCHMARKS.md section 9). Recorded in meta.json: a change forces a rebuild.
 CONNECTIVITY = 6
