@@ -209,6 +209,10 @@ def measure_node(memories: int, seconds: float, concurrency: int,
     from memledger.node.keys import Agent
 
     runner = NodeRunner(workdir / "node", chain_id="bench-proofs", voter=False)
+    config_file = runner.home / "config.json"  # measure the server, not its rate limiter
+    config = json.loads(config_file.read_text())
+    config.setdefault("extra", {})["api_rate_limit_per_s"] = "0"
+    config_file.write_text(json.dumps(config, indent=1))
     runner.start()
     try:
         wait_api_ready(runner.api_url)
