@@ -25,6 +25,8 @@ PREFILTER_CAP = 20_000
 OVERFETCH_CAP = 20_000
 
 Ranked = list[tuple[str, float]]
+#: keep(ids): the ids among `ids` that a search's filter passes
+Keep = Callable[[list[str]], set[str]]
 
 
 def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K,
@@ -40,7 +42,7 @@ def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K,
 
 
 def semantic_ranked(index: VectorIndex, query: np.ndarray, want: int,
-                    keep: Callable[[list[str]], set[str]] | None,
+                    keep: Keep | None,
                     narrow: Callable[[int], list[str] | None] | None) -> Ranked:
     """The `want` memories nearest to `query` among those the filter passes.
 

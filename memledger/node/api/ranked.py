@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +38,7 @@ from memledger.node.api.search import (
     query_words,
 )
 from memledger.projection.schema import FTS_TABLE, TS_CONFIG, TSV_COLUMN, memories
-from memledger.recall.hybrid import OVERFETCH_CAP, Ranked, rrf, semantic_ranked
+from memledger.recall.hybrid import OVERFETCH_CAP, Keep, Ranked, rrf, semantic_ranked
 from memledger.recall.indexer import Indexer
 from memledger.recall.text_indexer import TextIndexer
 
@@ -122,9 +121,6 @@ def _fts_all(text: str) -> str | None:
     if not words:
         return None
     return " ".join('"' + w.replace('"', '""') + '"' for w in words)
-
-
-Keep = Callable[[list[str]], set[str]]
 
 
 def _passing(conn: sa.Connection, flt: MemoryFilter) -> Keep:
