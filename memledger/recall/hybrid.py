@@ -41,6 +41,23 @@ def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K,
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+def first_passing(hits: Ranked, want: int, keep: Keep | None) -> Ranked:
+    """The first `want` of `hits` (in order) that `keep` passes, checking them in chunks
+    only as deep as needed: most filters reject few memories, so the first chunk (want
+    and a quarter more) usually settles it, rather than a check of every candidate."""
+    if keep is None:
+        return hits[:want]
+    kept: Ranked = []
+    start = 0
+    while start < len(hits) and len(kept) < want:
+        size = max(want - len(kept), 1) * 5 // 4 + 4
+        chunk = hits[start:start + size]
+        passed = keep([mid for mid, _ in chunk])
+        kept += [(mid, s) for mid, s in chunk if mid in passed]
+        start += size
+    return kept[:want]
+
+
 def semantic_ranked(index: VectorIndex, query: np.ndarray, want: int,
                     keep: Keep | None,
                     narrow: Callable[[int], list[str] | None] | None) -> Ranked:
@@ -59,10 +76,7 @@ def semantic_ranked(index: VectorIndex, query: np.ndarray, want: int,
             return sorted(sims.items(), key=lambda kv: (-kv[1], kv[0]))[:want]
     fetch = max(want * 2, 20)
     while True:
-        hits = index.search(query, fetch)
-        if keep is not None:
-            passed = keep([mid for mid, _ in hits])
-            hits = [(mid, s) for mid, s in hits if mid in passed]
+        hits = first_passing(index.search(query, fetch), want, keep)
         if len(hits) >= want or fetch >= min(len(index), OVERFETCH_CAP):
-            return hits[:want]
+            return hits
         fetch = min(fetch * 4, OVERFETCH_CAP)

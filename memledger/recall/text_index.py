@@ -38,6 +38,14 @@ LOCK_FILE = "owner.lock"
 _WORD_PIECES = re.compile(r"[^\W_]+")
 
 
+#: the analyzer tantivy's "en_stem" tokenizer is (split on non-alphanumerics, drop tokens
+#: over 40 bytes, lower-case, English stemmer): it turns a query word into the terms the
+#: index holds, so their document frequencies can be read
+_EN_STEM = (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+            .filter(tantivy.Filter.remove_long(40)).filter(tantivy.Filter.lowercase())
+            .filter(tantivy.Filter.stemmer("english")).build())
+
+
 def query_terms(words: Sequence[str]) -> list[str]:
     """Lower-cased letter/digit runs of the query's words (tantivy's tokenizer splits the
     same way); operators and syntax never reach the parser."""
@@ -193,6 +201,19 @@ class TextIndex:
         hits = searcher.search(query, n, count=False).hits
         return [(str(searcher.doc(address)["id"][0]), float(score))
                 for score, address in hits]
+
+    def share_matching(self, word: str) -> tuple[int, int]:
+        """(documents holding `word`, documents in the index), from the term dictionary:
+        no postings are read. A word of several pieces ("port-5433") counts its rarest
+        piece's documents, an upper bound; deleted documents count until segments merge.
+        (0, n) for a word with no indexable piece."""
+        index = self._index
+        if index is None:
+            raise RuntimeError("the word index is not open")
+        searcher = index.searcher()
+        terms = _EN_STEM.analyze(word)
+        found = min((int(searcher.doc_freq("body", t)) for t in terms), default=0)
+        return found, int(searcher.num_docs)
 
     def __len__(self) -> int:
         with self.lock:

@@ -15,7 +15,7 @@ from memledger.recall.embedder import (
     HttpEmbedder,
     make_embedder,
 )
-from memledger.recall.hybrid import rrf, semantic_ranked
+from memledger.recall.hybrid import first_passing, rrf, semantic_ranked
 from memledger.recall.index import VectorIndex, memory_key
 
 
@@ -133,6 +133,23 @@ def test_semantic_top_k_respects_filters_on_both_paths(tmp_path: Path, wordllama
     assert [m for m, _ in narrow] == [m for m, _ in exact[:5]]
     assert semantic_ranked(index, q, 3, None, None)[0][0] == "m-cat"
     assert memory_key("m-cat") == memory_key("m-cat") < 1 << 63
+
+
+def test_first_passing_keeps_order_and_checks_only_as_deep_as_needed() -> None:
+    hits = [(f"m-{i:03d}", 1.0 - i / 1000) for i in range(400)]
+    checked: list[str] = []
+
+    def keep(ids: list[str]) -> set[str]:
+        checked.extend(ids)
+        return {m for m in ids if int(m[2:]) % 10 != 3}  # one in ten rejected
+
+    top = first_passing(hits, 50, keep)
+    assert [m for m, _ in top] == [m for m, _ in hits if int(m[2:]) % 10 != 3][:50]
+    assert len(checked) < 80  # not all 400 candidates: chunks stop once 50 passed
+    assert checked == [m for m, _ in hits[:len(checked)]]  # in rank order, none twice
+    everything_rejected = first_passing(hits, 5, lambda ids: set())
+    assert everything_rejected == []
+    assert first_passing(hits, 3, None) == hits[:3]
 
 
 def test_rrf_fuses_and_breaks_ties_by_id() -> None:

@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from memledger.devtools.chain import LocalChain, seeded_key
+from memledger.node.api import ranked, search
 from memledger.node.api.queries import MemoryFilter
 from memledger.node.api.ranked import text_ranked
 from memledger.projection.schema import memories
@@ -40,6 +41,20 @@ def test_add_search_replay_and_reopen(tmp_path: Path) -> None:
         again.search(hostile, 5)  # never a syntax error
     assert query_terms(["body:lamp", "river~2"]) == ["body", "lamp", "river", "2"]
     again.close()
+
+
+def test_word_frequency_is_read_from_the_term_dictionary(tmp_path: Path) -> None:
+    index = TextIndex(tmp_path / "text")
+    index.open()
+    index.add([("a", "Databases running on port-5433"), ("b", "the database runs"),
+               ("c", "a lamp")], 1)
+    assert index.share_matching("database") == (2, 3)  # stemmed like the documents
+    assert index.share_matching("RUNNING") == (2, 3)
+    assert index.share_matching("port-5433") == (1, 3)  # its rarest piece
+    assert index.share_matching("port-lamp") == (1, 3)  # an upper bound: no doc has both
+    assert index.share_matching("zeppelin") == (0, 3)
+    assert index.share_matching("--") == (0, 3)
+    index.close()
 
 
 def test_a_stale_watermark_rebuilds(tmp_path: Path) -> None:
@@ -115,6 +130,41 @@ def test_a_new_block_is_searchable_at_once(chain_and_words) -> None:  # type: ig
         hits = text_ranked(conn, MemoryFilter(q="zeppelin"), "zeppelin", 5, words_index=words)
     assert [m for m, _ in hits] == ["fresh"]
     assert words.index.indexed_height == chain.height
+
+
+def test_common_words_from_the_word_index_match_the_projections_count(
+        chain_and_words, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """Hybrid drops common words from its word leg; the word index's document
+    frequencies must make the same call the projection's capped count makes."""
+    _chain, engine, words = chain_and_words
+    for module in (ranked, search):
+        monkeypatch.setattr(module, "COMMON_MIN_MATCHES", 60)
+    verdicts = set()
+    with engine.connect() as conn:
+        for word in [*WORDS, "Rivers", "zeppelin"]:
+            from_index = ranked._common(conn, word, words)
+            assert from_index == ranked._common(conn, word, None), word
+            verdicts.add(from_index)
+        assert verdicts == {True, False}  # the threshold splits the vocabulary
+        assert ranked.distinctive_words(conn, "zeppelin river", words) == "zeppelin"
+
+
+@pytest.mark.parametrize("cap", [ranked.EXCLUDED_CAP, 0])
+def test_the_default_filter_check_leaves_out_challenged_memories(
+        chain_and_words, monkeypatch: pytest.MonkeyPatch, cap: int) -> None:  # type: ignore[no-untyped-def]
+    """The default filter's fast check (a set of challenged ids) and its row-by-row
+    fallback (past EXCLUDED_CAP of them) pass exactly the same memories."""
+    _chain, engine, _words = chain_and_words
+    monkeypatch.setattr(ranked, "EXCLUDED_CAP", cap)
+    with engine.begin() as conn:
+        ids = conn.execute(sa.select(memories.c.id).order_by(memories.c.id)).scalars().all()
+        challenged = set(ids[::7])
+        conn.execute(memories.update().where(memories.c.id.in_(challenged))
+                     .values(status="challenged"))
+    with engine.connect() as conn:
+        assert ranked._passing(conn, MemoryFilter())(ids) == set(ids) - challenged
+        assert ranked._passing(conn, MemoryFilter(include_disputed=True))(ids) == set(ids)
+        assert ranked._passing(conn, MemoryFilter(status="challenged"))(ids) == challenged
 
 
 def test_document_body_is_content_and_tags() -> None:

@@ -38,7 +38,14 @@ from memledger.node.api.search import (
     query_words,
 )
 from memledger.projection.schema import FTS_TABLE, TS_CONFIG, TSV_COLUMN, memories
-from memledger.recall.hybrid import OVERFETCH_CAP, Keep, Ranked, rrf, semantic_ranked
+from memledger.recall.hybrid import (
+    OVERFETCH_CAP,
+    Keep,
+    Ranked,
+    first_passing,
+    rrf,
+    semantic_ranked,
+)
 from memledger.recall.indexer import Indexer
 from memledger.recall.text_indexer import TextIndexer
 
@@ -85,9 +92,14 @@ def content_words(text: str) -> list[str]:
     return kept or words
 
 
-def _common(conn: sa.Connection, word: str) -> bool:
-    """True when `word` matches at least 1% of memories (and at least COMMON_MIN_MATCHES):
-    a capped count, so the probe costs at most that many postings."""
+def _common(conn: sa.Connection, word: str, words_index: TextIndexer | None) -> bool:
+    """True when `word` matches at least 1% of memories (and at least COMMON_MIN_MATCHES).
+
+    From the word index's term dictionary when it is current (no postings read); else a
+    capped count in the projection, which costs up to that many postings."""
+    if words_index is not None and words_index.current(conn):
+        found, size = words_index.index.share_matching(word)
+        return found >= max(COMMON_MIN_MATCHES, size // 100)
     if conn.dialect.name == "sqlite":
         return common_on_sqlite(conn, word)
     size = conn.exec_driver_sql(
@@ -102,11 +114,12 @@ def _common(conn: sa.Connection, word: str) -> bool:
     return int(found) >= cap
 
 
-def distinctive_words(conn: sa.Connection, text: str) -> str:
+def distinctive_words(conn: sa.Connection, text: str,
+                      words_index: TextIndexer | None = None) -> str:
     """The content words of `text` that are not common: hybrid's word leg ranks only
     these, since BM25 over a very common word's postings is slow and says little (the
     meaning leg carries such queries). Empty when every word is common."""
-    return " ".join(w for w in content_words(text) if not _common(conn, w))
+    return " ".join(w for w in content_words(text) if not _common(conn, w, words_index))
 
 
 def _fts_any(text: str) -> str | None:
@@ -123,13 +136,35 @@ def _fts_all(text: str) -> str | None:
     return " ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
+#: the default filter's check reads the challenged memories' ids once per search, while
+#: there are at most this many; past it, candidates are checked row by row
+EXCLUDED_CAP = 200
+# plain SQL, compiled once: this runs on every search with the default filter
+_COUNT_CHALLENGED = sa.text("SELECT count(*) FROM (SELECT 1 FROM memories "
+                            "WHERE status = 'challenged' LIMIT :cap) AS few")
+_CHALLENGED_IDS = sa.text("SELECT id FROM memories WHERE status = 'challenged'")
+
+
 def _passing(conn: sa.Connection, flt: MemoryFilter) -> Keep:
     """keep(ids): the ids among `ids` that `flt` passes, read from the projection.
 
+    The default filter (every status but `challenged`) rejects few memories, so while
+    there are at most EXCLUDED_CAP of them (counted in the status index alone) their ids
+    are read once and candidates are checked against that set: no row lookup per
+    candidate. A filter that passes everything (include_disputed alone) reads nothing.
+    These two pass an id the projection lacks (an index ahead of a rebuilt projection);
+    the page's row fetch then leaves it out.
     One search asks this for every candidate of every leg and widening round, so answers
     are remembered for the search, and the statement takes the ids as one parameter
     (a JSON array on SQLite, an array on PostgreSQL): the same SQL text every time, with
     no per-call expansion of an IN list (that compile step was ~40% of the check)."""
+    if not (_narrowed(flt) or flt.status is not None):
+        few = flt.include_disputed or conn.execute(
+            _COUNT_CHALLENGED, {"cap": EXCLUDED_CAP + 1}).scalar_one() <= EXCLUDED_CAP
+        if few:
+            excluded: set[str] = set() if flt.include_disputed else set(
+                conn.execute(_CHALLENGED_IDS).scalars())
+            return lambda ids: set(ids) - excluded
     postgres = conn.dialect.name == "postgresql"
     if postgres:
         listed: Any = memories.c.id == sa.func.any(
@@ -161,10 +196,9 @@ def _indexed_text(keep: Keep, words: list[str], n: int, any_word: bool,
     fetch = max(n * 2, 20)
     while True:
         hits = index.index.search(words, fetch, any_word=any_word)
-        passed = keep([mid for mid, _ in hits])
-        kept = [(mid, score) for mid, score in hits if mid in passed]
+        kept = first_passing(hits, n, keep)
         if len(kept) >= n or len(hits) < fetch:
-            return kept[:n]
+            return kept
         if fetch >= OVERFETCH_CAP:
             return None
         fetch = min(fetch * 4, OVERFETCH_CAP)
@@ -255,7 +289,7 @@ def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
     else:
         assert indexer is not None
         depth = max(want, HYBRID_DEPTH)
-        rare = distinctive_words(conn, flt.q)
+        rare = distinctive_words(conn, flt.q, words_index)
         keep = _passing(conn, flt)  # one filter check for both legs
         words = text_ranked(conn, flt, rare, depth, any_word=True,
                             words_index=words_index, keep=keep) if rare else []
