@@ -95,9 +95,9 @@ def content_words(text: str) -> list[str]:
 def _common(conn: sa.Connection, word: str, words_index: TextIndexer | None) -> bool:
     """True when `word` matches at least 1% of memories (and at least COMMON_MIN_MATCHES).
 
-    From the word index's term dictionary when it is current (no postings read); else a
+    From the word index's term dictionary when it is given (no postings read); else a
     capped count in the projection, which costs up to that many postings."""
-    if words_index is not None and words_index.current(conn):
+    if words_index is not None:
         found, size = words_index.index.share_matching(word)
         return found >= max(COMMON_MIN_MATCHES, size // 100)
     if conn.dialect.name == "sqlite":
@@ -118,8 +118,11 @@ def distinctive_words(conn: sa.Connection, text: str,
                       words_index: TextIndexer | None = None) -> str:
     """The content words of `text` that are not common: hybrid's word leg ranks only
     these, since BM25 over a very common word's postings is slow and says little (the
-    meaning leg carries such queries). Empty when every word is common."""
-    return " ".join(w for w in content_words(text) if not _common(conn, w, words_index))
+    meaning leg carries such queries). Empty when every word is common. Frequencies come
+    from the word index when it is current, else from the projection."""
+    counted_by = words_index if words_index is not None and words_index.current(conn) \
+        else None
+    return " ".join(w for w in content_words(text) if not _common(conn, w, counted_by))
 
 
 def _fts_any(text: str) -> str | None:
