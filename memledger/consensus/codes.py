@@ -42,7 +42,8 @@ class Code(_Described):
     TX_DECODE = 2, 'transaction bytes are not a valid Tx envelope'
     TX_NOT_CANONICAL = 3, 'Tx envelope is not in canonical protobuf form'
     BODY_DECODE = 4, 'body bytes are not a valid TxBody'
-    BODY_NOT_CANONICAL = 5, 'TxBody is not in canonical protobuf form'
+    BODY_NOT_CANONICAL = (
+        5, 'TxBody is not in canonical protobuf form, or sets a field its app version lacks')
     WRONG_CHAIN_ID = 6, 'body chain_id differs from this chain'
     BAD_PUBLIC_KEY = 7, 'public key is not 32 bytes'
     BAD_SIGNATURE = 8, 'Ed25519 signature does not verify over the body'
@@ -77,6 +78,7 @@ class Code(_Described):
     MEMORY_NOT_PROPOSED = 53, 'memory is not in status proposed'
     INVALID_DECISION = 54, 'decision must be accept, reject or abstain'
     NOT_A_SCOPE_MEMBER = 55, "signer is not a member of the memory's pinned ballot"
+    VOTE_REASON_TOO_LONG = 56, 'vote reason longer than 4 KiB (v5+)'
     # --- disputes (60..69) ---
     CHALLENGE_DENIED = 60, 'only the owner or a modify-grant holder may challenge'
     MEMORY_NOT_COMMITTED = 61, 'memory is not committed'

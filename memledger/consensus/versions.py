@@ -7,9 +7,11 @@ comparing numbers inline, so the full rule history is readable here.
 
 from __future__ import annotations
 
+from typing import Any
+
 #: App versions this binary can execute. A node whose chain moves past these halts with
 #: "upgrade required" before executing a block under rules it does not know.
-SUPPORTED_APP_VERSIONS: frozenset[int] = frozenset({1, 2, 3, 4})
+SUPPORTED_APP_VERSIONS: frozenset[int] = frozenset({1, 2, 3, 4, 5})
 #: The version a genesis without an explicit `app_version` starts at (chains made before
 #: genesis could name one must replay under the rules they were made with).
 INITIAL_APP_VERSION = 1
@@ -31,8 +33,27 @@ RULES: dict[str, int] = {
     # member holding >= 1/3 of a ballot could keep it open forever by never voting, and
     # stay in the validator set while it did (docs/RULES.md, "Ballot expiry").
     "ballot_expiry": 4,
+    # v5: a memory vote may say why (MemoryVote.reason, at most 4 KiB), kept with the vote
+    # in the memory's record, so every node can explain a decision (docs/RULES.md, "Vote
+    # reasons"). Before, only the voting node's own off-chain notes knew.
+    "vote_reason": 5,
+}
+
+#: (message kind, field) -> the first app version whose rules know that field. Under an
+#: earlier version a message setting it is answered as the binaries of that time answered
+#: it: their canonical-form check dropped the then-unknown field and refused the body
+#: (BODY_NOT_CANONICAL, before the chain id and signature checks), so old heights replay
+#: with the same result codes.
+FIELDS: dict[tuple[str, str], int] = {
+    ("memory_vote", "reason"): RULES["vote_reason"],
 }
 
 
 def active(rule: str, app_version: int) -> bool:
     return app_version >= RULES[rule]
+
+
+def fields_version(kind: str, message: Any) -> int:
+    """The lowest app version whose rules know every field `message` (of `kind`) sets."""
+    return max([since for (k, name), since in FIELDS.items()
+                if k == kind and getattr(message, name)], default=1)

@@ -461,12 +461,14 @@ def _print_signed_submit(ml: MemLedgerClient, agent: Agent, memory_id: str | Non
 @click.argument("memory_id")
 @click.argument("decision", type=click.Choice(["accept", "reject", "abstain"]))
 @click.option("--validator", is_flag=True, help="Sign with the node home's validator key.")
+@click.option("--reason", default="",
+              help="Why (at most 4 KiB): kept on chain with the vote (app version 5+).")
 @key_option
 @wait_option
 @common
-def vote_cmd(memory_id: str, decision: str, validator: bool, key: str, wait: str,
+def vote_cmd(memory_id: str, decision: str, validator: bool, reason: str, key: str, wait: str,
              api: str | None, home: Path, as_json: bool) -> None:
-    """Vote on a proposed memory (validators only)."""
+    """Vote on a proposed memory (validators and pinned scope members only)."""
     from memledger.node.client import MemLedgerError
 
     with errors_as_messages():
@@ -481,7 +483,7 @@ def vote_cmd(memory_id: str, decision: str, validator: bool, key: str, wait: str
             signer = load_key(key)
         with client(api, home, signer) as ml:
             try:
-                receipt = ml.vote(memory_id, decision, wait=wait)
+                receipt = ml.vote(memory_id, decision, reason=reason, wait=wait)
             except MemLedgerError as err:
                 if err.name != "already_voted":
                     raise

@@ -197,6 +197,7 @@ class Vote:
     voter: str
     decision: str
     height: int
+    reason: str | None = None  # as the voter gave it on chain (app version 5+)
 
 
 @dataclass(frozen=True)
@@ -607,8 +608,12 @@ class MemLedgerClient(_Core):
             status = "proposed"  # included, not decided yet: the receipt says so
         return dataclasses.replace(receipt, memory_status=status)
 
-    def vote(self, memory_id: str, decision: str = "accept", *, wait: str = "commit") -> TxReceipt:
-        return self._send("/v1/txs", lambda b, n: b.vote(n, memory_id, decision), wait, memory_id)
+    def vote(self, memory_id: str, decision: str = "accept", *, reason: str = "",
+             wait: str = "commit") -> TxReceipt:
+        """Vote on a proposed memory; `reason` is kept on chain with the vote (app version
+        5+; an older chain refuses a vote that gives one)."""
+        return self._send("/v1/txs", lambda b, n: b.vote(n, memory_id, decision, reason), wait,
+                          memory_id)
 
     def challenge(self, memory_id: str, reason: str = "", *, wait: str = "commit") -> TxReceipt:
         return self._send("/v1/txs", lambda b, n: b.challenge(n, memory_id, reason), wait,
@@ -899,10 +904,10 @@ class AsyncMemLedgerClient(_Core):
             status = "proposed"
         return dataclasses.replace(receipt, memory_status=status)
 
-    async def vote(self, memory_id: str, decision: str = "accept", *,
+    async def vote(self, memory_id: str, decision: str = "accept", *, reason: str = "",
                    wait: str = "commit") -> TxReceipt:
-        return await self._send("/v1/txs", lambda b, n: b.vote(n, memory_id, decision), wait,
-                                memory_id)
+        return await self._send("/v1/txs", lambda b, n: b.vote(n, memory_id, decision, reason),
+                                wait, memory_id)
 
     async def challenge(self, memory_id: str, reason: str = "", *,
                         wait: str = "commit") -> TxReceipt:

@@ -67,8 +67,11 @@ class TxBuilder:
         )
         return self._sign(nonce, memory_submit=msg)
 
-    def vote(self, nonce: int, memory_id: str, decision: str = "accept") -> bytes:
-        msg = tx_pb2.MemoryVote(memory_id=memory_id, decision=DECISIONS[decision])
+    def vote(self, nonce: int, memory_id: str, decision: str = "accept",
+             reason: str = "") -> bytes:
+        """A memory vote; `reason` (kept on chain with the vote) needs app version 5+."""
+        msg = tx_pb2.MemoryVote(memory_id=memory_id, decision=DECISIONS[decision],
+                                reason=reason)
         return self._sign(nonce, memory_vote=msg)
 
     def challenge(self, nonce: int, memory_id: str, reason: str = "") -> bytes:

@@ -16,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from nacl.signing import SigningKey
 
+from memledger.consensus import versions
 from memledger.node.rpc import RpcClient, RpcError
 from memledger.node.txbuilder import TxBuilder
 from memledger.node.voter_notes import NotesWriter
@@ -123,15 +124,27 @@ class Voter:
             return is_validator
         return any(member == self.me for member, _ in ballot["members"])
 
+    def _reasons_on_chain(self) -> bool:
+        """Whether the chain's rules keep a vote's reason (app version 5+): then the
+        reason goes in the vote itself; before, only into this node's notes."""
+        try:
+            version = int(self.rpc.abci_info()["response"].get("app_version") or 0)
+        except (RpcError, OSError, KeyError, ValueError) as exc:
+            log.warning("could not read the app version: %s", exc)
+            return False
+        return versions.active("vote_reason", version)
+
     def step(self) -> int:
         """One pass; returns the number of votes broadcast."""
         now = time.monotonic()
         sent = 0
-        for cand in self.pending():
-            if now - self.sent.get(cand.memory_id, -1e9) < RESEND_AFTER_S:
-                continue
+        candidates = [c for c in self.pending()
+                      if now - self.sent.get(c.memory_id, -1e9) >= RESEND_AFTER_S]
+        on_chain = bool(candidates) and self._reasons_on_chain()
+        for cand in candidates:
             decision, reason = decide(cand)
-            tx = self.builder.vote(self._nonce(), cand.memory_id, decision)
+            tx = self.builder.vote(self._nonce(), cand.memory_id, decision,
+                                   reason if on_chain else "")
             try:
                 result = self.rpc.broadcast_tx_sync(tx)
             except (RpcError, OSError) as exc:
@@ -143,7 +156,8 @@ class Voter:
                          result.code, result.log)
             else:
                 log.info("voted %s on %s (%s)", decision, cand.memory_id, reason)
-                self._note(cand.memory_id, decision, reason)
+                if not on_chain:
+                    self._note(cand.memory_id, decision, reason)
                 sent += 1
         return sent
 

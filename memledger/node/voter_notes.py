@@ -1,8 +1,9 @@
 """The auto-voter's notes: which decision it broadcast on which memory, and why.
 
-A vote on chain says accept/reject/abstain, not why. The auto-voter decides by fixed
-baseline checks (memledger.node.voter.decide), so it writes its reason here, in the node
-home (HOME/data/voter-notes.db, SQLite), and the REST API folds it into a memory's
+Before app version 5 a vote on chain says accept/reject/abstain, not why (from v5 the
+vote carries its reason, and the voter writes no note). The auto-voter decides by fixed
+baseline checks (memledger.node.voter.decide), so on an older chain it writes its reason
+here, in the node home (HOME/data/voter-notes.db, SQLite), and the REST API folds it into a memory's
 `status_reason`. Off the consensus path and per node: another node's API knows its own
 voter's reasons only. Never written by anything but the voter process; a missing or
 unreadable file means "no notes", not an error.

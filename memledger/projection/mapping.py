@@ -64,7 +64,7 @@ def _memory(batch: Batch, suffix: bytes, value: bytes | None) -> None:
     )
     batch.replace_children.append((votes, memory_id, [
         {"memory_id": memory_id, "voter": voter, "decision": d, "height": h}
-        for voter, (d, h) in sorted(rec["votes"].items())
+        for voter, (d, h, *_reason) in sorted(rec["votes"].items())
     ]))
 
 

@@ -57,6 +57,26 @@ def test_committed_memories_identical_on_every_node(net: Testnet) -> None:
     assert report.committed == report.acknowledged == report.submitted, report
     assert_replicated(net, gen.committed())
     wait_all_voted(net, [m for m, _ in gen.committed()])
+    _assert_every_vote_explained(net, [m for m, _ in gen.committed()])
+
+
+def _assert_every_vote_explained(net: Testnet, memory_ids: list[str]) -> None:
+    """App version 5: each auto-voter's reason travels with its vote, so any one node
+    holds (and its API shows) every voter's reason, not only its own."""
+    engine = sa.create_engine(net.node(3).db_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text("SELECT id, record FROM memories")).all()
+    finally:
+        engine.dispose()
+    records = {row.id: json.loads(row.record) for row in rows}
+    voters = set()
+    for memory_id in memory_ids:
+        votes = records[memory_id]["votes"]
+        assert len(votes) >= 3, (memory_id, votes)  # strict 2/3 of four equal validators
+        assert all(entry[2:] == ["passes baseline checks"] for entry in votes.values()), votes
+        voters.update(votes)
+    assert len(voters) == 4  # reasons from every node's voter, read on one node
 
 
 @pytest.mark.parametrize("crash", ["kill_node", "kill_app"])

@@ -62,7 +62,7 @@ BLOCK = BlockInfo(height=100, time_ns=1_780_000_100 * 10**9, chain_id=CHAIN_ID, 
 def gate(raw: bytes) -> SignedTx | Code:
     """decode_tx, with the contract checked: only TxError, only gate codes."""
     try:
-        return decode_tx(raw, CHAIN_ID)
+        return decode_tx(raw, CHAIN_ID, app_version=BLOCK.app_version)
     except TxError as err:
         assert err.code in GATE_CODES, err.code
         assert err.log

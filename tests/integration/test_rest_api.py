@@ -246,10 +246,13 @@ def test_sdk_vote_commits_and_metrics_count_codes(node: NodeRunner) -> None:
             MemLedgerClient(node.api_url, key=validator) as val:
         receipt = agent.submit("r-voted", "a memory the validator accepts", tags=["t"])
         assert receipt.committed and receipt.memory_id == "r-voted"
-        assert val.vote("r-voted", "accept").committed
+        assert val.vote("r-voted", "accept", reason="checked by hand").committed
         memory = agent.get_memory("r-voted")
         assert memory.status == "committed" and memory.decided_height is not None
-        assert [v.decision for v in agent.votes("r-voted")] == ["accept"]
+        assert [(v.decision, v.reason) for v in agent.votes("r-voted")] == \
+            [("accept", "checked by hand")]
+        assert memory.status_reason is not None
+        assert memory.status_reason.endswith("voted accept: checked by hand")
         assert [m.id for m in agent.search("validator accepts")] == ["r-voted"]
         assert agent.status().chain_id == CHAIN
     with _api(node) as api:

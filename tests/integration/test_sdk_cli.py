@@ -159,6 +159,9 @@ def test_cli_errors_are_one_line(env: Env) -> None:
     assert out.returncode == 1 and "memory_not_found (code 50)" in out.stderr
     out = env.cli("vote", "errors-1", "accept", "--key", "erin", check=False)
     assert out.returncode == 1 and "not_a_validator (code 51)" in out.stderr
+    out = env.cli("vote", "errors-1", "reject", "--validator", "--reason", "x" * 4097,
+                  check=False)
+    assert out.returncode == 1 and "vote_reason_too_long (code 56)" in out.stderr
     out = env.cli("submit", "x", "--key", "nobody", check=False)
     assert out.returncode == 1 and "no key file" in out.stderr
     out = env.cli("status", "--api", "http://127.0.0.1:9", check=False)

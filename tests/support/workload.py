@@ -20,8 +20,11 @@ from tests.support.chain import LocalChain, seeded_key
 AGENTS = [seeded_key(f"agent-{i}") for i in range(4)]
 
 
-def blocks(chain: LocalChain, seed: int, count: int) -> list[list[bytes]]:
-    """Generate `count` blocks of submits, votes and invalid txs (replays, bad sigs)."""
+def blocks(chain: LocalChain, seed: int, count: int,
+           app_version: int = 0) -> list[list[bytes]]:
+    """Generate `count` blocks of submits, votes and invalid txs (replays, bad sigs); from
+    v5 some votes give a reason (drawn only then, so older versions' blocks stay as
+    they were)."""
     rng = random.Random(seed)
     out: list[list[bytes]] = []
     memory_ids: list[str] = []
@@ -48,9 +51,12 @@ def blocks(chain: LocalChain, seed: int, count: int) -> list[list[bytes]]:
                 authors[mid] = agent
             elif roll < 0.7:
                 voter = rng.choice(chain.validator_keys)
-                txs.append(chain.builder(voter).vote(
-                    nonce(voter), rng.choice(memory_ids[-3:]),
-                    rng.choice(["accept", "reject", "reject", "abstain"])))
+                vote_nonce = nonce(voter)  # drawn in the order the goldens were made with
+                target = rng.choice(memory_ids[-3:])
+                decision = rng.choice(["accept", "reject", "reject", "abstain"])
+                reason = rng.choice(["", "looks right", "duplicate", "x" * 4097]) \
+                    if app_version >= 5 else ""
+                txs.append(chain.builder(voter).vote(vote_nonce, target, decision, reason))
             elif roll < 0.9:
                 txs.append(_lifecycle_tx(chain, rng, nonce, memory_ids, authors))
             elif roll < 0.95:
@@ -96,7 +102,7 @@ def _lifecycle_tx(chain: LocalChain, rng: random.Random, nonce: Any,
 def run(home: Path, seed: int, count: int, restart_at: int,
         app_version: int = 0) -> dict[int, str]:
     """Apply the workload; with `app_version` >= 3, also shuffle each block (order-free nonces);
-    from 4, ballots expire after 10 blocks."""
+    from 4, ballots expire after 10 blocks; from 5, votes give reasons (some too long)."""
     app_state: dict[str, Any] = {}
     if app_version:
         params: dict[str, Any] = {"nonce_window": 8}
@@ -104,7 +110,7 @@ def run(home: Path, seed: int, count: int, restart_at: int,
             params["ballot_expiry"] = 10
         app_state = {"app_version": app_version, "params": params}
     chain = LocalChain(home, app_state=app_state)
-    plan = blocks(chain, seed, count)
+    plan = blocks(chain, seed, count, app_version)
     if app_version >= 3:
         shuffler = random.Random(seed + 1)
         for txs in plan:

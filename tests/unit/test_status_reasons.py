@@ -41,6 +41,23 @@ def test_rejected_by_votes_names_the_tally_and_the_voters_reason() -> None:
     assert "auto-voter" not in (status_reason(rec, [], {V2: notes[V1]}) or "")
 
 
+def test_reasons_given_on_chain_are_shown_for_every_voter() -> None:
+    """v5: reasons travel with the votes, so any node explains every voter's decision; a
+    local note is used only for a vote that carries no reason of its own."""
+    rec = _record("deprecated", [[5, "proposed"], [6, "deprecated"]],
+                  {V1: ["reject", 6, "duplicates a committed memory"], V2: ["reject", 6]})
+    notes = {V1: VoterNote(V1, "reject", "stale local note"),
+             V2: VoterNote(V2, "reject", "noted locally")}
+    text = status_reason(rec, [], notes)
+    assert text is not None and text.startswith("rejected by validator votes at height 6: 2 reject")
+    assert f"; {V1[:12]} voted reject: duplicates a committed memory" in text
+    assert "stale local note" not in text  # the chain's reason wins
+    assert text.endswith(f"auto-voter ({V2[:12]}) voted reject: noted locally")
+    proposed = _record("proposed", [[5, "proposed"]], {V2: ["accept", 5, "fine by me"]})
+    assert status_reason(proposed, []) == \
+        f"awaiting validator votes (1 accept so far); {V2[:12]} voted accept: fine by me"
+
+
 def test_authors_own_challenge_is_a_withdrawal() -> None:
     rec = _record("deprecated", [[5, "proposed"], [6, "committed"], [9, "challenged"],
                                  [9, "deprecated"]], {V1: ["accept", 6]})

@@ -1,6 +1,7 @@
 """processTx: the deterministic path every tx in a block takes (DESIGN §3).
 
-Order: size, decode, canonical form, chain id, signature, nonce, then the handler, all
+Order: size, decode, canonical form (with the fields the app version knows), chain id,
+signature, nonce, then the handler, all
 against a per-tx buffer so that a rejected tx changes nothing.
 """
 
@@ -14,7 +15,7 @@ from memledger.consensus.block.context import BlockInfo, KeyValueView, TxBuffer,
 from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families import registry
 from memledger.consensus.families.accounts import nonces
-from memledger.consensus.gate.envelope import SignatureCheck, decode_tx
+from memledger.consensus.gate.envelope import SignatureCheck, check_fields_version, decode_tx
 from memledger.consensus.gate.pending import PendingNonces
 from memledger.consensus.gate.txcache import DecodedTxCache
 
@@ -52,13 +53,15 @@ def process_tx(
     (CheckTx only) is what the mempool already holds, for the nonce check.
     """
     signed = None if decoded is None else decoded.get(raw)
-    if signed is None:
-        try:
-            signed = decode_tx(raw, block.chain_id, check)
-        except TxError as err:
-            return TxOutcome(err.code, err.log)
-        if decoded is not None:
-            decoded.put(raw, signed)
+    try:
+        if signed is None:
+            signed = decode_tx(raw, block.chain_id, check, block.app_version)
+            if decoded is not None:
+                decoded.put(raw, signed)
+        else:  # decoded once under some version: the version part of the gate again
+            check_fields_version(signed.fields_version, block.app_version)
+    except TxError as err:
+        return TxOutcome(err.code, err.log)
     buffer = TxBuffer(view)
     ctx = TxContext(
         state=buffer, block=block, signer=signed.signer, nonce=signed.nonce,

@@ -15,6 +15,7 @@ from google.protobuf.message import DecodeError, Message
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
+from memledger.consensus import versions
 from memledger.consensus.codes import Code, TxError
 from memledger.consensus.limits import MAX_TX_BYTES
 from memledger.consensus.wire._pb import tx_pb2
@@ -37,6 +38,8 @@ class SignedTx:
     nonce: int
     body: tx_pb2.TxBody
     kind: str
+    #: the lowest app version whose rules know every field the message sets
+    fields_version: int = 1
 
     @property
     def signer_hex(self) -> str:
@@ -91,8 +94,19 @@ def verify_signature(public_key: bytes, message: bytes, signature: bytes) -> boo
 SignatureCheck = Callable[[bytes, bytes, bytes], bool]
 
 
-def decode_tx(raw: bytes, chain_id: str, check: SignatureCheck | None = None) -> SignedTx:
-    """Apply the stateless gate in spec order: size, decode, canonical, chain, signature.
+def check_fields_version(fields_version: int, app_version: int) -> None:
+    """A field newer than the chain's rules: refused as the binaries that predate it
+    refused it (memledger.consensus.versions.FIELDS)."""
+    if fields_version > app_version:
+        raise TxError(Code.BODY_NOT_CANONICAL,
+                      f"the message sets a field that needs app version {fields_version}; "
+                      f"the chain is at v{app_version}")
+
+
+def decode_tx(raw: bytes, chain_id: str, check: SignatureCheck | None = None,
+              app_version: int | None = None) -> SignedTx:
+    """Apply the stateless gate in spec order: size, decode, canonical (including fields
+    newer than `app_version`, when given), chain, signature.
 
     `check` may be a cached/parallel verifier (memledger.consensus.gate.sigverify); it must answer
     exactly
@@ -104,6 +118,10 @@ def decode_tx(raw: bytes, chain_id: str, check: SignatureCheck | None = None) ->
     assert isinstance(envelope, tx_pb2.Tx)
     body = parse_canonical(tx_pb2.TxBody, envelope.body, Code.BODY_DECODE, Code.BODY_NOT_CANONICAL)
     assert isinstance(body, tx_pb2.TxBody)
+    kind = body.WhichOneof("msg")
+    needs = 1 if kind is None else versions.fields_version(kind, getattr(body, kind))
+    if app_version is not None:
+        check_fields_version(needs, app_version)
     if body.chain_id != chain_id:
         raise TxError(Code.WRONG_CHAIN_ID, f"tx is for chain {body.chain_id!r}, not {chain_id!r}")
     if len(envelope.public_key) != PUBLIC_KEY_LEN:
@@ -113,7 +131,6 @@ def decode_tx(raw: bytes, chain_id: str, check: SignatureCheck | None = None) ->
         raise TxError(Code.BAD_SIGNATURE)
     if body.nonce == 0:
         raise TxError(Code.NONCE_ZERO)
-    kind = body.WhichOneof("msg")
     if kind is None:
         raise TxError(Code.EMPTY_MESSAGE)
     return SignedTx(
@@ -123,6 +140,7 @@ def decode_tx(raw: bytes, chain_id: str, check: SignatureCheck | None = None) ->
         nonce=body.nonce,
         body=body,
         kind=kind,
+        fields_version=needs,
     )
 
 

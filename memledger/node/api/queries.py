@@ -137,10 +137,20 @@ def _ordered_scan(conn: sa.Connection, flt: MemoryFilter) -> bool:
 
 
 def memory_votes(conn: sa.Connection, memory_id: str) -> list[dict[str, Any]]:
+    """The votes on a memory, oldest first, each with the reason its voter gave on chain
+    (v5+; kept in the memory's canonical record, not in the votes table)."""
     rows = conn.execute(
         sa.select(votes.c.voter, votes.c.decision, votes.c.height)
-        .where(votes.c.memory_id == memory_id).order_by(votes.c.height, votes.c.voter))
-    return [{"voter": r.voter, "decision": r.decision, "height": r.height} for r in rows]
+        .where(votes.c.memory_id == memory_id).order_by(votes.c.height, votes.c.voter)).all()
+    record = conn.execute(sa.select(memories.c.record).where(memories.c.id == memory_id)
+                          ).scalar_one_or_none()
+    entries: dict[str, list[Any]] = json.loads(record)["votes"] if record else {}
+    return [{"voter": r.voter, "decision": r.decision, "height": r.height,
+             "reason": _vote_reason(entries.get(r.voter))} for r in rows]
+
+
+def _vote_reason(entry: list[Any] | None) -> str | None:
+    return str(entry[2]) if entry is not None and len(entry) > 2 else None
 
 
 def memory_corroborations(conn: sa.Connection, memory_id: str) -> list[dict[str, Any]]:

@@ -3,8 +3,9 @@
 Rules that surprise (an author's own challenge deprecates at once; the auto-voter rejects
 short or duplicate content) must explain themselves. Everything here is read, never
 decided: the sentence is a pure function of the memory's canonical record (votes,
-history, expiry), its dispute rounds (opener, challengers, their stated reasons, k) and,
-where this node's auto-voter voted, the reason that voter noted for its vote
+history, expiry, and since app version 5 the reason each voter gave with its vote), its
+dispute rounds (opener, challengers, their stated reasons, k) and, for a vote cast
+without an on-chain reason, the reason this node's auto-voter noted for it
 (memledger.node.voter_notes; off-chain, so only the node whose voter cast the vote can
 say why it did).
 """
@@ -69,10 +70,11 @@ def status_reason(record: Mapping[str, Any], rounds: Sequence[Mapping[str, Any]]
     votes: Mapping[str, Sequence[Any]] = record.get("votes") or {}
     author = str(record.get("author", ""))
     last_round = rounds[-1] if rounds else None
-    note = ""
+    note = "".join(f"; {_short(voter)} voted {entry[0]}: {entry[2]}"
+                   for voter, entry in sorted(votes.items()) if len(entry) > 2 and entry[2])
     for voter, n in (notes or {}).items():
-        if voter in votes:
-            note = f"; this node's auto-voter ({_short(voter)}) voted {n.decision}: {n.reason}"
+        if voter in votes and len(votes[voter]) <= 2:
+            note += f"; this node's auto-voter ({_short(voter)}) voted {n.decision}: {n.reason}"
     if status == "proposed":
         return f"awaiting validator votes ({_tally(votes)} so far){note}"
     if status == "challenged" and last_round is not None:

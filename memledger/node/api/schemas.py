@@ -201,6 +201,8 @@ class Vote(BaseModel):
     voter: str
     decision: str
     height: int
+    reason: str | None = Field(
+        None, description="Why, as the voter gave it on chain (app version 5+); null if not")
 
 
 class VoteList(BaseModel):

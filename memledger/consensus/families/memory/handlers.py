@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from memledger.consensus import versions
 from memledger.consensus.block.context import TxContext
 from memledger.consensus.codes import Code, TxError
@@ -17,6 +19,7 @@ from memledger.consensus.families.memory.record import (
     set_status,
     validate_fields,
 )
+from memledger.consensus.limits import MAX_REASON_BYTES
 from memledger.consensus.store import records
 from memledger.consensus.wire._pb import tx_pb2
 
@@ -75,7 +78,13 @@ def electorate(ctx: TxContext, record: MemoryRecord) -> list[tuple[str, int]]:
 
 
 def vote(ctx: TxContext, msg: tx_pb2.MemoryVote) -> None:
-    """One vote per member per memory, only while proposed; decide on strict 2/3."""
+    """One vote per member per memory, only while proposed; decide on strict 2/3.
+
+    v5+: the vote may carry its reason, kept with it in the record. (Under earlier
+    versions the envelope gate refuses a vote that sets one: versions.FIELDS.)"""
+    if len(msg.reason.encode()) > MAX_REASON_BYTES:
+        raise TxError(Code.VOTE_REASON_TOO_LONG,
+                      f"reason is {len(msg.reason.encode())} bytes, limit {MAX_REASON_BYTES}")
     key = records.memory_key(msg.memory_id)
     record = ctx.state.get_record(key)
     if record is None:
@@ -92,7 +101,10 @@ def vote(ctx: TxContext, msg: tx_pb2.MemoryVote) -> None:
         raise TxError(Code.ALREADY_VOTED)
     if record["status"] != records.STATUS_PROPOSED:
         raise TxError(Code.MEMORY_NOT_PROPOSED, f"memory is {record['status']}")
-    record["votes"][ctx.signer_hex] = [decision, ctx.block.height]
+    entry: list[Any] = [decision, ctx.block.height]
+    if msg.reason:  # a vote without one keeps the pre-v5 shape: old records hash the same
+        entry.append(msg.reason)
+    record["votes"][ctx.signer_hex] = entry
     result = quorum.tally({m: v[0] for m, v in record["votes"].items()}, voters)
     outcome = quorum.decide(result)
     if outcome is not None:

@@ -37,7 +37,9 @@ class MemoryRecord(TypedDict):
     submitted_height: int
     submitted_time_ns: int
     decided_height: int | None
-    votes: dict[str, list[Any]]  # voter hex -> JSON pair [decision, height]
+    # voter hex -> [decision, height], or (v5+, when the vote gave one) [decision, height,
+    # reason]
+    votes: dict[str, list[Any]]
     ballot: Ballot | None
     history: list[list[Any]]  # JSON pairs [height, status], oldest first
     cocommit: str | None

@@ -24,17 +24,17 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12memledger/tx.proto\x12\x0fmemledger.tx.v1\"9\n\x02Tx\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12\x12\n\npublic_key\x18\x02 \x01(\x0c\x12\x11\n\tsignature\x18\x03 \x01(\x0c\"\x98\x05\n\x06TxBody\x12\x10\n\x08\x63hain_id\x18\x01 \x01(\t\x12\r\n\x05nonce\x18\x02 \x01(\x04\x12\x36\n\rmemory_submit\x18\n \x01(\x0b\x32\x1d.memledger.tx.v1.MemorySubmitH\x00\x12\x32\n\x0bmemory_vote\x18\x0b \x01(\x0b\x32\x1b.memledger.tx.v1.MemoryVoteH\x00\x12<\n\x10memory_challenge\x18\x0c \x01(\x0b\x32 .memledger.tx.v1.MemoryChallengeH\x00\x12@\n\x12memory_corroborate\x18\r \x01(\x0b\x32\".memledger.tx.v1.MemoryCorroborateH\x00\x12<\n\x10memory_reinstate\x18\x0e \x01(\x0b\x32 .memledger.tx.v1.MemoryReinstateH\x00\x12:\n\x0f\x63ocommit_submit\x18\x0f \x01(\x0b\x32\x1f.memledger.tx.v1.CoCommitSubmitH\x00\x12\x34\n\x0c\x61\x63\x63\x65ss_grant\x18\x10 \x01(\x0b\x32\x1c.memledger.tx.v1.AccessGrantH\x00\x12\x36\n\raccess_revoke\x18\x11 \x01(\x0b\x32\x1d.memledger.tx.v1.AccessRevokeH\x00\x12\x32\n\x0bgov_propose\x18\x12 \x01(\x0b\x32\x1b.memledger.tx.v1.GovProposeH\x00\x12,\n\x08gov_vote\x18\x13 \x01(\x0b\x32\x18.memledger.tx.v1.GovVoteH\x00\x12\x30\n\ngov_cancel\x18\x14 \x01(\x0b\x32\x1a.memledger.tx.v1.GovCancelH\x00\x42\x05\n\x03msg\"\x93\x01\n\x0cMemorySubmit\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64omain\x18\x02 \x01(\t\x12\x13\n\x0bmemory_type\x18\x03 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x05 \x01(\x0c\x12\x16\n\x0e\x63onfidence_ppm\x18\x06 \x01(\r\x12\x0c\n\x04tags\x18\x07 \x03(\t\"L\n\nMemoryVote\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12+\n\x08\x64\x65\x63ision\x18\x02 \x01(\x0e\x32\x19.memledger.tx.v1.Decision\"4\n\x0fMemoryChallenge\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"&\n\x11MemoryCorroborate\x12\x11\n\tmemory_id\x18\x01 \x01(\t\"$\n\x0fMemoryReinstate\x12\x11\n\tmemory_id\x18\x01 \x01(\t\"\xf5\x01\n\x0c\x43oCommitCore\x12\x10\n\x08\x63hain_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64omain\x18\x02 \x01(\t\x12\x13\n\x0bmemory_type\x18\x03 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x05 \x01(\x0c\x12\x16\n\x0e\x63onfidence_ppm\x18\x06 \x01(\r\x12\x0c\n\x04tags\x18\x07 \x03(\t\x12\x11\n\tcoauthors\x18\x08 \x03(\x0c\x12\x17\n\x0f\x61greement_nonce\x18\t \x01(\x04\x12\x1a\n\x12not_before_unix_ns\x18\n \x01(\x03\x12\x19\n\x11not_after_unix_ns\x18\x0b \x01(\x03\":\n\x11\x43oauthorSignature\x12\x12\n\npublic_key\x18\x01 \x01(\x0c\x12\x11\n\tsignature\x18\x02 \x01(\x0c\"V\n\x0e\x43oCommitSubmit\x12\x0c\n\x04\x63ore\x18\x01 \x01(\x0c\x12\x36\n\nsignatures\x18\x02 \x03(\x0b\x32\".memledger.tx.v1.CoauthorSignature\"r\n\x0b\x41\x63\x63\x65ssGrant\x12\x0e\n\x06\x64omain\x18\x01 \x01(\t\x12\x0f\n\x07grantee\x18\x02 \x01(\x0c\x12*\n\x05level\x18\x03 \x01(\x0e\x32\x1b.memledger.tx.v1.GrantLevel\x12\x16\n\x0e\x65xpires_height\x18\x04 \x01(\x04\"/\n\x0c\x41\x63\x63\x65ssRevoke\x12\x0e\n\x06\x64omain\x18\x01 \x01(\t\x12\x0f\n\x07grantee\x18\x02 \x01(\x0c\"1\n\x0bScopeMember\x12\x12\n\npublic_key\x18\x01 \x01(\x0c\x12\x0e\n\x06weight\x18\x02 \x01(\x04\"]\n\tScopeSpec\x12\x10\n\x08scope_id\x18\x01 \x01(\t\x12\x0f\n\x07\x64omains\x18\x02 \x03(\t\x12-\n\x07members\x18\x03 \x03(\x0b\x32\x1c.memledger.tx.v1.ScopeMember\"4\n\x0fValidatorChange\x12\x12\n\npublic_key\x18\x01 \x01(\x0c\x12\r\n\x05power\x18\x02 \x01(\x04\")\n\x0bParamChange\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04\"f\n\x0fSoftwareUpgrade\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x61pp_version\x18\x02 \x01(\x04\x12\x19\n\x11\x61\x63tivation_height\x18\x03 \x01(\x04\x12\x15\n\rbinary_sha256\x18\x04 \x01(\t\"\xed\x02\n\nGovPropose\x12\x35\n\tvalidator\x18\x01 \x01(\x0b\x32 .memledger.tx.v1.ValidatorChangeH\x00\x12\x32\n\x0cscope_create\x18\x02 \x01(\x0b\x32\x1a.memledger.tx.v1.ScopeSpecH\x00\x12\x32\n\x0cscope_revise\x18\x03 \x01(\x0b\x32\x1a.memledger.tx.v1.ScopeSpecH\x00\x12\x15\n\x0bscope_pause\x18\x04 \x01(\tH\x00\x12\x16\n\x0cscope_retire\x18\x05 \x01(\tH\x00\x12-\n\x05param\x18\x06 \x01(\x0b\x32\x1c.memledger.tx.v1.ParamChangeH\x00\x12\x33\n\x07upgrade\x18\x07 \x01(\x0b\x32 .memledger.tx.v1.SoftwareUpgradeH\x00\x12\x16\n\x0cscope_resume\x18\x08 \x01(\tH\x00\x12\r\n\x05title\x18\n \x01(\tB\x06\n\x04kind\"K\n\x07GovVote\x12\x13\n\x0bproposal_id\x18\x01 \x01(\t\x12+\n\x08\x64\x65\x63ision\x18\x02 \x01(\x0e\x32\x19.memledger.tx.v1.Decision\" \n\tGovCancel\x12\x13\n\x0bproposal_id\x18\x01 \x01(\t*d\n\x08\x44\x65\x63ision\x12\x18\n\x14\x44\x45\x43ISION_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x44\x45\x43ISION_ACCEPT\x10\x01\x12\x13\n\x0f\x44\x45\x43ISION_REJECT\x10\x02\x12\x14\n\x10\x44\x45\x43ISION_ABSTAIN\x10\x03*n\n\nGrantLevel\x12\x1b\n\x17GRANT_LEVEL_UNSPECIFIED\x10\x00\x12\x14\n\x10GRANT_LEVEL_READ\x10\x01\x12\x15\n\x11GRANT_LEVEL_WRITE\x10\x02\x12\x16\n\x12GRANT_LEVEL_MODIFY\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12memledger/tx.proto\x12\x0fmemledger.tx.v1\"9\n\x02Tx\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12\x12\n\npublic_key\x18\x02 \x01(\x0c\x12\x11\n\tsignature\x18\x03 \x01(\x0c\"\x98\x05\n\x06TxBody\x12\x10\n\x08\x63hain_id\x18\x01 \x01(\t\x12\r\n\x05nonce\x18\x02 \x01(\x04\x12\x36\n\rmemory_submit\x18\n \x01(\x0b\x32\x1d.memledger.tx.v1.MemorySubmitH\x00\x12\x32\n\x0bmemory_vote\x18\x0b \x01(\x0b\x32\x1b.memledger.tx.v1.MemoryVoteH\x00\x12<\n\x10memory_challenge\x18\x0c \x01(\x0b\x32 .memledger.tx.v1.MemoryChallengeH\x00\x12@\n\x12memory_corroborate\x18\r \x01(\x0b\x32\".memledger.tx.v1.MemoryCorroborateH\x00\x12<\n\x10memory_reinstate\x18\x0e \x01(\x0b\x32 .memledger.tx.v1.MemoryReinstateH\x00\x12:\n\x0f\x63ocommit_submit\x18\x0f \x01(\x0b\x32\x1f.memledger.tx.v1.CoCommitSubmitH\x00\x12\x34\n\x0c\x61\x63\x63\x65ss_grant\x18\x10 \x01(\x0b\x32\x1c.memledger.tx.v1.AccessGrantH\x00\x12\x36\n\raccess_revoke\x18\x11 \x01(\x0b\x32\x1d.memledger.tx.v1.AccessRevokeH\x00\x12\x32\n\x0bgov_propose\x18\x12 \x01(\x0b\x32\x1b.memledger.tx.v1.GovProposeH\x00\x12,\n\x08gov_vote\x18\x13 \x01(\x0b\x32\x18.memledger.tx.v1.GovVoteH\x00\x12\x30\n\ngov_cancel\x18\x14 \x01(\x0b\x32\x1a.memledger.tx.v1.GovCancelH\x00\x42\x05\n\x03msg\"\x93\x01\n\x0cMemorySubmit\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64omain\x18\x02 \x01(\t\x12\x13\n\x0bmemory_type\x18\x03 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x05 \x01(\x0c\x12\x16\n\x0e\x63onfidence_ppm\x18\x06 \x01(\r\x12\x0c\n\x04tags\x18\x07 \x03(\t\"\\\n\nMemoryVote\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12+\n\x08\x64\x65\x63ision\x18\x02 \x01(\x0e\x32\x19.memledger.tx.v1.Decision\x12\x0e\n\x06reason\x18\x03 \x01(\t\"4\n\x0fMemoryChallenge\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"&\n\x11MemoryCorroborate\x12\x11\n\tmemory_id\x18\x01 \x01(\t\"$\n\x0fMemoryReinstate\x12\x11\n\tmemory_id\x18\x01 \x01(\t\"\xf5\x01\n\x0c\x43oCommitCore\x12\x10\n\x08\x63hain_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64omain\x18\x02 \x01(\t\x12\x13\n\x0bmemory_type\x18\x03 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x05 \x01(\x0c\x12\x16\n\x0e\x63onfidence_ppm\x18\x06 \x01(\r\x12\x0c\n\x04tags\x18\x07 \x03(\t\x12\x11\n\tcoauthors\x18\x08 \x03(\x0c\x12\x17\n\x0f\x61greement_nonce\x18\t \x01(\x04\x12\x1a\n\x12not_before_unix_ns\x18\n \x01(\x03\x12\x19\n\x11not_after_unix_ns\x18\x0b \x01(\x03\":\n\x11\x43oauthorSignature\x12\x12\n\npublic_key\x18\x01 \x01(\x0c\x12\x11\n\tsignature\x18\x02 \x01(\x0c\"V\n\x0e\x43oCommitSubmit\x12\x0c\n\x04\x63ore\x18\x01 \x01(\x0c\x12\x36\n\nsignatures\x18\x02 \x03(\x0b\x32\".memledger.tx.v1.CoauthorSignature\"r\n\x0b\x41\x63\x63\x65ssGrant\x12\x0e\n\x06\x64omain\x18\x01 \x01(\t\x12\x0f\n\x07grantee\x18\x02 \x01(\x0c\x12*\n\x05level\x18\x03 \x01(\x0e\x32\x1b.memledger.tx.v1.GrantLevel\x12\x16\n\x0e\x65xpires_height\x18\x04 \x01(\x04\"/\n\x0c\x41\x63\x63\x65ssRevoke\x12\x0e\n\x06\x64omain\x18\x01 \x01(\t\x12\x0f\n\x07grantee\x18\x02 \x01(\x0c\"1\n\x0bScopeMember\x12\x12\n\npublic_key\x18\x01 \x01(\x0c\x12\x0e\n\x06weight\x18\x02 \x01(\x04\"]\n\tScopeSpec\x12\x10\n\x08scope_id\x18\x01 \x01(\t\x12\x0f\n\x07\x64omains\x18\x02 \x03(\t\x12-\n\x07members\x18\x03 \x03(\x0b\x32\x1c.memledger.tx.v1.ScopeMember\"4\n\x0fValidatorChange\x12\x12\n\npublic_key\x18\x01 \x01(\x0c\x12\r\n\x05power\x18\x02 \x01(\x04\")\n\x0bParamChange\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04\"f\n\x0fSoftwareUpgrade\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x61pp_version\x18\x02 \x01(\x04\x12\x19\n\x11\x61\x63tivation_height\x18\x03 \x01(\x04\x12\x15\n\rbinary_sha256\x18\x04 \x01(\t\"\xed\x02\n\nGovPropose\x12\x35\n\tvalidator\x18\x01 \x01(\x0b\x32 .memledger.tx.v1.ValidatorChangeH\x00\x12\x32\n\x0cscope_create\x18\x02 \x01(\x0b\x32\x1a.memledger.tx.v1.ScopeSpecH\x00\x12\x32\n\x0cscope_revise\x18\x03 \x01(\x0b\x32\x1a.memledger.tx.v1.ScopeSpecH\x00\x12\x15\n\x0bscope_pause\x18\x04 \x01(\tH\x00\x12\x16\n\x0cscope_retire\x18\x05 \x01(\tH\x00\x12-\n\x05param\x18\x06 \x01(\x0b\x32\x1c.memledger.tx.v1.ParamChangeH\x00\x12\x33\n\x07upgrade\x18\x07 \x01(\x0b\x32 .memledger.tx.v1.SoftwareUpgradeH\x00\x12\x16\n\x0cscope_resume\x18\x08 \x01(\tH\x00\x12\r\n\x05title\x18\n \x01(\tB\x06\n\x04kind\"K\n\x07GovVote\x12\x13\n\x0bproposal_id\x18\x01 \x01(\t\x12+\n\x08\x64\x65\x63ision\x18\x02 \x01(\x0e\x32\x19.memledger.tx.v1.Decision\" \n\tGovCancel\x12\x13\n\x0bproposal_id\x18\x01 \x01(\t*d\n\x08\x44\x65\x63ision\x12\x18\n\x14\x44\x45\x43ISION_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x44\x45\x43ISION_ACCEPT\x10\x01\x12\x13\n\x0f\x44\x45\x43ISION_REJECT\x10\x02\x12\x14\n\x10\x44\x45\x43ISION_ABSTAIN\x10\x03*n\n\nGrantLevel\x12\x1b\n\x17GRANT_LEVEL_UNSPECIFIED\x10\x00\x12\x14\n\x10GRANT_LEVEL_READ\x10\x01\x12\x15\n\x11GRANT_LEVEL_WRITE\x10\x02\x12\x16\n\x12GRANT_LEVEL_MODIFY\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'memledger.consensus.wire._pb.tx_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DECISION']._serialized_start=2512
-  _globals['_DECISION']._serialized_end=2612
-  _globals['_GRANTLEVEL']._serialized_start=2614
-  _globals['_GRANTLEVEL']._serialized_end=2724
+  _globals['_DECISION']._serialized_start=2528
+  _globals['_DECISION']._serialized_end=2628
+  _globals['_GRANTLEVEL']._serialized_start=2630
+  _globals['_GRANTLEVEL']._serialized_end=2740
   _globals['_TX']._serialized_start=39
   _globals['_TX']._serialized_end=96
   _globals['_TXBODY']._serialized_start=99
@@ -42,37 +42,37 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MEMORYSUBMIT']._serialized_start=766
   _globals['_MEMORYSUBMIT']._serialized_end=913
   _globals['_MEMORYVOTE']._serialized_start=915
-  _globals['_MEMORYVOTE']._serialized_end=991
-  _globals['_MEMORYCHALLENGE']._serialized_start=993
-  _globals['_MEMORYCHALLENGE']._serialized_end=1045
-  _globals['_MEMORYCORROBORATE']._serialized_start=1047
-  _globals['_MEMORYCORROBORATE']._serialized_end=1085
-  _globals['_MEMORYREINSTATE']._serialized_start=1087
-  _globals['_MEMORYREINSTATE']._serialized_end=1123
-  _globals['_COCOMMITCORE']._serialized_start=1126
-  _globals['_COCOMMITCORE']._serialized_end=1371
-  _globals['_COAUTHORSIGNATURE']._serialized_start=1373
-  _globals['_COAUTHORSIGNATURE']._serialized_end=1431
-  _globals['_COCOMMITSUBMIT']._serialized_start=1433
-  _globals['_COCOMMITSUBMIT']._serialized_end=1519
-  _globals['_ACCESSGRANT']._serialized_start=1521
-  _globals['_ACCESSGRANT']._serialized_end=1635
-  _globals['_ACCESSREVOKE']._serialized_start=1637
-  _globals['_ACCESSREVOKE']._serialized_end=1684
-  _globals['_SCOPEMEMBER']._serialized_start=1686
-  _globals['_SCOPEMEMBER']._serialized_end=1735
-  _globals['_SCOPESPEC']._serialized_start=1737
-  _globals['_SCOPESPEC']._serialized_end=1830
-  _globals['_VALIDATORCHANGE']._serialized_start=1832
-  _globals['_VALIDATORCHANGE']._serialized_end=1884
-  _globals['_PARAMCHANGE']._serialized_start=1886
-  _globals['_PARAMCHANGE']._serialized_end=1927
-  _globals['_SOFTWAREUPGRADE']._serialized_start=1929
-  _globals['_SOFTWAREUPGRADE']._serialized_end=2031
-  _globals['_GOVPROPOSE']._serialized_start=2034
-  _globals['_GOVPROPOSE']._serialized_end=2399
-  _globals['_GOVVOTE']._serialized_start=2401
-  _globals['_GOVVOTE']._serialized_end=2476
-  _globals['_GOVCANCEL']._serialized_start=2478
-  _globals['_GOVCANCEL']._serialized_end=2510
+  _globals['_MEMORYVOTE']._serialized_end=1007
+  _globals['_MEMORYCHALLENGE']._serialized_start=1009
+  _globals['_MEMORYCHALLENGE']._serialized_end=1061
+  _globals['_MEMORYCORROBORATE']._serialized_start=1063
+  _globals['_MEMORYCORROBORATE']._serialized_end=1101
+  _globals['_MEMORYREINSTATE']._serialized_start=1103
+  _globals['_MEMORYREINSTATE']._serialized_end=1139
+  _globals['_COCOMMITCORE']._serialized_start=1142
+  _globals['_COCOMMITCORE']._serialized_end=1387
+  _globals['_COAUTHORSIGNATURE']._serialized_start=1389
+  _globals['_COAUTHORSIGNATURE']._serialized_end=1447
+  _globals['_COCOMMITSUBMIT']._serialized_start=1449
+  _globals['_COCOMMITSUBMIT']._serialized_end=1535
+  _globals['_ACCESSGRANT']._serialized_start=1537
+  _globals['_ACCESSGRANT']._serialized_end=1651
+  _globals['_ACCESSREVOKE']._serialized_start=1653
+  _globals['_ACCESSREVOKE']._serialized_end=1700
+  _globals['_SCOPEMEMBER']._serialized_start=1702
+  _globals['_SCOPEMEMBER']._serialized_end=1751
+  _globals['_SCOPESPEC']._serialized_start=1753
+  _globals['_SCOPESPEC']._serialized_end=1846
+  _globals['_VALIDATORCHANGE']._serialized_start=1848
+  _globals['_VALIDATORCHANGE']._serialized_end=1900
+  _globals['_PARAMCHANGE']._serialized_start=1902
+  _globals['_PARAMCHANGE']._serialized_end=1943
+  _globals['_SOFTWAREUPGRADE']._serialized_start=1945
+  _globals['_SOFTWAREUPGRADE']._serialized_end=2047
+  _globals['_GOVPROPOSE']._serialized_start=2050
+  _globals['_GOVPROPOSE']._serialized_end=2415
+  _globals['_GOVVOTE']._serialized_start=2417
+  _globals['_GOVVOTE']._serialized_end=2492
+  _globals['_GOVCANCEL']._serialized_start=2494
+  _globals['_GOVCANCEL']._serialized_end=2526
 # @@protoc_insertion_point(module_scope)

@@ -88,12 +88,14 @@ class MemorySubmit(_message.Message):
     def __init__(self, memory_id: _Optional[str] = ..., domain: _Optional[str] = ..., memory_type: _Optional[str] = ..., content: _Optional[str] = ..., content_hash: _Optional[bytes] = ..., confidence_ppm: _Optional[int] = ..., tags: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class MemoryVote(_message.Message):
-    __slots__ = ("memory_id", "decision")
+    __slots__ = ("memory_id", "decision", "reason")
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     DECISION_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     memory_id: str
     decision: Decision
-    def __init__(self, memory_id: _Optional[str] = ..., decision: _Optional[_Union[Decision, str]] = ...) -> None: ...
+    reason: str
+    def __init__(self, memory_id: _Optional[str] = ..., decision: _Optional[_Union[Decision, str]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class MemoryChallenge(_message.Message):
     __slots__ = ("memory_id", "reason")
