@@ -24,6 +24,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -39,6 +40,8 @@ DTYPE = "i8"
 #: ~520 MB at 256 dims); the wider search below buys back most of the lost ANN recall
 #: (BENCHMARKS.md section 9). Recorded in meta.json: a change forces a rebuild.
 CONNECTIVITY = 6
+#: insertions per lock hold while following (see add)
+ADD_CHUNK = 8
 EXPANSION_ADD = 64
 EXPANSION_SEARCH = 200
 
@@ -77,8 +80,13 @@ class VectorIndex:
         self.lock = threading.RLock()
         self.meta = self._empty_meta(0)
         self._index = self._new_index()
-        self._keys: sqlite3.Connection | None = None
-        self._keys_lock = threading.Lock()  # one connection, shared by reader threads
+        self._keys: sqlite3.Connection | None = None  # the writer's connection
+        self._keys_lock = threading.Lock()
+        # Readers get their own connections (one per thread): in WAL mode a read never
+        # waits for the writer's commit, whose fsync took 10-30 ms under load and, behind
+        # a shared connection's lock, was the slowest part of the slowest searches.
+        self._readers: dict[int, sqlite3.Connection] = {}
+        self._readers_lock = threading.Lock()
         self.rebuilt_reason: str | None = None
 
     # ---------------------------------------------------------------- lifecycle
@@ -158,6 +166,10 @@ class VectorIndex:
             if self._keys is not None:
                 self._keys.close()
                 self._keys = None
+        with self._readers_lock:
+            for conn in self._readers.values():
+                conn.close()
+            self._readers.clear()
 
     # ---------------------------------------------------------------- writes
     def add(self, items: Sequence[tuple[str, str]], height: int, threads: int = 1) -> int:
@@ -179,11 +191,21 @@ class VectorIndex:
                     self._keys.execute("ROLLBACK")
                     raise
                 self._keys.execute("COMMIT")
-            with self.lock:
-                present = [k for k in keys.tolist() if self._index.contains(k)]
-                if present:
-                    self._index.remove(present)
-                self._index.add(keys, vectors, threads=threads)
+            # While following (one thread), insert a few at a time: a search waits for the
+            # lock, and a whole block's insertions at this thread's low priority held it
+            # for 10-30 ms (the slowest hybrid queries at 200k under writes). A build
+            # (many threads) inserts its batch in one call.
+            step = ADD_CHUNK if threads == 1 else len(keys)
+            for start in range(0, len(keys), step):
+                part = keys[start:start + step]
+                with self.lock:
+                    present = [k for k in part.tolist() if self._index.contains(k)]
+                    if present:
+                        self._index.remove(present)
+                    self._index.add(part, vectors[start:start + step], threads=threads)
+                if step < len(keys):
+                    time.sleep(0)  # let a waiting search take the lock: Python's lock is
+                    # not fair, and this thread would otherwise take it straight back
         with self.lock:
             self.meta.indexed_height = max(self.meta.indexed_height, height)
             self.meta.count = len(self._index)
@@ -260,6 +282,17 @@ class VectorIndex:
                 out[mid] = float(by_key[k])
         return out
 
+    def _reader(self) -> sqlite3.Connection:
+        """This thread's read-only connection to the key map."""
+        me = threading.get_ident()
+        with self._readers_lock:
+            conn = self._readers.get(me)
+            if conn is None:
+                conn = sqlite3.connect(f"file:{self.folder / 'keys.sqlite'}?mode=ro", uri=True,
+                                       check_same_thread=False)
+                self._readers[me] = conn
+            return conn
+
     def ids_for(self, keys: Sequence[int]) -> dict[int, str]:
         if not keys or self._keys is None:
             return {}
@@ -267,9 +300,8 @@ class VectorIndex:
         for i in range(0, len(keys), 500):
             chunk = list(keys[i:i + 500])
             marks = ",".join("?" * len(chunk))
-            with self._keys_lock:
-                rows = self._keys.execute(
-                    f"SELECT key, id FROM keys WHERE key IN ({marks})", chunk).fetchall()
+            rows = self._reader().execute(
+                f"SELECT key, id FROM keys WHERE key IN ({marks})", chunk).fetchall()
             for key, mid in rows:
                 out[int(key)] = str(mid)
         return out

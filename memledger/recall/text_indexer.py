@@ -61,10 +61,15 @@ class TextIndexer:
                 self.index.add([], hi)
             return added
 
+    @property
+    def serving(self) -> bool:
+        """Whether the index is built and followed (it may be a block or two behind)."""
+        return self.state == "following"
+
     def current(self, conn: sa.Connection) -> bool:
         """Whether searches may use the index now: it is at the projection's height
         (caught up here if a few blocks behind), and not being built from scratch."""
-        if self.state != "following":
+        if not self.serving:
             return False
         if self.index.indexed_height >= projection_height(conn):
             return True

@@ -122,9 +122,10 @@ def distinctive_words(conn: sa.Connection, text: str,
     """The content words of `text` that are not common: hybrid's word leg ranks only
     these, since BM25 over a very common word's postings is slow and says little (the
     meaning leg carries such queries). Empty when every word is common. Frequencies come
-    from the word index when it is current, else from the projection."""
-    counted_by = words_index if words_index is not None and words_index.current(conn) \
-        else None
+    from the word index when it is serving (as of its watermark: a block or two more
+    barely moves a frequency, so this never waits for the index to catch up), else from
+    the projection."""
+    counted_by = words_index if words_index is not None and words_index.serving else None
     return " ".join(w for w in content_words(text) if not _common(conn, w, counted_by))
 
 
