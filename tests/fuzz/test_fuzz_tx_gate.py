@@ -38,24 +38,10 @@ from tests.fuzz import corpus_gen, world
 from tests.fuzz.common import GATE_CODES, KEYS, budget, len_field, split_fields, tag, uvarint
 from tests.fuzz.strategies import mutation
 from tests.support.chain import CHAIN_ID
+from tests.support.views import NoState
 
 CORPUS = corpus_gen.load()
 SEEDS = list(CORPUS.values())
-
-
-class _NoState:
-    """A view with no state at all: gate failures never reach it."""
-
-    def get(self, key: bytes) -> bytes | None:
-        return None
-
-    def put(self, key: bytes, value: bytes) -> None:
-        raise AssertionError("a rejected tx must not write")
-
-    def delete(self, key: bytes) -> None:
-        raise AssertionError("a rejected tx must not write")
-
-
 BLOCK = BlockInfo(height=100, time_ns=1_780_000_100 * 10**9, chain_id=CHAIN_ID, app_version=1)
 
 
@@ -73,7 +59,7 @@ def stable_gate(raw: bytes) -> SignedTx | Code:
     first, second = gate(raw), gate(raw)
     if isinstance(first, Code):
         assert second == first
-        outcome = process_tx(_NoState(), BLOCK, raw, apply=False, check=SignatureVerifier())
+        outcome = process_tx(NoState(), BLOCK, raw, apply=False, check=SignatureVerifier())
         assert outcome.code == first, (outcome.code, first)
     else:
         assert isinstance(second, SignedTx) and second.tx_hash == first.tx_hash

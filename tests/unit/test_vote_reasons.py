@@ -23,6 +23,7 @@ from memledger.consensus.wire._pb import tx_pb2
 from memledger.node.api import queries, reasons
 from memledger.node.txbuilder import TxBuilder, upgrade_proposal
 from tests.support.chain import LocalChain, seeded_key
+from tests.support.views import NoState
 from tests.support.workload import run_in_fresh_process
 
 AGENT = seeded_key("reason-agent")
@@ -143,19 +144,6 @@ def test_the_rule_activates_by_upgrade(tmp_path: Path) -> None:
     assert record["votes"][bytes(v[3].verify_key).hex()][2] == "checked it"
 
 
-class _Empty:
-    """A state view with nothing in it."""
-
-    def get(self, key: bytes) -> bytes | None:
-        return None
-
-    def put(self, key: bytes, value: bytes) -> None:
-        raise AssertionError("nothing is written by a refused tx")
-
-    def delete(self, key: bytes) -> None:
-        raise AssertionError("nothing is written by a refused tx")
-
-
 def test_decoded_once_the_version_gate_still_applies() -> None:
     """The node remembers txs that passed the stateless gate (CheckTx, then the block);
     a remembered tx must still meet the version part of that gate at every version."""
@@ -163,11 +151,11 @@ def test_decoded_once_the_version_gate_still_applies() -> None:
     tx = TxBuilder(key, "reasons-chain").vote(7, "m1", "accept", "fine")
     cache = DecodedTxCache()
     v5 = BlockInfo(height=10, time_ns=10**18, chain_id="reasons-chain", app_version=5)
-    assert process_tx(_Empty(), v5, tx, apply=False, decoded=cache).code == \
+    assert process_tx(NoState(), v5, tx, apply=False, decoded=cache).code == \
         Code.MEMORY_NOT_FOUND  # past the gate: remembered
     assert len(cache) == 1
     v4 = BlockInfo(height=10, time_ns=10**18, chain_id="reasons-chain", app_version=4)
-    assert process_tx(_Empty(), v4, tx, apply=False, decoded=cache).code == \
+    assert process_tx(NoState(), v4, tx, apply=False, decoded=cache).code == \
         Code.BODY_NOT_CANONICAL
 
 

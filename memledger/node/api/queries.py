@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from memledger.node.api.search import common_on_sqlite, search_clause
-from memledger.projection.schema import corroborations, documents, memories, memory_tags, votes
+from memledger.projection.schema import corroborations, documents, memories, memory_tags
 
 
 @dataclass(frozen=True)
@@ -138,19 +138,15 @@ def _ordered_scan(conn: sa.Connection, flt: MemoryFilter) -> bool:
 
 def memory_votes(conn: sa.Connection, memory_id: str) -> list[dict[str, Any]]:
     """The votes on a memory, oldest first, each with the reason its voter gave on chain
-    (v5+; kept in the memory's canonical record, not in the votes table)."""
-    rows = conn.execute(
-        sa.select(votes.c.voter, votes.c.decision, votes.c.height)
-        .where(votes.c.memory_id == memory_id).order_by(votes.c.height, votes.c.voter)).all()
+    (v5+). Read from the memory's canonical record, which holds all of it (the votes
+    table lacks the reason): one read."""
     record = conn.execute(sa.select(memories.c.record).where(memories.c.id == memory_id)
                           ).scalar_one_or_none()
     entries: dict[str, list[Any]] = json.loads(record)["votes"] if record else {}
-    return [{"voter": r.voter, "decision": r.decision, "height": r.height,
-             "reason": _vote_reason(entries.get(r.voter))} for r in rows]
-
-
-def _vote_reason(entry: list[Any] | None) -> str | None:
-    return str(entry[2]) if entry is not None and len(entry) > 2 else None
+    ordered = sorted(entries.items(), key=lambda kv: (int(kv[1][1]), kv[0]))
+    return [{"voter": voter, "decision": str(entry[0]), "height": int(entry[1]),
+             "reason": str(entry[2]) if len(entry) > 2 else None}
+            for voter, entry in ordered]
 
 
 def memory_corroborations(conn: sa.Connection, memory_id: str) -> list[dict[str, Any]]:
