@@ -5,7 +5,11 @@ Why: the app hash must cost O(changes * log n), not O(n). This populates stores 
 keys (updates, inserts, deletes) and prints JSON with per-block times for
 ``overlay.app_hash()`` and ``store.commit()`` at each size.
 
-    .venv/bin/python bench/bench_apphash.py [--quick] [--blocks 8] [--dir /tmp/x]
+    .venv/bin/python bench/bench_apphash.py [--quick] [--blocks 8] [--dir /tmp/x] [--layout 1]
+
+Layout 2 (app version 6 on, docs/APP_HASH.md) is the default. Under it each size is
+bulk-loaded under layout 1 first and moved by one empty block, as an upgrade to v6 moves
+a chain: that block's time is `move_to_layout_2_s`.
 """
 
 from __future__ import annotations
@@ -57,13 +61,21 @@ def _stats(samples: list[float]) -> dict[str, float]:
     }
 
 
-def run_size(root: Path, n: int, blocks: int, changes: int, seed: int) -> dict[str, Any]:
+def run_size(root: Path, n: int, blocks: int, changes: int, seed: int, layout: int = 2
+             ) -> dict[str, Any]:
     path = root / f"state-{n}"
     shutil.rmtree(path, ignore_errors=True)
     t0 = time.perf_counter()
     store = CanonicalStore(str(path), map_size=16 << 30)
     store.bulk_load(_items(n))
     populate = time.perf_counter() - t0
+    moved: dict[str, float] = {}
+    if layout == 2:
+        t0 = time.perf_counter()
+        overlay = store.begin_block()
+        overlay.set_layout(2)
+        store.commit(overlay, 0, overlay.app_hash(), 6)
+        moved["move_to_layout_2_s"] = round(time.perf_counter() - t0, 2)
     rng = random.Random(seed)
     next_new = n
     t_hash: list[float] = []
@@ -85,7 +97,7 @@ def run_size(root: Path, n: int, blocks: int, changes: int, seed: int) -> dict[s
             t1 = time.perf_counter()
             app_hash = overlay.app_hash()
             t2 = time.perf_counter()
-            store.commit(overlay, b + 1, app_hash, 1)
+            store.commit(overlay, b + 1, app_hash, 6 if layout == 2 else 5)
             t3 = time.perf_counter()
             t_hash.append(t2 - t1)
             t_commit.append(t3 - t2)
@@ -101,6 +113,8 @@ def run_size(root: Path, n: int, blocks: int, changes: int, seed: int) -> dict[s
         shutil.rmtree(path, ignore_errors=True)
     return {
         "state_keys": n,
+        "hash_layout": layout,
+        **moved,
         "blocks": blocks,
         "changes_per_block": changes,
         "effective_changes_min": min(effective),
@@ -123,12 +137,14 @@ def main() -> None:
     ap.add_argument("--changes", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
+    ap.add_argument("--layout", type=int, choices=[1, 2], default=2)
     args = ap.parse_args()
     sizes = QUICK_SIZES if args.quick else FULL_SIZES
     root = Path(args.dir or tempfile.mkdtemp(prefix="bench-apphash-"))
     root.mkdir(parents=True, exist_ok=True)
     try:
-        results = [run_size(root, n, args.blocks, args.changes, args.seed) for n in sizes]
+        results = [run_size(root, n, args.blocks, args.changes, args.seed, args.layout)
+                   for n in sizes]
     finally:
         if args.dir is None:
             shutil.rmtree(root, ignore_errors=True)

@@ -16,7 +16,11 @@ size (memories stored as `mem/<id>` + `memc/<id>`, ids shaped like real ones):
 Prints JSON.
 
     python bench/bench_proofs.py --sizes 100000 1000000 --node
+    python bench/bench_proofs.py --sizes 100000 1000000 --layouts 1 2
     python bench/bench_proofs.py --quick
+
+`--layouts` picks the app-hash layouts to measure (docs/APP_HASH.md): 1 is app versions
+1-5 (flat buckets), 2 is version 6 on (Merkle buckets), what new chains use.
 """
 
 from __future__ import annotations
@@ -78,14 +82,15 @@ def _items(n: int, seed: int) -> Iterator[tuple[bytes, bytes]]:
         yield records.content_key(mid), content.encode()
 
 
-def build_store(path: Path, n: int, seed: int) -> tuple[CanonicalStore, float]:
+def build_store(path: Path, n: int, seed: int, layout: int = 2
+                ) -> tuple[CanonicalStore, float]:
     """A committed store of n memories, loaded in sorted chunks (the bulk path)."""
     store = CanonicalStore(str(path), map_size=16 << 30)
     started = time.perf_counter()
     items = sorted(_items(n, seed))
-    store.bulk_load(iter(items))
+    store.bulk_load(iter(items), layout=layout)
     overlay = store.begin_block()  # one (empty) committed block: proofs speak for height 1
-    store.commit(overlay, 1, overlay.app_hash(), 1)
+    store.commit(overlay, 1, overlay.app_hash(), 6 if layout == 2 else 5)
     return store, time.perf_counter() - started
 
 
@@ -129,8 +134,9 @@ def _sizes(values: list[int]) -> dict[str, int]:
     return {"p50": percentile(values, 50), "p99": percentile(values, 99), "max": max(values)}
 
 
-def measure_store(n: int, samples: int, seed: int, workdir: Path) -> dict[str, Any]:
-    store, load_s = build_store(workdir / f"state-{n}", n, seed)
+def measure_store(n: int, samples: int, seed: int, workdir: Path, layout: int = 2
+                  ) -> dict[str, Any]:
+    store, load_s = build_store(workdir / f"state-{n}-{layout}", n, seed, layout)
     try:
         svc = QueryService(store)
         height = store.last_height
@@ -160,7 +166,8 @@ def measure_store(n: int, samples: int, seed: int, workdir: Path) -> dict[str, A
             verify_memory(lc, mid, served, proof)
             verify_s.append(time.perf_counter() - t3)
         return {
-            "memories": n, "state_keys": 2 * n, "load_s": round(load_s, 1),
+            "memories": n, "state_keys": 2 * n, "hash_layout": layout,
+            "load_s": round(load_s, 1),
             "proof_bytes": {"memory_record": _sizes(rec_bytes),
                             "content": _sizes(content_bytes),
                             "absent": _sizes(absent_bytes)},
@@ -273,13 +280,15 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--quick", action="store_true", help="small sizes, for CI")
     ap.add_argument("--seed", type=int, default=12)
+    ap.add_argument("--layouts", type=int, nargs="+", choices=[1, 2], default=[2])
     args = ap.parse_args()
     if args.quick:
         args.sizes, args.samples, args.node_memories, args.seconds = [5000], 200, 30, 2.0
     workdir = Path(tempfile.mkdtemp(prefix="bench-proofs-"))
     try:
-        out: dict[str, Any] = {"stores": [measure_store(n, args.samples, args.seed, workdir)
-                                          for n in args.sizes]}
+        out: dict[str, Any] = {"stores": [
+            measure_store(n, args.samples, args.seed, workdir, layout)
+            for n in args.sizes for layout in args.layouts]}
         if args.node:
             out["node"] = measure_node(args.node_memories, args.seconds, args.concurrency,
                                        workdir)

@@ -127,6 +127,7 @@ class MemLedgerApp(BaseApplication):
             self.on_halt(str(exc))
             raise
         buffer.apply()
+        overlay.set_layout(versions.hash_layout(version))
         self._genesis = overlay.changes()
         self._genesis_height = int(req.initial_height or 1)
         self._chain_id = req.chain_id
@@ -203,6 +204,10 @@ class MemLedgerApp(BaseApplication):
         closing = TxBuffer(overlay)
         effects = lifecycle.end_block(closing, height, version)
         closing.apply()
+        # A block hashes the state it leaves under the layout of the version it ran under,
+        # so the first block under a new layout rehashes every bucket (docs/APP_HASH.md),
+        # and a binary that lacks the new version halts before it, never mid-way.
+        overlay.set_layout(versions.hash_layout(version))
         app_hash = overlay.app_hash()
         new_version = effects.new_app_version or version
         self._pending = _PendingBlock(height, overlay, app_hash, new_version)

@@ -23,6 +23,20 @@ layers, so a proof is two ops:
 - `ml.tree.v1`: key = `u16be(bucket)`, data = the 16 sibling hashes, leaf level first.
   Turns the bucket hash into the app hash.
 
+State hashed under layout 2 (app version 6 on; docs/APP_HASH.md) gets the v2 ops, which
+prove a position in the bucket's Merkle tree instead of listing the bucket:
+
+- `ml.entry.v2`: data = `u16be(bucket) || u32be(i) || u32be(m) || path`, the audit path
+  of entry i among m (bucket_tree.path_length(i, m) digests, bottom level first).
+- `ml.gap.v2`: data = `u16be(bucket) || u32be(m) || u32be(i)`, then for entry i-1 (if
+  i > 0) and entry i (if i < m): the entry in full and its audit path. Two adjacent
+  positions around the asked key prove nothing lies between them.
+- `ml.bucket.v2`: the full form, as `ml.bucket.v1` but hashed under layout 2.
+
+Layout 2's tags differ from layout 1's, so a verifier accepts either kind of op against
+any root without knowing the chain's version: no proof of one layout hashes to a leaf of
+the other.
+
 This module is pure (no I/O): the node encodes with it and the light client decodes with
 it, so both sides agree on one byte layout.
 """
@@ -34,6 +48,7 @@ from dataclasses import dataclass
 from hashlib import sha256
 
 from memledger.consensus.store import records
+from memledger.consensus.store.bucket_tree import audit_path, from_top, path_length, top_from_path
 from memledger.consensus.store.commitment import (
     BUCKET_BITS,
     NUM_BUCKETS,
@@ -50,8 +65,11 @@ from memledger.consensus.store.commitment import (
 
 __all__ = [
     "BUCKET_OP",
+    "BUCKET_OP_V2",
     "ENTRY_OP",
+    "ENTRY_OP_V2",
     "GAP_OP",
+    "GAP_OP_V2",
     "TREE_OP",
     "RECORD_PATHS",
     "ProofOp",
@@ -64,7 +82,12 @@ __all__ = [
 BUCKET_OP = "ml.bucket.v1"
 ENTRY_OP = "ml.entry.v1"
 GAP_OP = "ml.gap.v1"
+BUCKET_OP_V2 = "ml.bucket.v2"
+ENTRY_OP_V2 = "ml.entry.v2"
+GAP_OP_V2 = "ml.gap.v2"
 TREE_OP = "ml.tree.v1"
+#: full-bucket op type -> the hash layout it proves under
+_BUCKET_OPS = {BUCKET_OP: 1, BUCKET_OP_V2: 2}
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,23 +102,42 @@ class ProofOp:
 def encode_ops(key: bytes, proof: Proof, *, compact: bool = True) -> list[ProofOp]:
     """The two ops for `proof` of `key` (see the module docstring).
 
-    A present key gets the compact `ml.entry.v1` op and an absent one `ml.gap.v1`, unless
-    `compact` is False (the full bucket, `ml.bucket.v1`).
+    A present key gets the compact entry op and an absent one the gap op (v1 or v2 by the
+    proof's layout), unless `compact` is False (the full bucket).
     """
     raw = proof.to_bytes()
     split = len(raw) - 32 * BUCKET_BITS
     tree = ProofOp(TREE_OP, bucket_prefix(proof.bucket), raw[split:])
+    if not compact:
+        kind = BUCKET_OP_V2 if proof.layout == 2 else BUCKET_OP
+        return [ProofOp(kind, key, raw[:split]), tree]
+    if proof.layout == 2:
+        return [_merkle_op(key, proof), tree]
     keys = [k for k, _ in proof.entries]
-    if compact and key in keys:
+    if key in keys:
         i = keys.index(key)
         others = b"".join(entry_digest(k, vh) for j, (k, vh) in enumerate(proof.entries)
                           if j != i)
         data = (bucket_prefix(proof.bucket) + i.to_bytes(4, "big")
                 + len(keys).to_bytes(4, "big") + others)
         return [ProofOp(ENTRY_OP, key, data), tree]
-    if compact:
-        return [ProofOp(GAP_OP, key, _gap_data(key, proof)), tree]
-    return [ProofOp(BUCKET_OP, key, raw[:split]), tree]
+    return [ProofOp(GAP_OP, key, _gap_data(key, proof)), tree]
+
+
+def _merkle_op(key: bytes, proof: Proof) -> ProofOp:
+    """`ml.entry.v2` for a present key, `ml.gap.v2` for an absent one."""
+    entries = proof.entries
+    digests = [entry_digest(k, vh) for k, vh in entries]
+    count = len(entries).to_bytes(4, "big")
+    i = sum(1 for k, _ in entries if k < key)
+    if i < len(entries) and entries[i][0] == key:
+        head = bucket_prefix(proof.bucket) + i.to_bytes(4, "big") + count
+        return ProofOp(ENTRY_OP_V2, key, head + b"".join(audit_path(digests, i)))
+    parts = [bucket_prefix(proof.bucket), count, i.to_bytes(4, "big")]
+    for j in (i - 1, i):
+        if 0 <= j < len(entries):
+            parts += [_full_entry(*entries[j]), *audit_path(digests, j)]
+    return ProofOp(GAP_OP_V2, key, b"".join(parts))
 
 
 def _full_entry(key: bytes, vh: bytes) -> bytes:
@@ -119,6 +161,10 @@ def verify_ops(root: bytes, key: bytes, value: bytes | None, ops: Sequence[Proof
             return value is not None and _verify_entry(root, key, value, ops[0], ops[1])
         if len(ops) == 2 and ops[0].type == GAP_OP:
             return value is None and _verify_gap(root, key, ops[0], ops[1])
+        if len(ops) == 2 and ops[0].type == ENTRY_OP_V2:
+            return value is not None and _verify_entry_v2(root, key, value, ops[0], ops[1])
+        if len(ops) == 2 and ops[0].type == GAP_OP_V2:
+            return value is None and _verify_gap_v2(root, key, ops[0], ops[1])
         return verify_proof(root, key, value, decode_ops(key, ops))
     except ProofFormatError:
         return False
@@ -199,8 +245,64 @@ def _verify_entry(root: bytes, key: bytes, value: bytes, op: ProofOp, tree: Proo
     return _climb(root, bucket, leaf, tree)
 
 
+def _verify_entry_v2(root: bytes, key: bytes, value: bytes, op: ProofOp, tree: ProofOp
+                     ) -> bool:
+    """Inclusion under layout 2: the entry's audit path gives the bucket's tree top."""
+    data = op.data
+    if op.key != key or len(data) < 10:
+        return False
+    bucket = int.from_bytes(data[0:2], "big")
+    index = int.from_bytes(data[2:6], "big")
+    count = int.from_bytes(data[6:10], "big")
+    if bucket != bucket_of(key) or not 0 <= index < count \
+            or len(data) != 10 + 32 * path_length(index, count):
+        return False
+    path = [data[p:p + 32] for p in range(10, len(data), 32)]
+    top = top_from_path(entry_digest(key, value_hash(value)), index, count, path)
+    return top is not None and _climb(root, bucket, from_top(count, top), tree)
+
+
+def _verify_gap_v2(root: bytes, key: bytes, op: ProofOp, tree: ProofOp) -> bool:
+    """Absence under layout 2: entries i-1 and i sit around `key`, adjacent in one tree."""
+    data = op.data
+    if op.key != key or len(data) < 10:
+        return False
+    bucket = int.from_bytes(data[0:2], "big")
+    count = int.from_bytes(data[2:6], "big")
+    index = int.from_bytes(data[6:10], "big")
+    if bucket != bucket_of(key) or index > count:
+        return False
+    pos, tops = 10, set[bytes]()
+    for j in (index - 1, index):
+        if not 0 <= j < count:
+            continue
+        if pos + 4 > len(data):
+            return False
+        klen = int.from_bytes(data[pos:pos + 4], "big")
+        k = data[pos + 4:pos + 4 + klen]
+        vh = data[pos + 4 + klen:pos + 4 + klen + 32]
+        pos += 4 + klen + 32
+        end = pos + 32 * path_length(j, count)
+        if len(vh) != 32 or end > len(data) or bucket_of(k) != bucket \
+                or (j < index and not k < key) or (j == index and not key < k):
+            return False
+        top = top_from_path(entry_digest(k, vh), j, count,
+                            [data[p:p + 32] for p in range(pos, end, 32)])
+        if top is None:
+            return False
+        tops.add(top)
+        pos = end
+    if pos != len(data):
+        return False
+    if count == 0:
+        return _climb(root, bucket, ZERO_HASH, tree)
+    if len(tops) != 1:
+        return False
+    return _climb(root, bucket, from_top(count, tops.pop()), tree)
+
+
 def decode_ops(key: bytes, ops: Sequence[ProofOp]) -> Proof:
-    """Parse ops back into a `Proof` for `key`; anything unexpected is a format error.
+    """Parse full-bucket ops back into a `Proof` for `key`; anything else is a format error.
 
     The op keys must name the queried key and its bucket, so an op list cannot be reused
     for a different key than the one the client asked about.
@@ -208,11 +310,11 @@ def decode_ops(key: bytes, ops: Sequence[ProofOp]) -> Proof:
     if len(ops) != 2:
         raise ProofFormatError(f"expected 2 proof ops, got {len(ops)}")
     bucket_op, tree_op = ops
-    if bucket_op.type != BUCKET_OP or tree_op.type != TREE_OP:
+    if bucket_op.type not in _BUCKET_OPS or tree_op.type != TREE_OP:
         raise ProofFormatError(f"unexpected op types {bucket_op.type!r}, {tree_op.type!r}")
     if bucket_op.key != key:
         raise ProofFormatError("bucket op names a different key")
-    proof = Proof.from_bytes(bucket_op.data + tree_op.data)
+    proof = Proof.from_bytes(bucket_op.data + tree_op.data, _BUCKET_OPS[bucket_op.type])
     if tree_op.key != bucket_prefix(proof.bucket) or len(tree_op.data) != 32 * BUCKET_BITS:
         raise ProofFormatError("tree op does not match the bucket op")
     return proof

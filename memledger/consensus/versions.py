@@ -11,7 +11,7 @@ from typing import Any
 
 #: App versions this binary can execute. A node whose chain moves past these halts with
 #: "upgrade required" before executing a block under rules it does not know.
-SUPPORTED_APP_VERSIONS: frozenset[int] = frozenset({1, 2, 3, 4, 5})
+SUPPORTED_APP_VERSIONS: frozenset[int] = frozenset({1, 2, 3, 4, 5, 6})
 #: The version a genesis without an explicit `app_version` starts at (chains made before
 #: genesis could name one must replay under the rules they were made with).
 INITIAL_APP_VERSION = 1
@@ -37,6 +37,12 @@ RULES: dict[str, int] = {
     # in the memory's record, so every node can explain a decision (docs/RULES.md, "Vote
     # reasons"). Before, only the voting node's own off-chain notes knew.
     "vote_reason": 5,
+    # v6: each bucket of the app-hash tree hashes its entries under a Merkle tree (hash
+    # layout 2) instead of flat, so a proof carries one path of ~log2(n/65536) digests
+    # instead of the whole bucket: proofs stay under 1 KB at millions of memories where
+    # they had passed 2 KB. The first block run under v6 rehashes every bucket once
+    # (docs/APP_HASH.md, "Layout 2").
+    "bucket_merkle": 6,
 }
 
 #: (message kind, field) -> the first app version whose rules know that field. Under an
@@ -51,6 +57,11 @@ FIELDS: dict[tuple[str, str], int] = {
 
 def active(rule: str, app_version: int) -> bool:
     return app_version >= RULES[rule]
+
+
+def hash_layout(app_version: int) -> int:
+    """The bucket-hash layout (docs/APP_HASH.md) of a block run under `app_version`."""
+    return 2 if active("bucket_merkle", app_version) else 1
 
 
 def fields_version(kind: str, message: Any) -> int:

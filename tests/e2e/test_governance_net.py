@@ -1,5 +1,6 @@
-"""Governance on a real 4-validator net: an upgrade made with the CLI, an old binary
-halting at activation, and validator add / remove by proposal."""
+"""Governance on a real 4-validator net: an upgrade made with the CLI (to v6, which also
+rehashes the state under Merkle buckets), an old binary halting at activation, and
+validator add / remove by proposal."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from memledger.consensus.proofs import ProofOp, verify_ops
 from memledger.node import cometbft
 from memledger.node.testnet import Testnet, TestnetNode
 from memledger.node.txbuilder import TxBuilder
@@ -59,7 +61,9 @@ def test_upgrade_by_cli_activates_everywhere_and_old_binary_halts(gnet: Testnet)
     with n0.rpc(60) as rpc:
         assert rpc.broadcast_tx_commit(agent.submit(1, "pre-1", "proposed before v2")).code == 0
         assert rpc.broadcast_tx_commit(other.corroborate(1, "pre-1")).code == 0  # v1 rule
-    proposal = gov(n0, "propose", "upgrade", "memledger-v2", "--app-version", "2")
+    # Straight to v6: the v2 rule and, from the first block under v6, the Merkle-bucket
+    # app hash, which every node must compute alike (a whole-state rehash in one block).
+    proposal = gov(n0, "propose", "upgrade", "memledger-v6", "--app-version", "6")
     pid = proposal["proposal_id"]
     for node in (n0, n1, n2):  # 3 of 4 equal validators: 30 of 40 > 2/3
         gov(node, "vote", pid, "yes")
@@ -69,23 +73,32 @@ def test_upgrade_by_cli_activates_everywhere_and_old_binary_halts(gnet: Testnet)
     # The old binary halts before executing the first block under the new rules.
     assert n3.wait_exit(120) not in (None, 0)
     app_log = (n3.home / "logs" / "app.log").read_text()
-    assert "upgrade required: memledger-v2" in app_log
-    # The other three move on under v2: same app version in Info and headers.
+    assert "upgrade required: memledger-v6" in app_log
+    # The other three move on under v6: same app version in Info and headers.
     gnet.wait_height(activation + 3, nodes=[n0, n1, n2], timeout=120)
     for node in (n0, n1, n2):
         with node.rpc(30) as rpc:
-            assert int(rpc.abci_info()["response"]["app_version"]) == 2
+            assert int(rpc.abci_info()["response"]["app_version"]) == 6
             header = rpc.block(activation + 2)["block"]["header"]
-            assert header["version"]["app"] == "2"
+            assert header["version"]["app"] == "6"
             before = rpc.block(activation)["block"]["header"]
             assert before["version"]["app"] == "1"
     hashes = {_app_hash(node, activation + 2) for node in (n0, n1, n2)}
     assert len(hashes) == 1
+    # Proofs now come as Merkle-bucket paths, and verify against the next header.
+    with n0.rpc(30) as rpc:
+        answer = rpc.abci_query("/memory", b"pre-1", prove=True)
+        ops = [ProofOp(o["type"], base64.b64decode(o["key"]), base64.b64decode(o["data"]))
+               for o in answer.raw["proofOps"]["ops"]]
+        rpc.wait_for_height(answer.height + 1, timeout=60)
+        next_header = rpc.block(answer.height + 1)["block"]["header"]
+    assert ops[0].type == "ml.entry.v2"
+    assert verify_ops(bytes.fromhex(next_header["app_hash"]), answer.key, answer.value, ops)
     # The gated rule changed behaviour from the block after activation.
     with n0.rpc(60) as rpc:
         assert rpc.broadcast_tx_commit(agent.submit(2, "post-1", "proposed under v2")).code == 0
         assert rpc.broadcast_tx_sync(other.corroborate(2, "post-1")).code == 61
-    # Restarted with a binary that supports v2, node3 catches up to the same app hash.
+    # Restarted with a binary that supports v6, node3 catches up to the same app hash.
     n3.start(voter=False, wait=True, timeout=120)
     with n0.rpc(30) as rpc:
         target = rpc.latest_height()

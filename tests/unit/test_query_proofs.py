@@ -1,6 +1,7 @@
 """ABCI Query with prove=true: every record path answers a proof that verifies against the
 app hash, inclusion and exclusion alike, and any single-byte change to the proof, the
-value or the key makes verification fail."""
+value or the key makes verification fail. Every test runs on state hashed under both
+layouts (flat buckets, app versions 1-5; Merkle buckets, from 6)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ import pytest
 from memledger.consensus.codes import QUERY_CODESPACE, QueryCode
 from memledger.consensus.proofs import (
     BUCKET_OP,
+    BUCKET_OP_V2,
     ENTRY_OP,
+    ENTRY_OP_V2,
     GAP_OP,
+    GAP_OP_V2,
     TREE_OP,
     ProofOp,
     decode_ops,
@@ -55,6 +59,25 @@ ABSENT = {
 }
 
 
+#: layout -> (entry op, gap op, full-bucket op)
+OPS = {1: (ENTRY_OP, GAP_OP, BUCKET_OP), 2: (ENTRY_OP_V2, GAP_OP_V2, BUCKET_OP_V2)}
+
+
+def _same_bucket(target: int, prefix: str, count: int) -> list[bytes]:
+    """`count` keys starting with `prefix` that land in bucket `target`."""
+    out, i = [], 0
+    while len(out) < count:
+        key = f"{prefix}{i}".encode()
+        if bucket_of(key) == target:
+            out.append(key)
+        i += 1
+    return out
+
+
+#: A bucket of seven entries, so layout-2 paths have several levels and a promoted node.
+CROWD = _same_bucket(bucket_of(b"crowd"), "crowd/", 7)
+
+
 def _value(key: bytes) -> bytes:
     if key.startswith(records.ACCOUNT):
         return b'{"nonce":5}'
@@ -62,20 +85,27 @@ def _value(key: bytes) -> bytes:
                       sort_keys=True).encode()
 
 
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QueryService]:
+@pytest.fixture(scope="module", params=[1, 2], ids=["layout1", "layout2"])
+def service(tmp_path_factory: pytest.TempPathFactory,
+            request: pytest.FixtureRequest) -> Iterator[QueryService]:
     store = CanonicalStore(str(Path(tmp_path_factory.mktemp("qp")) / "state"),
                            map_size=1 << 26)
     overlay = store.begin_block()
+    overlay.set_layout(request.param)
     for _, key in PRESENT.values():
         overlay.put(key, _value(key))
-    for key in COLLIDE:
+    for key in (*COLLIDE, *CROWD):
         overlay.put(key, _value(key))
     for i in range(2000):  # enough neighbours that buckets and paths are non-trivial
         overlay.put(f"mem/filler-{i}".encode(), str(i).encode())
     store.commit(overlay, 7, overlay.app_hash(), 1)
     yield QueryService(store)
     store.close()
+
+
+def _layout(service: QueryService) -> int:
+    with service.store.snapshot() as snap:
+        return snap.prove(b"x").layout
 
 
 def _ask(service: QueryService, path: str, data: bytes, prove: bool = True) -> pb.ResponseQuery:
@@ -92,13 +122,14 @@ def test_inclusion_proof_for_every_record_path(service: QueryService, path: str)
     resp = _ask(service, path, data)
     assert resp.code == 0, resp.log
     assert resp.height == 7 and resp.key == key and resp.value == _value(key)
-    assert [o.type for o in resp.proof_ops.ops] == [ENTRY_OP, TREE_OP]
+    entry_op, _, bucket_op = OPS[_layout(service)]
+    assert [o.type for o in resp.proof_ops.ops] == [entry_op, TREE_OP]
     root = service.store.last_app_hash
     assert verify_ops(root, key, resp.value, _ops(resp))
     assert not verify_ops(root, key, None, _ops(resp))  # present, so absence must fail
     # The full-bucket form proves the same inclusion, and is never smaller.
     full = encode_ops(key, service.store.prove(key), compact=False)
-    assert full[0].type == BUCKET_OP and verify_ops(root, key, resp.value, full)
+    assert full[0].type == bucket_op and verify_ops(root, key, resp.value, full)
     assert not verify_ops(root, key, None, full)
     assert len(full[0].data) >= len(resp.proof_ops.ops[0].data)
 
@@ -108,7 +139,7 @@ def test_exclusion_proof_for_every_record_path(service: QueryService, path: str)
     resp = _ask(service, path, ABSENT[path])
     assert resp.code == QueryCode.NOT_FOUND and resp.codespace == QUERY_CODESPACE
     assert resp.value == b"" and resp.height == 7
-    assert [o.type for o in resp.proof_ops.ops] == [GAP_OP, TREE_OP]
+    assert [o.type for o in resp.proof_ops.ops] == [OPS[_layout(service)][1], TREE_OP]
     root = service.store.last_app_hash
     assert verify_ops(root, resp.key, None, _ops(resp))
     assert not verify_ops(root, resp.key, b"anything", _ops(resp))
@@ -123,7 +154,7 @@ def test_absence_ops_concatenate_to_the_documented_encoding(service: QueryServic
     key = records.memory_key("m-missing")
     proof = service.store.prove(key)
     ops = encode_ops(key, proof, compact=False)
-    assert [o.type for o in ops] == [BUCKET_OP, TREE_OP]
+    assert [o.type for o in ops] == [OPS[_layout(service)][2], TREE_OP]
     assert b"".join(o.data for o in ops) == proof.to_bytes()
     compact = _ask(service, "/memory", b"m-missing").proof_ops.ops
     assert sum(len(o.data) for o in compact) <= len(proof.to_bytes()) + 4
@@ -173,9 +204,19 @@ def _gap_keys() -> list[bytes]:
 
 @pytest.mark.parametrize("path", ["/memory", "/validators", "absent", "full-bucket",
                                   "shared-bucket", "full-bucket-absent", "gap-0", "gap-1",
-                                  "gap-2"])
+                                  "gap-2", "crowd-0", "crowd-3", "crowd-6", "crowd-gap"])
 def test_every_single_byte_mutation_fails(service: QueryService, path: str) -> None:
-    if path == "absent":
+    gap_op = OPS[_layout(service)][1]
+    if path.startswith("crowd-"):  # seven entries: multi-level paths, first/middle/last
+        if path == "crowd-gap":
+            key, value = _same_bucket(bucket_of(CROWD[0]), "crowd/x", 1)[0], None
+        else:
+            key = sorted(CROWD)[int(path[-1])]
+            value = _value(key)
+        resp = _ask(service, "/key", key)
+        ops = _ops(resp)
+        assert resp.code == (0 if value is not None else QueryCode.NOT_FOUND)
+    elif path == "absent":
         resp = _ask(service, "/memory", b"m-missing")
         key, value = resp.key, None
         ops = _ops(resp)
@@ -183,7 +224,7 @@ def test_every_single_byte_mutation_fails(service: QueryService, path: str) -> N
         key, value = _gap_keys()[int(path[-1])], None
         resp = _ask(service, "/key", key)
         ops = _ops(resp)
-        assert resp.code == QueryCode.NOT_FOUND and ops[0].type == GAP_OP
+        assert resp.code == QueryCode.NOT_FOUND and ops[0].type == gap_op
         assert int.from_bytes(ops[0].data[2:6], "big") == 2
         assert int.from_bytes(ops[0].data[6:10], "big") == int(path[-1])
     elif path == "full-bucket-absent":
@@ -238,12 +279,38 @@ def test_a_gap_proof_cannot_claim_a_present_key_absent(service: QueryService) ->
     from memledger.consensus import proofs
 
     root = service.store.last_app_hash
-    for key in COLLIDE:
+    for key in (*COLLIDE, *CROWD):
         proof = service.store.prove(key)
         tree = encode_ops(key, proof)[1]
-        forged = ProofOp(GAP_OP, key, proofs._gap_data(key, proof))
-        assert not verify_ops(root, key, None, [forged, tree])
-        # Nor with the entry itself dropped from the bucket.
         without = replace(proof, entries=tuple(e for e in proof.entries if e[0] != key))
-        forged = ProofOp(GAP_OP, key, proofs._gap_data(key, without))
-        assert not verify_ops(root, key, None, [forged, tree])
+        if proof.layout == 1:
+            forged = ProofOp(GAP_OP, key, proofs._gap_data(key, proof))
+            assert not verify_ops(root, key, None, [forged, tree])
+            # Nor with the entry itself dropped from the bucket.
+            forged = ProofOp(GAP_OP, key, proofs._gap_data(key, without))
+            assert not verify_ops(root, key, None, [forged, tree])
+        else:  # the gap op built as if the entry were not there
+            forged = proofs._merkle_op(key, without)
+            assert forged.type == GAP_OP_V2
+            assert not verify_ops(root, key, None, [forged, tree])
+
+
+def test_proofs_of_one_layout_never_pass_as_the_other(service: QueryService) -> None:
+    """The verifier accepts both layouts' ops without knowing the version: safe only if a
+    proof built under the wrong layout never hashes to the root."""
+    root = service.store.last_app_hash
+    gaps = [_same_bucket(bucket_of(k), "gap/", 1)[0] for k in (COLLIDE[0], CROWD[0])]
+    for key in (*COLLIDE, *CROWD, *gaps):
+        proof = service.store.prove(key)
+        other = replace(proof, layout=3 - proof.layout)
+        value = service.store.get(key)
+        assert verify_ops(root, key, value, encode_ops(key, proof))
+        for compact in (True, False):
+            assert not verify_ops(root, key, value, encode_ops(key, other, compact=compact))
+    # An empty bucket is the zero hash under both layouts, so either proof of absence
+    # states the same true fact.
+    empty = records.memory_key("m-missing")
+    proof = service.store.prove(empty)
+    assert not proof.entries
+    assert verify_ops(root, empty, None, encode_ops(empty, replace(proof, layout=1)))
+    assert verify_ops(root, empty, None, encode_ops(empty, replace(proof, layout=2)))

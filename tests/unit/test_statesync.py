@@ -31,8 +31,8 @@ Apply = pb.ResponseApplySnapshotChunk
 CHUNK = 2048  # small chunks, so a few hundred records span many of them
 
 
-def source_chain(home: Path, seed: int = 5, count: int = 12) -> LocalChain:
-    chain = LocalChain(home / "src", app_state={"app_version": 3})
+def source_chain(home: Path, seed: int = 5, count: int = 12, version: int = 3) -> LocalChain:
+    chain = LocalChain(home / "src", app_state={"app_version": version})
     for txs in blocks(chain, seed, count):
         chain.block(txs)
     return chain
@@ -112,10 +112,11 @@ def test_chunk_codec_round_trip_and_rejects_truncation() -> None:
             decode_chunk(bad)
 
 
-@pytest.mark.parametrize("background", [True, False], ids=["child-process", "in-process"])
+@pytest.mark.parametrize("background, version", [(True, 3), (False, 3), (True, 6)],
+                         ids=["child-process", "in-process", "hash-layout-2"])
 def test_round_trip_gives_identical_state_app_hash_and_projection(
-        tmp_path: Path, background: bool) -> None:
-    chain = source_chain(tmp_path)
+        tmp_path: Path, background: bool, version: int) -> None:
+    chain = source_chain(tmp_path, version=version)
     store, info = snapshot_of(chain, tmp_path / "snaps")
     assert info.chunks > 3 and info.height == chain.height
     target = Target(tmp_path / "dst", background)
@@ -125,7 +126,7 @@ def test_round_trip_gives_identical_state_app_hash_and_projection(
     assert target.store.last_app_hash == chain.app.store.last_app_hash
     target.store.check_integrity()
     info_resp = target.app.info(pb.RequestInfo())
-    assert (info_resp.last_block_height, info_resp.app_version) == (chain.height, 3)
+    assert (info_resp.last_block_height, info_resp.app_version) == (chain.height, version)
     assert info_resp.last_block_app_hash == chain.app.store.last_app_hash
     assert target.projection.dump() == chain.app.projection.dump()
     # The restored node executes the next block exactly like the source.

@@ -2,8 +2,9 @@
 
 Why this shape: CometBFT wants one 32-byte app hash per block, and 5,000 writes per block
 must not cost a pass over the whole state. Keys are spread over 2^16 buckets by hash; each
-bucket is hashed flat (a bucket holds ~n/65536 entries), and a fixed-depth binary tree over
-the bucket hashes turns a block's changes into O(changes * 16) node hashes.
+bucket (~n/65536 entries) is hashed flat (layout 1) or under its own small Merkle tree
+(layout 2, from app version 6), and a fixed-depth binary tree over the bucket hashes turns
+a block's changes into O(changes * 16) node hashes.
 
 The byte-exact specification, golden vectors and proof format live in docs/APP_HASH.md;
 this module is the reference implementation. It is pure (no I/O) and deterministic.
@@ -15,8 +16,11 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from memledger.consensus.store.bucket_tree import merkle_bucket_hash
+
 __all__ = [
     "BUCKET_BITS",
+    "LAYOUTS",
     "NUM_BUCKETS",
     "TREE_SIZE",
     "ZERO_HASH",
@@ -46,6 +50,8 @@ _NODE_TAG = b"\x02"
 _MAX_KEY_LEN = 0xFFFFFFFF
 
 _sha256 = hashlib.sha256
+#: Bucket-hash layouts: 1 hashes a bucket's entries flat, 2 under a Merkle tree.
+LAYOUTS = (1, 2)
 
 
 def bucket_of(key: bytes) -> int:
@@ -71,17 +77,20 @@ def entry_digest(key: bytes, vhash: bytes) -> bytes:
     return _sha256(_ENTRY_TAG + len(key).to_bytes(4, "big") + key + vhash).digest()
 
 
-def bucket_hash(entries: Iterable[tuple[bytes, bytes]]) -> bytes:
+def bucket_hash(entries: Iterable[tuple[bytes, bytes]], layout: int = 1) -> bytes:
     """Hash of one bucket from (key, value_hash) pairs; zero for an empty bucket.
 
-    Entries are sorted by key here so callers cannot get the order wrong; keys must be
-    unique (a duplicate raises, since it can only come from a bug upstream).
+    Layout 1 hashes the entry digests flat; layout 2 puts them under a Merkle tree
+    (bucket_tree.py). Entries are sorted here so callers cannot get the order wrong; keys
+    must be unique (a duplicate raises, since it can only come from a bug upstream).
     """
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown hash layout {layout}")
     ordered = sorted(entries)
     if not ordered:
         return ZERO_HASH
     sha, tag = _sha256, _ENTRY_TAG
-    h = _sha256(_BUCKET_TAG)
+    digests = []
     prev: bytes | None = None
     for key, vh in ordered:
         if key == prev:
@@ -90,8 +99,10 @@ def bucket_hash(entries: Iterable[tuple[bytes, bytes]]) -> bytes:
             raise ValueError("key longer than 2^32-1 bytes")
         prev = key
         # Inlined entry_digest(): this loop is the hot path of every block.
-        h.update(sha(tag + len(key).to_bytes(4, "big") + key + vh).digest())
-    return h.digest()
+        digests.append(sha(tag + len(key).to_bytes(4, "big") + key + vh).digest())
+    if layout == 2:
+        return merkle_bucket_hash(digests)
+    return _sha256(_BUCKET_TAG + b"".join(digests)).digest()
 
 
 def node_hash(left: bytes, right: bytes) -> bytes:
@@ -221,12 +232,12 @@ def _fill_inner(nodes: list[bytes]) -> None:
         nodes[i] = node_hash(nodes[2 * i], nodes[2 * i + 1])
 
 
-def root_of(items: Iterable[tuple[bytes, bytes]]) -> bytes:
+def root_of(items: Iterable[tuple[bytes, bytes]], layout: int = 1) -> bytes:
     """From-scratch root of a whole state given as (key, value) pairs with unique keys."""
     buckets: dict[int, list[tuple[bytes, bytes]]] = {}
     for key, value in items:
         buckets.setdefault(bucket_of(key), []).append((key, value_hash(value)))
-    leaves = {b: bucket_hash(buckets[b]) for b in sorted(buckets)}
+    leaves = {b: bucket_hash(buckets[b], layout) for b in sorted(buckets)}
     return MerkleTree.from_leaves(leaves).root
 
 
@@ -239,12 +250,15 @@ class Proof:
     """Inclusion/exclusion proof for one key: its bucket's full entry list plus the path.
 
     `entries` are (key, value_hash) for every key in the bucket, sorted by key; `siblings`
-    are the 16 sibling hashes from the leaf level up to the root's child.
+    are the 16 sibling hashes from the leaf level up to the root's child; `layout` is the
+    hash layout of the state it was read from (not part of the bytes: the proof op's type
+    names it).
     """
 
     bucket: int
     entries: tuple[tuple[bytes, bytes], ...]
     siblings: tuple[bytes, ...]
+    layout: int = 1
 
     def to_bytes(self) -> bytes:
         """Canonical encoding (see docs/APP_HASH.md, "Proof encoding")."""
@@ -255,7 +269,7 @@ class Proof:
         return b"".join(parts)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> Proof:
+    def from_bytes(cls, data: bytes, layout: int = 1) -> Proof:
         """Parse `to_bytes()` output; raises ProofFormatError on any trailing or short data."""
         mv = memoryview(data)
         try:
@@ -278,7 +292,7 @@ class Proof:
             sibs = tuple(bytes(mv[pos + 32 * i : pos + 32 * i + 32]) for i in range(BUCKET_BITS))
         finally:
             mv.release()
-        return cls(bucket, tuple(entries), sibs)
+        return cls(bucket, tuple(entries), sibs, layout)
 
 
 def verify_proof(root: bytes, key: bytes, value: bytes | None, proof: Proof) -> bool:
@@ -288,7 +302,8 @@ def verify_proof(root: bytes, key: bytes, value: bytes | None, proof: Proof) -> 
     key, every entry in that bucket, keys strictly ascending, a 16-long path of 32-byte
     hashes. Returns False rather than raising on any mismatch.
     """
-    if proof.bucket != bucket_of(key) or len(proof.siblings) != BUCKET_BITS:
+    if (proof.bucket != bucket_of(key) or len(proof.siblings) != BUCKET_BITS
+            or proof.layout not in LAYOUTS):
         return False
     found: bytes | None = None
     prev: bytes | None = None
@@ -305,7 +320,7 @@ def verify_proof(root: bytes, key: bytes, value: bytes | None, proof: Proof) -> 
             return False
     elif found is None or found != value_hash(value):
         return False
-    h = bucket_hash(proof.entries)
+    h = bucket_hash(proof.entries, proof.layout)
     i = NUM_BUCKETS + proof.bucket
     for sib in proof.siblings:
         if len(sib) != 32:
@@ -316,7 +331,8 @@ def verify_proof(root: bytes, key: bytes, value: bytes | None, proof: Proof) -> 
 
 
 def make_proof(
-    bucket: int, entries: Sequence[tuple[bytes, bytes]], siblings: Sequence[bytes]
+    bucket: int, entries: Sequence[tuple[bytes, bytes]], siblings: Sequence[bytes],
+    layout: int = 1,
 ) -> Proof:
     """Assemble a proof from storage reads (entries are sorted here)."""
-    return Proof(bucket, tuple(sorted(entries)), tuple(siblings))
+    return Proof(bucket, tuple(sorted(entries)), tuple(siblings), layout)

@@ -31,6 +31,9 @@ _M_APP_VERSION = b"app_version"
 _M_SCHEMA = b"schema"
 _M_LOADING = b"loading"
 _M_RESTORING = b"restoring"
+#: The committed state's bucket-hash layout (commitment.LAYOUTS); absent means 1, the
+#: only layout before app version 6.
+_M_LAYOUT = b"hash_layout"
 _M_USER = b"u/"
 _WRITER_LOCK = "writer.lock"
 
@@ -95,22 +98,36 @@ def _write_rows(txn: lmdb.Transaction, db: Any, rows: Iterable[tuple[bytes, byte
             raise StoreError(f"LMDB stored {added} of {len(puts)} rows")
 
 
-def _tree_from_hidx(txn: lmdb.Transaction, hidx: Any) -> MerkleTree:
-    """Stream hidx in (bucket, key) order and hash each bucket: the from-scratch tree."""
+def _layout_of(txn: lmdb.Transaction, meta: Any) -> int:
+    """The bucket-hash layout of the state a transaction sees."""
+    raw = txn.get(_M_LAYOUT, db=meta)
+    return 1 if raw is None else int.from_bytes(raw, "big")
+
+
+def _leaves_from_hidx(txn: lmdb.Transaction, hidx: Any, layout: int,
+                      skip: frozenset[int] = frozenset()) -> dict[int, bytes]:
+    """Stream hidx in (bucket, key) order and hash every bucket not in `skip`."""
     leaves: dict[int, bytes] = {}
+
+    def close(pfx: bytes | None, entries: list[tuple[bytes, bytes]]) -> None:
+        if pfx is not None and int.from_bytes(pfx, "big") not in skip:
+            leaves[int.from_bytes(pfx, "big")] = bucket_hash(entries, layout)
+
     cur_pfx: bytes | None = None
     entries: list[tuple[bytes, bytes]] = []
     for k, v in txn.cursor(db=hidx).iternext():
         pfx = k[:2]
         if pfx != cur_pfx:
-            if cur_pfx is not None:
-                leaves[int.from_bytes(cur_pfx, "big")] = bucket_hash(entries)
-            cur_pfx = pfx
-            entries = []
+            close(cur_pfx, entries)
+            cur_pfx, entries = pfx, []
         entries.append((k[2:], v))
-    if cur_pfx is not None:
-        leaves[int.from_bytes(cur_pfx, "big")] = bucket_hash(entries)
-    return MerkleTree.from_leaves(leaves)
+    close(cur_pfx, entries)
+    return leaves
+
+
+def _tree_from_hidx(txn: lmdb.Transaction, hidx: Any, layout: int) -> MerkleTree:
+    """The from-scratch tree of everything in hidx, under `layout`."""
+    return MerkleTree.from_leaves(_leaves_from_hidx(txn, hidx, layout))
 
 
 def _take_writer_lock(path: str) -> int:

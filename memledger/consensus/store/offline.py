@@ -1,4 +1,4 @@
-"""Store work outside of blocks: bulk loads, state-sync restores and the full audit.
+"""Store work outside of blocks: bulk loads, state-sync restores, tree recovery and the audit.
 
 Loads and restores write in chunked transactions for speed, so neither is atomic: a marker in meta
 makes a crash mid-fill detectable at the next open (a bulk load refuses to open, a restore
@@ -7,13 +7,14 @@ rolls back to empty).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 import lmdb
 
 from memledger.consensus.store.commitment import (
+    TREE_SIZE,
     ZERO_HASH,
     MerkleTree,
     bucket_of,
@@ -24,12 +25,14 @@ from memledger.consensus.store.lmdb_base import (
     _M_APP_HASH,
     _M_APP_VERSION,
     _M_HEIGHT,
+    _M_LAYOUT,
     _M_LOADING,
     _M_RESTORING,
     AppHashMismatch,
     CorruptStoreError,
     StoreError,
     _check_record,
+    _layout_of,
     _node_key,
     _tree_from_hidx,
     _u64,
@@ -42,10 +45,12 @@ class StoreOffline:
 
     _env: lmdb.Environment
     _data: Any
-    _hidx: Any
     _tree_db: Any
     _meta: Any
     _tree: MerkleTree | None
+    _layout: int
+    _hidx: Any
+    readonly: bool
     _head: tuple[int, int] | None
     _gen: int
     _current: Any
@@ -53,13 +58,11 @@ class StoreOffline:
     def _require_writer(self) -> MerkleTree:
         raise NotImplementedError
 
-    def _write_full_tree(self, txn: lmdb.Transaction, tree: MerkleTree) -> None:
-        raise NotImplementedError
-
     def snapshot(self) -> AbstractContextManager[Snapshot]:
         raise NotImplementedError
 
-    def bulk_load(self, items: Iterable[tuple[bytes, bytes]], *, chunk: int = 200_000) -> bytes:
+    def bulk_load(self, items: Iterable[tuple[bytes, bytes]], *, chunk: int = 200_000,
+                  layout: int = 1) -> bytes:
         """Fill an empty, never-committed store (genesis import, benchmarks); returns the root.
 
         Writes in chunked transactions for speed, so it is not atomic: a marker in meta makes
@@ -76,11 +79,11 @@ class StoreOffline:
         if buf:
             self._load_chunk(buf)
         with self.snapshot() as snap:
-            tree = _tree_from_hidx(snap._txn, self._hidx)
+            tree = _tree_from_hidx(snap._txn, self._hidx, layout)
         with self._env.begin(write=True) as txn:
-            self._write_full_tree(txn, tree)
+            self._write_full_tree(txn, tree, layout)
             txn.delete(_M_LOADING, db=self._meta)
-        self._tree = tree
+        self._tree, self._layout = tree, layout
         self._gen += 1
         self._current = None
         return tree.root
@@ -109,25 +112,34 @@ class StoreOffline:
             txn.put(marker, b"1", db=self._meta)
         self._head = None
 
-    def restore_finish(self, height: int, app_hash: bytes, app_version: int) -> None:
-        """Commit the restored state at `height` if, and only if, it hashes to `app_hash`.
+    def restore_finish(self, height: int, app_hash: bytes, app_version: int,
+                       layouts: Sequence[int]) -> None:
+        """Commit the restored state at `height` if, and only if, it hashes to `app_hash`
+        under one of `layouts`, tried in order.
 
+        More than one: a state saved at the height that activated a new app version was
+        hashed under the version it ran under, so its own record names the next layout.
         Raises AppHashMismatch (the store is left as restored; call restore_abort()).
         """
         self._require_writer()
+        roots = []
         with self.snapshot() as snap:
-            tree = _tree_from_hidx(snap._txn, self._hidx)
-        if tree.root != app_hash:
-            raise AppHashMismatch(f"restored state hashes to {tree.root.hex()}, "
-                                  f"trusted app hash is {app_hash.hex()}")
+            for layout in layouts:
+                tree = _tree_from_hidx(snap._txn, self._hidx, layout)
+                if tree.root == app_hash:
+                    break
+                roots.append(tree.root.hex())
+            else:
+                raise AppHashMismatch(f"restored state hashes to {', '.join(roots)}, "
+                                      f"trusted app hash is {app_hash.hex()}")
         with self._env.begin(write=True) as txn:
-            self._write_full_tree(txn, tree)
+            self._write_full_tree(txn, tree, layout)
             meta = self._meta
             txn.put(_M_HEIGHT, _u64(height), db=meta)
             txn.put(_M_APP_HASH, bytes(app_hash), db=meta)
             txn.put(_M_APP_VERSION, _u64(app_version), db=meta)
             txn.delete(_M_RESTORING, db=meta)
-        self._tree = tree
+        self._tree, self._layout = tree, layout
         self._head = (height, app_version)
         self._gen += 1
         self._current = None
@@ -136,7 +148,7 @@ class StoreOffline:
         """Drop everything a restore wrote: the store is empty and never-committed again."""
         self._require_writer()
         self._wipe()
-        self._tree = MerkleTree.from_leaves({})
+        self._tree, self._layout = MerkleTree.from_leaves({}), 1
         self._head = None
         self._gen += 1
         self._current = None
@@ -145,7 +157,7 @@ class StoreOffline:
         with self._env.begin(write=True) as txn:
             for db in (self._data, self._hidx, self._tree_db):
                 txn.drop(db, delete=False)
-            for key in (_M_HEIGHT, _M_APP_HASH, _M_APP_VERSION, _M_RESTORING):
+            for key in (_M_HEIGHT, _M_APP_HASH, _M_APP_VERSION, _M_RESTORING, _M_LAYOUT):
                 txn.delete(key, db=self._meta)
 
     def _load_chunk(self, buf: list[tuple[bytes, bytes]]) -> None:
@@ -166,10 +178,60 @@ class StoreOffline:
                 n += 1
             if txn.stat(self._hidx)["entries"] != n:
                 raise CorruptStoreError("hidx has entries with no data")
-            tree = _tree_from_hidx(txn, self._hidx)
+            tree = _tree_from_hidx(txn, self._hidx, _layout_of(txn, self._meta))
             stored = txn.get(_node_key(1), db=self._tree_db) or ZERO_HASH
             expected = txn.get(_M_APP_HASH, db=self._meta)
         if stored != tree.root or (expected is not None and expected != tree.root):
             raise CorruptStoreError("tree root disagrees with data")
         if self._tree is not None and self._tree.root != tree.root:
             raise CorruptStoreError("in-memory tree disagrees with data")
+
+    # -- tree persistence and recovery ----------------------------------------------
+
+    def _load_tree(self) -> MerkleTree:
+        """Load persisted nodes; rebuild from hidx if missing or inconsistent."""
+        with self.snapshot() as snap:
+            txn = snap._txn
+            self._layout = _layout_of(txn, self._meta)
+            expected = txn.get(_M_APP_HASH, db=self._meta)
+            has_entries = txn.stat(self._hidx)["entries"] > 0
+            nodes: list[bytes] | None = [ZERO_HASH] * TREE_SIZE
+            for k, v in txn.cursor(db=self._tree_db).iternext():
+                idx = int.from_bytes(k, "big")
+                if len(k) != 4 or len(v) != 32 or not 1 <= idx < TREE_SIZE or nodes is None:
+                    nodes = None
+                    break
+                nodes[idx] = v
+        if nodes is not None:
+            tree = MerkleTree(nodes)
+            if expected is not None:
+                plausible = tree.root == expected
+            else:
+                plausible = (tree.root != ZERO_HASH) == has_entries
+            if plausible and tree.is_consistent():
+                return tree
+        return self.rebuild_tree()
+
+    def rebuild_tree(self) -> MerkleTree:
+        """Recompute the whole tree from hidx and rewrite the tree db (O(n) recovery path).
+
+        Raises CorruptStoreError if the result contradicts the committed app hash.
+        """
+        with self.snapshot() as snap:
+            expected = snap._txn.get(_M_APP_HASH, db=self._meta)
+            tree = _tree_from_hidx(snap._txn, self._hidx, self._layout)
+        if expected is not None and tree.root != expected:
+            raise CorruptStoreError(
+                f"hidx root {tree.root.hex()} != committed app hash {expected.hex()}"
+            )
+        if not self.readonly:
+            with self._env.begin(write=True) as txn:
+                self._write_full_tree(txn, tree, self._layout)
+            self._tree = tree
+        return tree
+
+    def _write_full_tree(self, txn: lmdb.Transaction, tree: MerkleTree, layout: int) -> None:
+        txn.drop(self._tree_db, delete=False)
+        cur = txn.cursor(db=self._tree_db)
+        cur.putmulti([(_node_key(i), h) for i, h in tree.nonzero_nodes()], append=True)
+        txn.put(_M_LAYOUT, _u64(layout), db=self._meta)

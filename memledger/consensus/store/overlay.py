@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from memledger.consensus.store.commitment import LAYOUTS
 from memledger.consensus.store.lmdb_base import StaleOverlayError, _check_key, _user_meta_key
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ class _Prepared:
     hidx_dels: list[bytes]
     nodes: dict[int, bytes]
     root: bytes
+    layout: int
 
 
 class BlockOverlay:
@@ -36,6 +38,7 @@ class BlockOverlay:
         self._writes: dict[bytes, bytes | None] = {}
         self._meta: dict[bytes, bytes | None] = {}
         self._prepared: _Prepared | None = None
+        self._layout: int | None = None
         self.committed = False
 
     def get(self, key: bytes) -> bytes | None:
@@ -76,6 +79,19 @@ class BlockOverlay:
             return self._meta[key]
         return self._store.get_meta(name)
 
+    def set_layout(self, layout: int) -> None:
+        """Hash the state this block leaves under `layout` (commitment.LAYOUTS).
+
+        A layout other than the committed one rehashes every bucket in this block: the
+        one-time cost of the upgrade that moves a chain to it.
+        """
+        if layout not in LAYOUTS:
+            raise ValueError(f"unknown hash layout {layout}")
+        self._mutable()
+        if layout != self._layout:
+            self._layout = layout
+            self._prepared = None
+
     def changes(self) -> list[tuple[bytes, bytes | None]]:
         """Effective changes sorted by key; value None means delete.
 
@@ -97,7 +113,7 @@ class BlockOverlay:
             return self._prepared  # changes()/app_hash() stay readable after commit
         self._store._check_current(self)
         if self._prepared is None:
-            self._prepared = self._store._prepare(self._writes)
+            self._prepared = self._store._prepare(self._writes, self._layout)
         return self._prepared
 
 

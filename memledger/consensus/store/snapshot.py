@@ -18,6 +18,7 @@ from memledger.consensus.store.lmdb_base import (
     _M_APP_HASH,
     _M_APP_VERSION,
     _M_HEIGHT,
+    _layout_of,
     _node_key,
     _user_meta_key,
 )
@@ -111,4 +112,5 @@ class Snapshot:
             node = self._txn.get(_node_key(i ^ 1), db=tree_db)
             sibs.append(ZERO_HASH if node is None else node)
             i >>= 1
-        return Proof(bucket, tuple(self.bucket_entries(bucket)), tuple(sibs))
+        layout = _layout_of(self._txn, self._s._meta)
+        return Proof(bucket, tuple(self.bucket_entries(bucket)), tuple(sibs), layout)

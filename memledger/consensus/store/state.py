@@ -30,7 +30,6 @@ from contextlib import contextmanager
 import lmdb
 
 from memledger.consensus.store.commitment import (
-    TREE_SIZE,
     ZERO_HASH,
     MerkleTree,
     Proof,
@@ -44,6 +43,7 @@ from memledger.consensus.store.lmdb_base import (
     _M_APP_HASH,
     _M_APP_VERSION,
     _M_HEIGHT,
+    _M_LAYOUT,
     _M_LOADING,
     _M_RESTORING,
     _M_SCHEMA,
@@ -55,9 +55,9 @@ from memledger.consensus.store.lmdb_base import (
     CorruptStoreError,
     StaleOverlayError,
     StoreError,
+    _leaves_from_hidx,
     _node_key,
     _take_writer_lock,
-    _tree_from_hidx,
     _u64,
     _write_rows,
 )
@@ -101,6 +101,7 @@ class CanonicalStore(StoreOffline):
         self._current: BlockOverlay | None = None
         self._head: tuple[int, int] | None = None
         self._tree: MerkleTree | None = None
+        self._layout = 1
         self._lock_fd: int | None = None
         if readonly:
             if not os.path.isdir(path):
@@ -121,7 +122,7 @@ class CanonicalStore(StoreOffline):
             )
             self._open_dbs()
             if not readonly:
-                self._tree = self._load_tree()
+                self._tree = self._load_tree()  # also reads the committed layout
         except BaseException:
             self.close()
             raise
@@ -278,10 +279,13 @@ class CanonicalStore(StoreOffline):
             txn.put(_M_HEIGHT, _u64(height), db=meta)
             txn.put(_M_APP_HASH, bytes(app_hash), db=meta)
             txn.put(_M_APP_VERSION, _u64(app_version), db=meta)
+            if prep.layout != self._layout:
+                txn.put(_M_LAYOUT, _u64(prep.layout), db=meta)
             if self._before_commit is not None:
                 self._before_commit()
         # Durable from here on; only now may the in-memory tree and head move.
         tree.apply(prep.nodes)
+        self._layout = prep.layout
         self._head = (height, app_version)
         self._gen += 1
         overlay.committed = True
@@ -298,12 +302,15 @@ class CanonicalStore(StoreOffline):
         if overlay is not self._current or overlay._gen != self._gen:
             raise StaleOverlayError("overlay was discarded by a newer begin_block()")
 
-    def _prepare(self, writes: dict[bytes, bytes | None]) -> _Prepared:
+    def _prepare(self, writes: dict[bytes, bytes | None], layout: int | None = None
+                 ) -> _Prepared:
         """Effective changes, hash-index edits and tree nodes for a set of writes.
 
-        Cost: one prefix scan of hidx per touched bucket plus O(touched * 16) node hashes.
+        Cost: one prefix scan of hidx per touched bucket plus O(touched * 16) node hashes;
+        under a new layout, one scan and rehash of every bucket.
         """
         tree = self._require_writer()
+        layout = self._layout if layout is None else layout
         by_bucket: dict[int, list[tuple[bytes, bytes | None]]] = {}
         for key in sorted(writes):
             by_bucket.setdefault(bucket_of(key), []).append((key, writes[key]))
@@ -332,56 +339,11 @@ class CanonicalStore(StoreOffline):
                         hidx_puts.append((pfx + key, vh))
                     changes.append((key, value))
                     touched = True
-                if touched:
-                    leaves[bucket] = bucket_hash(entries.items())
+                if touched or layout != self._layout:
+                    leaves[bucket] = bucket_hash(entries.items(), layout)
+            if layout != self._layout:
+                leaves.update(_leaves_from_hidx(snap._txn, self._hidx, layout,
+                                                skip=frozenset(by_bucket)))
         changes.sort()
         nodes = tree.plan(leaves)
-        return _Prepared(changes, hidx_puts, hidx_dels, nodes, tree.plan_root(nodes))
-
-    # -- tree persistence and recovery ----------------------------------------------
-
-    def _load_tree(self) -> MerkleTree:
-        """Load persisted nodes; rebuild from hidx if missing or inconsistent."""
-        with self.snapshot() as snap:
-            txn = snap._txn
-            expected = txn.get(_M_APP_HASH, db=self._meta)
-            has_entries = txn.stat(self._hidx)["entries"] > 0
-            nodes: list[bytes] | None = [ZERO_HASH] * TREE_SIZE
-            for k, v in txn.cursor(db=self._tree_db).iternext():
-                idx = int.from_bytes(k, "big")
-                if len(k) != 4 or len(v) != 32 or not 1 <= idx < TREE_SIZE or nodes is None:
-                    nodes = None
-                    break
-                nodes[idx] = v
-        if nodes is not None:
-            tree = MerkleTree(nodes)
-            if expected is not None:
-                plausible = tree.root == expected
-            else:
-                plausible = (tree.root != ZERO_HASH) == has_entries
-            if plausible and tree.is_consistent():
-                return tree
-        return self.rebuild_tree()
-
-    def rebuild_tree(self) -> MerkleTree:
-        """Recompute the whole tree from hidx and rewrite the tree db (O(n) recovery path).
-
-        Raises CorruptStoreError if the result contradicts the committed app hash.
-        """
-        with self.snapshot() as snap:
-            expected = snap._txn.get(_M_APP_HASH, db=self._meta)
-            tree = _tree_from_hidx(snap._txn, self._hidx)
-        if expected is not None and tree.root != expected:
-            raise CorruptStoreError(
-                f"hidx root {tree.root.hex()} != committed app hash {expected.hex()}"
-            )
-        if not self.readonly:
-            with self._env.begin(write=True) as txn:
-                self._write_full_tree(txn, tree)
-            self._tree = tree
-        return tree
-
-    def _write_full_tree(self, txn: lmdb.Transaction, tree: MerkleTree) -> None:
-        txn.drop(self._tree_db, delete=False)
-        cur = txn.cursor(db=self._tree_db)
-        cur.putmulti([(_node_key(i), h) for i, h in tree.nonzero_nodes()], append=True)
+        return _Prepared(changes, hidx_puts, hidx_dels, nodes, tree.plan_root(nodes), layout)

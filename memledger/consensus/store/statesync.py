@@ -22,7 +22,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from memledger.consensus import versions
 from memledger.consensus.store import records
+from memledger.consensus.store.commitment import LAYOUTS
 from memledger.consensus.store.snapshots import (
     FORMAT,
     SnapshotError,
@@ -160,7 +162,9 @@ class StateSync:
                                 f"{restore.info.records}")
         version = _app_version(self.store)
         try:
-            self.store.restore_finish(restore.info.height, restore.trusted_app_hash, version)
+            layout = versions.hash_layout(version)
+            self.store.restore_finish(restore.info.height, restore.trusted_app_hash, version,
+                                      (layout, *(x for x in LAYOUTS if x != layout)))
         except AppHashMismatch as exc:
             return self._reject(str(exc))
         self._restore = None
