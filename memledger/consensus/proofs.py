@@ -184,35 +184,50 @@ def _climb(root: bytes, bucket: int, leaf: bytes, tree: ProofOp) -> bool:
     return h == root
 
 
-def _verify_gap(root: bytes, key: bytes, op: ProofOp, tree: ProofOp) -> bool:
-    """Absence: the neighbours around `key` are adjacent committed entries of its bucket."""
+def _gap_header(key: bytes, op: ProofOp) -> tuple[int, int, int] | None:
+    """(bucket, m, i) of a gap op that names `key` and its bucket, else None."""
     data = op.data
     if op.key != key or len(data) < 10:
-        return False
+        return None
     bucket = int.from_bytes(data[0:2], "big")
     count = int.from_bytes(data[2:6], "big")
     index = int.from_bytes(data[6:10], "big")
     if bucket != bucket_of(key) or index > count:
+        return None
+    return bucket, count, index
+
+
+def _neighbour(data: bytes, pos: int, key: bytes, bucket: int, left: bool
+               ) -> tuple[bytes, int] | None:
+    """The entry given in full at `pos`: its digest and where it ends, if it is in the
+    bucket and on its side of `key` (`left`: before it), else None."""
+    if pos + 4 > len(data):
+        return None
+    klen = int.from_bytes(data[pos:pos + 4], "big")
+    end = pos + 4 + klen + 32
+    if end > len(data):
+        return None
+    k, vh = data[pos + 4:pos + 4 + klen], data[pos + 4 + klen:end]
+    if bucket_of(k) != bucket or not (k < key if left else key < k):
+        return None
+    return entry_digest(k, vh), end
+
+
+def _verify_gap(root: bytes, key: bytes, op: ProofOp, tree: ProofOp) -> bool:
+    """Absence: the neighbours around `key` are adjacent committed entries of its bucket."""
+    header = _gap_header(key, op)
+    if header is None:
         return False
-    pos = 10
+    bucket, count, index = header
+    data, pos = op.data, 10
     full: dict[int, bytes] = {}
-    prev: bytes | None = None
     for j in (index - 1, index):
         if not 0 <= j < count:
             continue
-        if pos + 4 > len(data):
+        found = _neighbour(data, pos, key, bucket, j < index)
+        if found is None:
             return False
-        klen = int.from_bytes(data[pos:pos + 4], "big")
-        end = pos + 4 + klen + 32
-        if end > len(data):
-            return False
-        k, vh = data[pos + 4:pos + 4 + klen], data[pos + 4 + klen:end]
-        if bucket_of(k) != bucket or (j == index - 1 and not k < key) \
-                or (j == index and not key < k) or (prev is not None and not prev < k):
-            return False
-        full[j] = entry_digest(k, vh)
-        prev = k
-        pos = end
+        full[j], pos = found
     rest = data[pos:]
     if len(rest) != 32 * (count - len(full)):
         return False
@@ -264,31 +279,22 @@ def _verify_entry_v2(root: bytes, key: bytes, value: bytes, op: ProofOp, tree: P
 
 def _verify_gap_v2(root: bytes, key: bytes, op: ProofOp, tree: ProofOp) -> bool:
     """Absence under layout 2: entries i-1 and i sit around `key`, adjacent in one tree."""
-    data = op.data
-    if op.key != key or len(data) < 10:
+    header = _gap_header(key, op)
+    if header is None:
         return False
-    bucket = int.from_bytes(data[0:2], "big")
-    count = int.from_bytes(data[2:6], "big")
-    index = int.from_bytes(data[6:10], "big")
-    if bucket != bucket_of(key) or index > count:
-        return False
-    pos, tops = 10, set[bytes]()
+    bucket, count, index = header
+    data, pos = op.data, 10
+    tops = set[bytes]()
     for j in (index - 1, index):
         if not 0 <= j < count:
             continue
-        if pos + 4 > len(data):
+        found = _neighbour(data, pos, key, bucket, j < index)
+        if found is None:
             return False
-        klen = int.from_bytes(data[pos:pos + 4], "big")
-        k = data[pos + 4:pos + 4 + klen]
-        vh = data[pos + 4 + klen:pos + 4 + klen + 32]
-        pos += 4 + klen + 32
+        digest, pos = found
         end = pos + 32 * path_length(j, count)
-        if len(vh) != 32 or end > len(data) or bucket_of(k) != bucket \
-                or (j < index and not k < key) or (j == index and not key < k):
-            return False
-        top = top_from_path(entry_digest(k, vh), j, count,
-                            [data[p:p + 32] for p in range(pos, end, 32)])
-        if top is None:
+        top = top_from_path(digest, j, count, [data[p:p + 32] for p in range(pos, end, 32)])
+        if end > len(data) or top is None:
             return False
         tops.add(top)
         pos = end
@@ -296,9 +302,7 @@ def _verify_gap_v2(root: bytes, key: bytes, op: ProofOp, tree: ProofOp) -> bool:
         return False
     if count == 0:
         return _climb(root, bucket, ZERO_HASH, tree)
-    if len(tops) != 1:
-        return False
-    return _climb(root, bucket, from_top(count, tops.pop()), tree)
+    return len(tops) == 1 and _climb(root, bucket, from_top(count, tops.pop()), tree)
 
 
 def decode_ops(key: bytes, ops: Sequence[ProofOp]) -> Proof:
