@@ -20,6 +20,7 @@ Two parts, each with its limit measured in the same run:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import re
@@ -31,9 +32,11 @@ from typing import Any
 import httpx
 
 from bench.bench_read import _blocks
+from memledger.consensus.store import codec, records
 from memledger.consensus.store.snapshots import SnapshotStore
 from memledger.consensus.store.state import CanonicalStore
 from memledger.consensus.store.statesync import StateSync
+from memledger.consensus.versions import LATEST_APP_VERSION, hash_layout
 from memledger.consensus.wire._pb import abci_pb2 as pb
 from memledger.node.fill import fill
 from memledger.node.stats import percentile
@@ -141,7 +144,7 @@ def block_path_rate(memories: int = 10_000) -> float:
     from memledger.devtools.chain import LocalChain, seeded_key  # the in-process driver
 
     with tempfile.TemporaryDirectory() as tmp:
-        chain = LocalChain(Path(tmp) / "c", app_state={"app_version": 3})
+        chain = LocalChain(Path(tmp) / "c", app_state={"app_version": LATEST_APP_VERSION})
         keys = [seeded_key(f"bench-agent-{i}") for i in range(10)]
         per_block = 1000
         blocks = []
@@ -165,9 +168,16 @@ def bench_restore(size: int, replay_rate: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         source = CanonicalStore(str(root / "src"))
-        source.bulk_load(kv for _, changes in _blocks(0, size, 7) for kv in changes)
+        # A chain at the current app version: its version record names it, and its app
+        # hash uses that version's layout (a restore rebuilds the tree under it).
+        version = LATEST_APP_VERSION
+        record = (records.APP_VERSION, codec.encode({"version": version, "name": "bench",
+                                                    "since": 1}))
+        source.bulk_load(itertools.chain(
+            (kv for _, changes in _blocks(0, size, 7) for kv in changes), [record]),
+            layout=hash_layout(version))
         overlay = source.begin_block()
-        source.commit(overlay, 1, overlay.app_hash(), 3)
+        source.commit(overlay, 1, overlay.app_hash(), version)
         snaps = SnapshotStore(root / "snaps")
         started = time.perf_counter()
         with source.snapshot() as view:
