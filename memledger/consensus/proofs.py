@@ -17,9 +17,10 @@ layers, so a proof is two ops:
 - `ml.entry.v1` (inclusion): key = the record key, data = `u16be(bucket) || u32be(i) ||
   u32be(m) || (m-1) entry digests`, the other entries of the bucket as 32-byte digests
   in bucket order, the proven entry going at position i. Turns (key, value) into the
-  bucket hash at 32 bytes per neighbour instead of 36 + key length, which keeps a proof
-  under 2 KB at millions of keys. Sound because the bucket hash commits to the exact
-  digest sequence, and an entry digest commits to its key and value hash.
+  bucket hash at 32 bytes per neighbour instead of 36 + key length; still, a proof grows
+  with its bucket (2.2 KB at the worst at 1M memories), which is why layout 2 exists.
+  Sound because the bucket hash commits to the exact digest sequence, and an entry
+  digest commits to its key and value hash.
 - `ml.tree.v1`: key = `u16be(bucket)`, data = the 16 sibling hashes, leaf level first.
   Turns the bucket hash into the app hash.
 
