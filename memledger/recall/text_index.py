@@ -7,7 +7,8 @@ common word costs about what a rare one does. It is serving data like the vector
 derived from the projection, never in the app hash, rebuilt when missing or stale.
 
 Files in its folder (HOME/data/recall/text/ for a node): tantivy's own segment files, and
-`watermark.json` (format, tokenizer, `indexed_height`), written atomically after
+`watermark.json` (format, tokenizer, `indexed_height`, and the words and documents added,
+whose ratio is the average length `score_unindexed` needs), written atomically after
 tantivy's commit. A crash between the two replays a range: adding a memory first deletes
 its id, so nothing is counted twice, and the watermark never claims a height whose
 memories are not committed.
@@ -22,10 +23,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import re
 import shutil
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -35,6 +38,9 @@ FORMAT = 1
 TOKENIZER = "en_stem"
 WRITER_HEAP = 64 << 20
 LOCK_FILE = "owner.lock"
+#: tantivy's BM25 parameters (term saturation, length normalisation)
+BM25_K1 = 1.2
+BM25_B = 0.75
 _WORD_PIECES = re.compile(r"[^\W_]+")
 
 
@@ -64,6 +70,9 @@ class TextIndex:
         self.folder = Path(folder)
         self.lock = threading.RLock()
         self.indexed_height = 0
+        #: words and documents added (an estimate: a replayed range counts twice)
+        self.words_added = 0
+        self.docs_added = 0
         self.rebuilt_reason: str | None = None
         self._index: tantivy.Index | None = None
         self._writer: tantivy.IndexWriter | None = None
@@ -92,7 +101,7 @@ class TextIndex:
                         shutil.rmtree(entry)
                     else:
                         entry.unlink()
-                self.indexed_height = 0
+                self.indexed_height = self.words_added = self.docs_added = 0
                 self.rebuilt_reason = reason
             self._index = tantivy.Index(self._schema(), path=str(self.folder), reuse=True)
             return reason
@@ -117,6 +126,8 @@ class TextIndex:
             if doc.get("format") != FORMAT or doc.get("tokenizer") != TOKENIZER:
                 return "word index from another format"
             self.indexed_height = int(doc["indexed_height"])
+            self.words_added = int(doc.get("words_added", 0))
+            self.docs_added = int(doc.get("docs_added", 0))
         except (ValueError, KeyError, TypeError, OSError):
             return "unreadable word index meta"
         return None
@@ -127,7 +138,7 @@ class TextIndex:
             writer = self._require_writer()
             writer.delete_all_documents()
             writer.commit()
-            self.indexed_height = 0
+            self.indexed_height = self.words_added = self.docs_added = 0
             self._write_meta()
             self._reload()
 
@@ -150,6 +161,8 @@ class TextIndex:
             for memory_id, body in docs:
                 writer.delete_documents_by_term("id", memory_id)
                 writer.add_document(tantivy.Document(id=memory_id, body=body))
+                self.words_added += len(_WORD_PIECES.findall(body))
+            self.docs_added += len(docs)
             if docs:
                 writer.commit()
                 self._reload()
@@ -161,7 +174,8 @@ class TextIndex:
         tmp = self.folder / "watermark.json.tmp"
         with open(tmp, "w") as out:
             json.dump({"format": FORMAT, "tokenizer": TOKENIZER,
-                       "indexed_height": self.indexed_height}, out)
+                       "indexed_height": self.indexed_height,
+                       "words_added": self.words_added, "docs_added": self.docs_added}, out)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, self.folder / "watermark.json")
@@ -201,6 +215,44 @@ class TextIndex:
         hits = searcher.search(query, n, count=False).hits
         return [(str(searcher.doc(address)["id"][0]), float(score))
                 for score, address in hits]
+
+    def score_unindexed(self, words: Sequence[str], docs: Sequence[tuple[str, str]],
+                        any_word: bool = False) -> list[tuple[str, float]]:
+        """BM25 of (id, body) documents the index does not hold yet, best first: the
+        memories of the last block or two, which a search ranks itself beside the index's
+        hits rather than wait for the follower's commit (read-your-writes, no wait).
+
+        The document counts are the index's plus these documents', as tantivy counts
+        them; the scores are close to tantivy's, not equal: lengths are not quantised,
+        and the average length is counted as documents are added. Serving data only:
+        floats are fine here, nothing of it reaches consensus."""
+        index = self._index
+        if index is None:
+            raise RuntimeError("the word index is not open")
+        terms = [t for piece in query_terms(words) for t in _EN_STEM.analyze(piece)]
+        if not terms or not docs:
+            return []
+        bags = [(memory_id, Counter(_EN_STEM.analyze(body))) for memory_id, body in docs]
+        lengths = {memory_id: sum(bag.values()) for memory_id, bag in bags}
+        added, counted = self.words_added, self.docs_added
+        if not counted:  # an index from before the count: these documents' own average
+            added, counted = sum(lengths.values()), len(bags)
+        average = max(added / counted, 1.0)
+        searcher = index.searcher()
+        total = int(searcher.num_docs) + len(bags)
+        idf = {}
+        for term in set(terms):
+            held = int(searcher.doc_freq("body", term)) + sum(term in bag for _, bag in bags)
+            idf[term] = math.log(1 + (total - held + 0.5) / (held + 0.5))
+        scored = []
+        for memory_id, bag in bags:
+            present = [t in bag for t in terms]
+            if not (any(present) if any_word else all(present)):
+                continue
+            norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths[memory_id] / average)
+            scored.append((memory_id, sum(
+                idf[t] * bag[t] * (BM25_K1 + 1) / (bag[t] + norm) for t in terms if t in bag)))
+        return sorted(scored, key=lambda hit: (-hit[1], hit[0]))
 
     def share_matching(self, word: str) -> tuple[int, int]:
         """(documents holding `word`, documents in the index), from the term dictionary:

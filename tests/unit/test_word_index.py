@@ -118,18 +118,73 @@ def test_indexed_text_finds_what_the_projection_finds(chain_and_words, query: st
         assert indexed
 
 
-def test_a_new_block_is_searchable_at_once(chain_and_words) -> None:  # type: ignore[no-untyped-def]
+def test_a_new_block_is_searchable_at_once_without_waiting_for_the_index(  # type: ignore[no-untyped-def]
+        chain_and_words) -> None:
     chain, engine, words = chain_and_words
-    words.stop()  # no follower thread: only the search itself can catch the index up
+    words.stop()  # no follower thread: nothing brings the index up to the new block
     words.index.open()
     words.state = "following"
+    before = words.index.indexed_height
     key = seeded_key("words-unit")
     chain.block([chain.builder(key).submit(chain.next_nonce(key), "fresh",
-                                           "a zeppelin over the meadow")])
+                                           "a zeppelin over the meadow"),
+                 chain.builder(key).submit(chain.next_nonce(key), "fresh-2",
+                                           "river river river zeppelin")])
     with engine.connect() as conn:
         hits = text_ranked(conn, MemoryFilter(q="zeppelin"), "zeppelin", 5, words_index=words)
-    assert [m for m, _ in hits] == ["fresh"]
+        # ranked among the index's hits by score: the new memories are the best "river"s
+        rivers = text_ranked(conn, MemoryFilter(q="river"), "river", 1000, words_index=words)
+        projected = text_ranked(conn, MemoryFilter(q="river"), "river", 1000)
+    assert {m for m, _ in hits} == {"fresh", "fresh-2"}
+    assert rivers[0][0] == "fresh-2" and {m for m, _ in rivers} == {m for m, _ in projected}
+    scores = [s for _, s in rivers]
+    assert scores == sorted(scores, reverse=True)
+    assert words.index.indexed_height == before < chain.height  # the search did not wait
+    words.catch_up()  # once indexed, the index's own scores rank them the same way
+    with engine.connect() as conn:
+        again = text_ranked(conn, MemoryFilter(q="river"), "river", 1000, words_index=words)
+    assert again[0][0] == "fresh-2"
+
+
+def test_far_behind_the_search_catches_the_index_up(chain_and_words, monkeypatch  # type: ignore[no-untyped-def]
+                                                     ) -> None:
+    from memledger.recall import text_indexer
+
+    chain, engine, words = chain_and_words
+    words.stop()
+    words.index.open()
+    words.state = "following"
+    monkeypatch.setattr(text_indexer, "UNINDEXED_CAP", 2)
+    key = seeded_key("words-unit")
+    chain.block([chain.builder(key).submit(chain.next_nonce(key), f"many-{i}",
+                                           f"zeppelin number {i}") for i in range(3)])
+    with engine.connect() as conn:
+        hits = text_ranked(conn, MemoryFilter(q="zeppelin"), "zeppelin", 5, words_index=words)
+    assert {m for m, _ in hits} == {"many-0", "many-1", "many-2"}
     assert words.index.indexed_height == chain.height
+
+
+def test_unindexed_scores_are_close_to_the_index_s_own(tmp_path: Path) -> None:
+    rng = random.Random(3)
+    docs = [(f"d{i}", " ".join(rng.choices(WORDS, k=rng.randint(5, 9)))) for i in range(300)]
+    index = TextIndex(tmp_path / "text")
+    index.open()
+    index.add(docs[:-12], 1)
+    pending = docs[-12:]
+    for words, any_word in ((["river"], False), (["river", "lamp"], False),
+                            (["quartz", "ember"], True)):
+        ours = dict(index.score_unindexed(words, pending, any_word))
+        assert ours  # something matched
+        index.add(pending, 2)
+        theirs = dict(h for h in index.search(words, 1000, any_word) if h[0] in ours)
+        assert set(theirs) == set(ours)
+        for memory_id, score in ours.items():
+            assert abs(score - theirs[memory_id]) <= 0.05 * theirs[memory_id], memory_id
+        index.close()
+        index = TextIndex(tmp_path / f"text-{len(words)}-{any_word}")
+        index.open()
+        index.add(docs[:-12], 1)
+    index.close()
 
 
 def test_common_words_from_the_word_index_match_the_projections_count(

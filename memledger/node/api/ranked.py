@@ -17,6 +17,7 @@ the same query and mode; at most MAX_RANKED results are reachable.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -195,14 +196,33 @@ def _passing(conn: sa.Connection, flt: MemoryFilter) -> Keep:
     return keep
 
 
+def _with_unindexed(hits: Ranked, extra: Ranked, complete: bool) -> Ranked:
+    """The index's hits (in its order) with the not-yet-indexed matches placed by score.
+    While more hits may exist below the fetched ones (`complete` False), a match scoring
+    under the last fetched hit is left for a deeper fetch. An id in both is the index's."""
+    seen = {m for m, _ in hits}
+    floor = hits[-1][1] if hits and not complete else -math.inf
+    merged = list(hits)
+    for memory_id, score in extra:
+        if memory_id in seen or score < floor:
+            continue
+        at = next((i for i, (_, s) in enumerate(merged) if s < score), len(merged))
+        merged.insert(at, (memory_id, score))
+    return merged
+
+
 def _indexed_text(keep: Keep, words: list[str], n: int, any_word: bool,
-                  index: TextIndexer) -> Ranked | None:
-    """Top `n` by BM25 from the word index, keeping only what the filter passes: fetch
-    2n, widen x4 until n pass. None when even OVERFETCH_CAP hits leave fewer than n and
-    more exist (a filter that narrow is answered exactly by the projection)."""
+                  index: TextIndexer, unindexed: list[tuple[str, str]]) -> Ranked | None:
+    """Top `n` by BM25 from the word index and the memories not in it yet, keeping only
+    what the filter passes: fetch 2n, widen x4 until n pass. None when even
+    OVERFETCH_CAP hits leave fewer than n and more exist (a filter that narrow is answered
+    exactly by the projection)."""
+    extra = index.index.score_unindexed(words, unindexed, any_word) if unindexed else []
     fetch = max(n * 2, 20)
     while True:
         hits = index.index.search(words, fetch, any_word=any_word)
+        if extra:
+            hits = _with_unindexed(hits, extra, len(hits) < fetch)
         kept = first_passing(hits, n, keep)
         if len(kept) >= n or len(hits) < fetch:
             return kept
@@ -218,9 +238,11 @@ def text_ranked(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
     check to use, shared with the other leg of a hybrid search)."""
     if len(text) > MAX_QUERY_CHARS:
         raise Problem(422, "invalid_query", f"q is longer than {MAX_QUERY_CHARS} characters")
-    if words_index is not None and words_index.current(conn):
+    unindexed = words_index.unindexed(conn) if words_index is not None else None
+    if words_index is not None and unindexed is not None:
         terms = content_words(text) if any_word else query_words(text)
-        found = _indexed_text(keep or _passing(conn, flt), terms, n, any_word, words_index)
+        found = _indexed_text(keep or _passing(conn, flt), terms, n, any_word, words_index,
+                              unindexed)
         if found is not None:
             return found
     dialect = conn.dialect.name
