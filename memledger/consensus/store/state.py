@@ -14,7 +14,8 @@ Sub-databases (all keys/values are raw bytes):
   A writer loads
   it at open; if it is missing or inconsistent it is rebuilt from ``hidx``.
 - ``meta``: ``height`` (u64be), ``app_hash`` (32 bytes), ``app_version`` (u64be),
-  ``schema`` (u64be), and user entries under ``u/<name>``. Meta is NOT covered by the app
+  ``schema`` (u64be), ``hash_layout`` (u64be, the bucket-hash layout of the committed
+  tree; absent means 1), and user entries under ``u/<name>``. Meta is NOT covered by the app
   hash: never let consensus output depend on a user meta entry.
 
 Readers should open with ``readonly=True`` and keep ``lock=True`` (the default): LMDB's
