@@ -45,11 +45,11 @@ class StoreOffline:
 
     _env: lmdb.Environment
     _data: Any
+    _hidx: Any
     _tree_db: Any
     _meta: Any
     _tree: MerkleTree | None
     _layout: int
-    _hidx: Any
     readonly: bool
     _head: tuple[int, int] | None
     _gen: int
