@@ -52,6 +52,15 @@ _EN_STEM = (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
             .filter(tantivy.Filter.stemmer("english")).build())
 
 
+#: a document's id and the counts of the terms the index would hold for it
+WordBag = tuple[str, "Counter[str]"]
+
+
+def word_bags(docs: Sequence[tuple[str, str]]) -> list[WordBag]:
+    """(id, body) documents as the index's analyzer sees them, for `score_unindexed`."""
+    return [(memory_id, Counter(_EN_STEM.analyze(body))) for memory_id, body in docs]
+
+
 def query_terms(words: Sequence[str]) -> list[str]:
     """Lower-cased letter/digit runs of the query's words (tantivy's tokenizer splits the
     same way); operators and syntax never reach the parser."""
@@ -216,11 +225,11 @@ class TextIndex:
         return [(str(searcher.doc(address)["id"][0]), float(score))
                 for score, address in hits]
 
-    def score_unindexed(self, words: Sequence[str], docs: Sequence[tuple[str, str]],
+    def score_unindexed(self, words: Sequence[str], bags: Sequence[WordBag],
                         any_word: bool = False) -> list[tuple[str, float]]:
-        """BM25 of (id, body) documents the index does not hold yet, best first: the
-        memories of the last block or two, which a search ranks itself beside the index's
-        hits rather than wait for the follower's commit (read-your-writes, no wait).
+        """BM25 of documents the index does not hold yet (their `word_bags`), best first:
+        the memories of the last block or two, which a search ranks itself beside the
+        index's hits rather than wait for the follower's commit (read-your-writes, no wait).
 
         The document counts are the index's plus these documents', as tantivy counts
         them; the scores are close to tantivy's, not equal: lengths are not quantised,
@@ -230,9 +239,8 @@ class TextIndex:
         if index is None:
             raise RuntimeError("the word index is not open")
         terms = [t for piece in query_terms(words) for t in _EN_STEM.analyze(piece)]
-        if not terms or not docs:
+        if not terms or not bags:
             return []
-        bags = [(memory_id, Counter(_EN_STEM.analyze(body))) for memory_id, body in docs]
         lengths = {memory_id: sum(bag.values()) for memory_id, bag in bags}
         added, counted = self.words_added, self.docs_added
         if not counted:  # an index from before the count: these documents' own average

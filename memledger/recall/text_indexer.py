@@ -23,12 +23,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from memledger.recall.follow import FollowerThread, new_memories, projection_height
-from memledger.recall.text_index import TextIndex
+from memledger.recall.text_index import TextIndex, WordBag, word_bags
 
 log = logging.getLogger("memledger.recall")
 
 #: the most memories above the watermark a search ranks itself (a few blocks' worth)
-UNINDEXED_CAP = 1000
+UNINDEXED_CAP = 500
 
 
 def document_body(content: str, tags_json: str | None) -> str:
@@ -47,6 +47,7 @@ class TextIndexer:
         self.state = "stopped"
         self._catch_up_lock = threading.Lock()
         self._follower: FollowerThread | None = None
+        self._unindexed: tuple[int, int, list[WordBag]] | None = None
 
     def catch_up(self) -> int:
         """Index every memory up to the projection's height; returns documents added."""
@@ -72,26 +73,34 @@ class TextIndexer:
         """Whether the index is built and followed (it may be a block or two behind)."""
         return self.state == "following"
 
-    def unindexed(self, conn: sa.Connection) -> list[tuple[str, str]] | None:
-        """The (id, body) documents committed above the index's watermark, which a search
-        ranks itself; None while the index cannot serve (being built from scratch).
+    def unindexed(self, conn: sa.Connection) -> list[WordBag] | None:
+        """The memories committed above the index's watermark, as word bags a search ranks
+        itself; None while the index cannot serve (being built from scratch).
 
-        More than UNINDEXED_CAP of them means the follower is far behind (a very large
-        block, a stall): then the index is caught up here and the list is empty."""
+        Read once per (watermark, projection height) and shared by the searches that
+        follow: while the follower lags, every search would otherwise read and analyse
+        the same rows. More than UNINDEXED_CAP of them means the follower is far behind
+        (a very large block, a starved follower): then the index is caught up here, at
+        the searching thread's priority, and the list is empty."""
         if not self.serving:
             return None
         lo = self.index.indexed_height
         hi = projection_height(conn)
         if hi <= lo:
             return []
+        cached = self._unindexed
+        if cached is not None and cached[:2] == (lo, hi):
+            return cached[2]
         first = next(new_memories(conn, lo, hi, chunk=UNINDEXED_CAP), None)
         if first is None:
+            bags: list[WordBag] = []
+        elif first[1] >= hi:
+            bags = word_bags([(str(r.id), document_body(r.content, r.tags)) for r in first[0]])
+        else:
+            self.catch_up()
             return []
-        rows, mark = first
-        if mark >= hi:
-            return [(str(r.id), document_body(r.content, r.tags)) for r in rows]
-        self.catch_up()
-        return []
+        self._unindexed = (lo, hi, bags)
+        return bags
 
     # ---------------------------------------------------------------- following
     def start(self) -> None:

@@ -16,7 +16,7 @@ from memledger.node.api import ranked, search
 from memledger.node.api.queries import MemoryFilter
 from memledger.node.api.ranked import text_ranked
 from memledger.projection.schema import memories
-from memledger.recall.text_index import TextIndex, query_terms
+from memledger.recall.text_index import TextIndex, query_terms, word_bags
 from memledger.recall.text_indexer import TextIndexer, document_body
 
 WORDS = ["river", "stone", "lamp", "orbit", "cedar", "violet", "harbor", "quartz",
@@ -173,7 +173,7 @@ def test_unindexed_scores_are_close_to_the_index_s_own(tmp_path: Path) -> None:
     pending = docs[-12:]
     for words, any_word in ((["river"], False), (["river", "lamp"], False),
                             (["quartz", "ember"], True)):
-        ours = dict(index.score_unindexed(words, pending, any_word))
+        ours = dict(index.score_unindexed(words, word_bags(pending), any_word))
         assert ours  # something matched
         index.add(pending, 2)
         theirs = dict(h for h in index.search(words, 1000, any_word) if h[0] in ours)

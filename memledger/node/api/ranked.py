@@ -48,6 +48,7 @@ from memledger.recall.hybrid import (
     semantic_ranked,
 )
 from memledger.recall.indexer import Indexer
+from memledger.recall.text_index import WordBag
 from memledger.recall.text_indexer import TextIndexer
 
 MODES = ("text", "semantic", "hybrid")
@@ -212,7 +213,7 @@ def _with_unindexed(hits: Ranked, extra: Ranked, complete: bool) -> Ranked:
 
 
 def _indexed_text(keep: Keep, words: list[str], n: int, any_word: bool,
-                  index: TextIndexer, unindexed: list[tuple[str, str]]) -> Ranked | None:
+                  index: TextIndexer, unindexed: list[WordBag]) -> Ranked | None:
     """Top `n` by BM25 from the word index and the memories not in it yet, keeping only
     what the filter passes: fetch 2n, widen x4 until n pass. None when even
     OVERFETCH_CAP hits leave fewer than n and more exist (a filter that narrow is answered
