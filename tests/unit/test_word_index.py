@@ -146,6 +146,31 @@ def test_a_new_block_is_searchable_at_once_without_waiting_for_the_index(  # typ
     assert again[0][0] == "fresh-2"
 
 
+def test_searches_share_one_read_of_the_unindexed_memories(chain_and_words, monkeypatch  # type: ignore[no-untyped-def]
+                                                            ) -> None:
+    from memledger.recall import text_indexer
+
+    chain, engine, words = chain_and_words
+    words.stop()
+    words.index.open()
+    words.state = "following"
+    reads = []
+    real = text_indexer.new_memories
+    monkeypatch.setattr(text_indexer, "new_memories",
+                        lambda *a, **k: reads.append(a[1:3]) or real(*a, **k))
+    key = seeded_key("words-unit")
+    for block in range(2):
+        chain.block([chain.builder(key).submit(chain.next_nonce(key), f"late-{block}",
+                                               f"zeppelin {block}")])
+        with engine.connect() as conn:
+            for _ in range(3):
+                hits = text_ranked(conn, MemoryFilter(q="zeppelin"), "zeppelin", 5,
+                                   words_index=words)
+                assert {m for m, _ in hits} == {f"late-{b}" for b in range(block + 1)}
+    lo = words.index.indexed_height
+    assert reads == [(lo, chain.height - 1), (lo, chain.height)]  # one per new block
+
+
 def test_far_behind_the_search_catches_the_index_up(chain_and_words, monkeypatch  # type: ignore[no-untyped-def]
                                                      ) -> None:
     from memledger.recall import text_indexer
