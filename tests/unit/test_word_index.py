@@ -96,6 +96,13 @@ def chain_and_words(tmp_path: Path):  # type: ignore[no-untyped-def]
     chain.close()
 
 
+def _without_follower(words: TextIndexer) -> None:
+    """The index open and serving, with no follower thread to move it."""
+    words.stop()
+    words.index.open()
+    words.state = "following"
+
+
 @pytest.mark.parametrize("query", ["river", "river stone", "quartz ember glacier", "nothing"])
 @pytest.mark.parametrize("status", [None, "proposed", "committed"])
 def test_indexed_text_finds_what_the_projection_finds(chain_and_words, query: str,  # type: ignore[no-untyped-def]
@@ -121,9 +128,7 @@ def test_indexed_text_finds_what_the_projection_finds(chain_and_words, query: st
 def test_a_new_block_is_searchable_at_once_without_waiting_for_the_index(  # type: ignore[no-untyped-def]
         chain_and_words) -> None:
     chain, engine, words = chain_and_words
-    words.stop()  # no follower thread: nothing brings the index up to the new block
-    words.index.open()
-    words.state = "following"
+    _without_follower(words)  # nothing brings the index up to the new block
     before = words.index.indexed_height
     key = seeded_key("words-unit")
     chain.block([chain.builder(key).submit(chain.next_nonce(key), "fresh",
@@ -151,9 +156,7 @@ def test_searches_share_one_read_of_the_unindexed_memories(chain_and_words, monk
     from memledger.recall import text_indexer
 
     chain, engine, words = chain_and_words
-    words.stop()
-    words.index.open()
-    words.state = "following"
+    _without_follower(words)
     reads = []
     real = text_indexer.new_memories
     monkeypatch.setattr(text_indexer, "new_memories",
@@ -176,9 +179,7 @@ def test_far_behind_the_search_catches_the_index_up(chain_and_words, monkeypatch
     from memledger.recall import text_indexer
 
     chain, engine, words = chain_and_words
-    words.stop()
-    words.index.open()
-    words.state = "following"
+    _without_follower(words)
     monkeypatch.setattr(text_indexer, "UNINDEXED_CAP", 2)
     key = seeded_key("words-unit")
     chain.block([chain.builder(key).submit(chain.next_nonce(key), f"many-{i}",
