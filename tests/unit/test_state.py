@@ -392,7 +392,6 @@ _READER = textwrap.dedent(
         raise SystemExit("read-only store allowed begin_block")
     except StoreError:
         pass
-    print("ready", flush=True)
     seen = set()
     while True:
         with s.snapshot() as snap:
@@ -402,6 +401,8 @@ _READER = textwrap.dedent(
                 snap.last_app_hash, b"height", mirror, snap.prove(b"height"))
             if not ok:
                 raise SystemExit(f"inconsistent snapshot at {h}: {mirror!r}")
+            if not seen:  # ready only once it has read the first height itself
+                print("ready", flush=True)
             seen.add(h)
             if h >= target:
                 print(json.dumps({"seen": sorted(seen), "app_hash": snap.last_app_hash.hex(),
