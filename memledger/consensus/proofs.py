@@ -214,34 +214,61 @@ def _neighbour(data: bytes, pos: int, key: bytes, bucket: int, left: bool
     return entry_digest(k, vh), end
 
 
-def _verify_gap(root: bytes, key: bytes, op: ProofOp, tree: ProofOp) -> bool:
-    """Absence: the neighbours around `key` are adjacent committed entries of its bucket."""
+@dataclass(frozen=True, slots=True)
+class _Gap:
+    """A parsed gap op: the bucket, m, i, the neighbours given in full (position, entry
+    digest, audit path; no path under layout 1) and where their bytes end."""
+
+    bucket: int
+    count: int
+    index: int
+    neighbours: list[tuple[int, bytes, list[bytes]]]
+    end: int
+
+
+def _parse_gap(key: bytes, op: ProofOp, with_paths: bool) -> _Gap | None:
+    """Entries i-1 and i (where they exist) around `key`, each followed by its audit path
+    when `with_paths` (layout 2); None for anything malformed or on the wrong side."""
     header = _gap_header(key, op)
     if header is None:
-        return False
+        return None
     bucket, count, index = header
     data, pos = op.data, 10
-    full: dict[int, bytes] = {}
+    neighbours = []
     for j in (index - 1, index):
         if not 0 <= j < count:
             continue
         found = _neighbour(data, pos, key, bucket, j < index)
         if found is None:
-            return False
-        full[j], pos = found
-    rest = data[pos:]
-    if len(rest) != 32 * (count - len(full)):
+            return None
+        digest, pos = found
+        end = pos + 32 * (path_length(j, count) if with_paths else 0)
+        if end > len(data):
+            return None
+        neighbours.append((j, digest, [data[p:p + 32] for p in range(pos, end, 32)]))
+        pos = end
+    return _Gap(bucket, count, index, neighbours, pos)
+
+
+def _verify_gap(root: bytes, key: bytes, op: ProofOp, tree: ProofOp) -> bool:
+    """Absence: the neighbours around `key` are adjacent committed entries of its bucket."""
+    gap = _parse_gap(key, op, with_paths=False)
+    if gap is None:
+        return False
+    full = {j: digest for j, digest, _ in gap.neighbours}
+    rest = op.data[gap.end:]
+    if len(rest) != 32 * (gap.count - len(full)):
         return False
     digests = []
     it = 0
-    for j in range(count):
+    for j in range(gap.count):
         if j in full:
             digests.append(full[j])
         else:
             digests.append(rest[32 * it:32 * it + 32])
             it += 1
-    leaf = sha256(b"\x01" + b"".join(digests)).digest() if count else ZERO_HASH
-    return _climb(root, bucket, leaf, tree)
+    leaf = sha256(b"\x01" + b"".join(digests)).digest() if gap.count else ZERO_HASH
+    return _climb(root, gap.bucket, leaf, tree)
 
 
 def _verify_entry(root: bytes, key: bytes, value: bytes, op: ProofOp, tree: ProofOp) -> bool:
@@ -280,30 +307,16 @@ def _verify_entry_v2(root: bytes, key: bytes, value: bytes, op: ProofOp, tree: P
 
 def _verify_gap_v2(root: bytes, key: bytes, op: ProofOp, tree: ProofOp) -> bool:
     """Absence under layout 2: entries i-1 and i sit around `key`, adjacent in one tree."""
-    header = _gap_header(key, op)
-    if header is None:
+    gap = _parse_gap(key, op, with_paths=True)
+    if gap is None or gap.end != len(op.data):
         return False
-    bucket, count, index = header
-    data, pos = op.data, 10
-    tops = set[bytes]()
-    for j in (index - 1, index):
-        if not 0 <= j < count:
-            continue
-        found = _neighbour(data, pos, key, bucket, j < index)
-        if found is None:
-            return False
-        digest, pos = found
-        end = pos + 32 * path_length(j, count)
-        top = top_from_path(digest, j, count, [data[p:p + 32] for p in range(pos, end, 32)])
-        if end > len(data) or top is None:
-            return False
-        tops.add(top)
-        pos = end
-    if pos != len(data):
+    if gap.count == 0:
+        return _climb(root, gap.bucket, ZERO_HASH, tree)
+    tops = {top_from_path(digest, j, gap.count, path) for j, digest, path in gap.neighbours}
+    if len(tops) != 1 or None in tops:
         return False
-    if count == 0:
-        return _climb(root, bucket, ZERO_HASH, tree)
-    return len(tops) == 1 and _climb(root, bucket, from_top(count, tops.pop()), tree)
+    top = tops.pop()
+    return top is not None and _climb(root, gap.bucket, from_top(gap.count, top), tree)
 
 
 def decode_ops(key: bytes, ops: Sequence[ProofOp]) -> Proof:
