@@ -62,7 +62,7 @@ def test_committed_memories_identical_on_every_node(net: Testnet) -> None:
 
 def _assert_every_vote_explained(net: Testnet, memory_ids: list[str]) -> None:
     """App version 5: each auto-voter's reason travels with its vote, so any one node
-    holds (and its API shows) every voter's reason, not only its own."""
+    holds (and its API shows) other voters' reasons, not only its own."""
     engine = sa.create_engine(net.node(3).db_url)
     try:
         with engine.connect() as conn:
@@ -76,7 +76,12 @@ def _assert_every_vote_explained(net: Testnet, memory_ids: list[str]) -> None:
         assert len(votes) >= 3, (memory_id, votes)  # strict 2/3 of four equal validators
         assert all(entry[2:] == ["passes baseline checks"] for entry in votes.values()), votes
         voters.update(votes)
-    assert len(voters) == 4  # reasons from every node's voter, read on one node
+    # Which three of the four voters land first is a race (a fourth vote after the
+    # memory commits is refused), so a given voter may never get in: require the
+    # reasons read on node 3 to come from validators, at least two of them other nodes'.
+    validators = {node.validator_pubkey.hex() for node in net.nodes}
+    assert voters <= validators, voters - validators
+    assert len(voters - {net.node(3).validator_pubkey.hex()}) >= 2, voters
 
 
 @pytest.mark.parametrize("crash", ["kill_node", "kill_app"])
