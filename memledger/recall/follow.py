@@ -73,6 +73,7 @@ class FollowerThread:
         self._step = step
         self._poll_s = poll_s
         self._stop = threading.Event()
+        self._paused = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> FollowerThread:
@@ -82,6 +83,9 @@ class FollowerThread:
     def _run(self) -> None:
         _yield_to_consensus()
         while not self._stop.is_set():
+            if self._paused.is_set():
+                self._stop.wait(self._poll_s)
+                continue
             caught_up = True
             try:
                 caught_up = self._step()
@@ -91,6 +95,14 @@ class FollowerThread:
                 log.exception("%s step failed", self._thread.name)
             if caught_up:
                 self._stop.wait(self._poll_s)
+
+    def pause(self) -> None:
+        """Take no further step until `resume` (a step under way finishes). For
+        measurements that compare a node's costs with and without its followers."""
+        self._paused.set()
+
+    def resume(self) -> None:
+        self._paused.clear()
 
     def stop(self, timeout_s: float = 30.0) -> None:
         self._stop.set()

@@ -116,6 +116,11 @@ class TextIndexer:
             self.state = "following"
         return self.state == "following"
 
+    def pause(self, paused: bool = True) -> None:
+        """Hold (or, with False, release) the follower between steps; searches go on."""
+        if self._follower is not None:
+            (self._follower.pause if paused else self._follower.resume)()
+
     def stop(self) -> None:
         if self._follower is not None:
             self._follower.stop()

@@ -232,3 +232,35 @@ def test_followers_yield_the_cpu_to_consensus() -> None:
         follower.stop()
     assert seen["follower"] >= FOLLOWER_NICE and seen["child"] >= FOLLOWER_NICE
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine  # caller's own
+
+
+def test_paused_follower_takes_no_step_until_resumed() -> None:
+    """bench_recall times Commit with the followers paused and following: a paused
+    follower must really stop stepping (a step under way may finish), and resume."""
+    import threading
+    import time
+
+    from memledger.recall.follow import FollowerThread
+
+    steps: list[float] = []
+    stepped = threading.Event()
+
+    def step() -> bool:
+        steps.append(time.monotonic())
+        stepped.set()
+        return True
+
+    follower = FollowerThread("test-follower", step, 0.01).start()
+    try:
+        assert stepped.wait(10)
+        follower.pause()
+        time.sleep(0.1)  # any step under way ends
+        count = len(steps)
+        time.sleep(0.3)
+        assert len(steps) == count
+        stepped.clear()
+        follower.resume()
+        assert stepped.wait(10)
+        assert len(steps) > count
+    finally:
+        follower.stop()
