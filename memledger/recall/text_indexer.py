@@ -73,19 +73,21 @@ class TextIndexer:
         """Whether the index is built and followed (it may be a block or two behind)."""
         return self.state == "following"
 
-    def unindexed(self, conn: sa.Connection) -> list[WordBag] | None:
+    def unindexed(self, conn: sa.Connection, height: int | None = None
+                  ) -> list[WordBag] | None:
         """The memories committed above the index's watermark, as word bags a search ranks
         itself; None while the index cannot serve (being built from scratch).
 
         Read once per (watermark, projection height) and shared by the searches that
         follow: while the follower lags, every search would otherwise read and analyse
-        the same rows. More than UNINDEXED_CAP of them means the follower is far behind
+        the same rows. `height` is the projection's, when the search has read it.
+        More than UNINDEXED_CAP of them means the follower is far behind
         (a very large block, a starved follower): then the index is caught up here, at
         the searching thread's priority, and the list is empty."""
         if not self.serving:
             return None
         lo = self.index.indexed_height
-        hi = projection_height(conn)
+        hi = projection_height(conn) if height is None else height
         if hi <= lo:
             return []
         cached = self._unindexed

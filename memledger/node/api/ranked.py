@@ -39,6 +39,7 @@ from memledger.node.api.search import (
     query_words,
 )
 from memledger.projection.schema import FTS_TABLE, TS_CONFIG, TSV_COLUMN, memories
+from memledger.recall.follow import projection_height
 from memledger.recall.hybrid import (
     OVERFETCH_CAP,
     Keep,
@@ -145,34 +146,54 @@ def _fts_all(text: str) -> str | None:
     return " ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
-#: the default filter's check reads the challenged memories' ids once per search, while
-#: there are at most this many; past it, candidates are checked row by row
+#: the default filter's check reads the challenged memories' ids once per projection
+#: height, while there are at most this many; past it, candidates are checked row by row
 EXCLUDED_CAP = 200
 # plain SQL, compiled once: this runs on every search with the default filter
-_COUNT_CHALLENGED = sa.text("SELECT count(*) FROM (SELECT 1 FROM memories "
-                            "WHERE status = 'challenged' LIMIT :cap) AS few")
-_CHALLENGED_IDS = sa.text("SELECT id FROM memories WHERE status = 'challenged'")
+_CHALLENGED_FEW = sa.text("SELECT id FROM memories WHERE status = 'challenged' LIMIT :cap")
+#: per engine: (projection height, the challenged ids, or None when more than the cap)
+_challenged_at: dict[int, tuple[int, frozenset[str] | None]] = {}
+
+#: rows read by a search's filter check, by id: the page is served from them
+Rows = dict[str, Any]
 
 
-def _passing(conn: sa.Connection, flt: MemoryFilter) -> Keep:
+def _challenged(conn: sa.Connection, height: int) -> frozenset[str] | None:
+    """The challenged memories' ids when there are at most EXCLUDED_CAP, else None; read
+    once per projection height (a memory's status changes only in a block) and shared by
+    the searches at that height. Read after the height, so it may be a block newer than
+    it: a memory challenged since is left out a search early, never shown late."""
+    key = id(conn.engine)
+    cached = _challenged_at.get(key)
+    if cached is not None and cached[0] == height:
+        return cached[1]
+    ids = conn.execute(_CHALLENGED_FEW, {"cap": EXCLUDED_CAP + 1}).scalars().all()
+    few = frozenset(str(i) for i in ids) if len(ids) <= EXCLUDED_CAP else None
+    _challenged_at[key] = (height, few)
+    return few
+
+
+def _passing(conn: sa.Connection, flt: MemoryFilter, height: int | None = None,
+             rows: Rows | None = None) -> Keep:
     """keep(ids): the ids among `ids` that `flt` passes, read from the projection.
 
     The default filter (every status but `challenged`) rejects few memories, so while
-    there are at most EXCLUDED_CAP of them (counted in the status index alone) their ids
-    are read once and candidates are checked against that set: no row lookup per
-    candidate. A filter that passes everything (include_disputed alone) reads nothing.
-    These two pass an id the projection lacks (an index ahead of a rebuilt projection);
-    the page's row fetch then leaves it out.
+    there are at most EXCLUDED_CAP of them their ids are read once per projection
+    `height` (each search when it is not given) and candidates are checked against that
+    set: no row lookup per candidate. A filter that passes everything (include_disputed
+    alone) reads nothing. These two pass an id the projection lacks (an index ahead of a
+    rebuilt projection); the page's row fetch then leaves it out.
+    Otherwise candidates are checked in the projection, and the rows that pass are kept
+    in `rows` when it is given: the page is served from them, with no second read.
     One search asks this for every candidate of every leg and widening round, so answers
     are remembered for the search, and the statement takes the ids as one parameter
     (a JSON array on SQLite, an array on PostgreSQL): the same SQL text every time, with
     no per-call expansion of an IN list (that compile step was ~40% of the check)."""
     if not (_narrowed(flt) or flt.status is not None):
-        few = flt.include_disputed or conn.execute(
-            _COUNT_CHALLENGED, {"cap": EXCLUDED_CAP + 1}).scalar_one() <= EXCLUDED_CAP
-        if few:
-            excluded: set[str] = set() if flt.include_disputed else set(
-                conn.execute(_CHALLENGED_IDS).scalars())
+        if flt.include_disputed:
+            return set
+        excluded = _challenged(conn, projection_height(conn) if height is None else height)
+        if excluded is not None:
             return lambda ids: set(ids) - excluded
     postgres = conn.dialect.name == "postgresql"
     if postgres:
@@ -184,14 +205,19 @@ def _passing(conn: sa.Connection, flt: MemoryFilter) -> Keep:
 
     def pack(chunk: list[str]) -> Any:
         return chunk if postgres else json.dumps(chunk)
-    query = apply_filters(sa.select(memories.c.id), flt).where(listed)
+    columns = _MEMORY_COLUMNS if rows is not None else [memories.c.id]
+    query = apply_filters(sa.select(*columns), flt).where(listed)
     known: dict[str, bool] = {}
 
     def keep(ids: list[str]) -> set[str]:
         fresh = [i for i in dict.fromkeys(ids) if i not in known]
         for start in range(0, len(fresh), 1000):
             chunk = fresh[start:start + 1000]
-            passed = set(conn.execute(query, {"ids": pack(chunk)}).scalars())
+            passed = set()
+            for row in conn.execute(query, {"ids": pack(chunk)}):
+                passed.add(row.id)
+                if rows is not None:
+                    rows[row.id] = row
             known.update((i, i in passed) for i in chunk)
         return {i for i in ids if known[i]}
     return keep
@@ -234,16 +260,17 @@ def _indexed_text(keep: Keep, words: list[str], n: int, any_word: bool,
 
 def text_ranked(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
                 any_word: bool = False, words_index: TextIndexer | None = None,
-                keep: Keep | None = None) -> Ranked:
+                keep: Keep | None = None, height: int | None = None) -> Ranked:
     """Top `n` memories by word relevance among those `flt` passes (`keep`: the filter
-    check to use, shared with the other leg of a hybrid search)."""
+    check to use, shared with the other leg of a hybrid search; `height`: the
+    projection's, read once by the search)."""
     if len(text) > MAX_QUERY_CHARS:
         raise Problem(422, "invalid_query", f"q is longer than {MAX_QUERY_CHARS} characters")
-    unindexed = words_index.unindexed(conn) if words_index is not None else None
+    unindexed = words_index.unindexed(conn, height) if words_index is not None else None
     if words_index is not None and unindexed is not None:
         terms = content_words(text) if any_word else query_words(text)
-        found = _indexed_text(keep or _passing(conn, flt), terms, n, any_word, words_index,
-                              unindexed)
+        found = _indexed_text(keep or _passing(conn, flt, height), terms, n, any_word,
+                              words_index, unindexed)
         if found is not None:
             return found
     dialect = conn.dialect.name
@@ -311,27 +338,31 @@ def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
     if not query_words(flt.q):  # no word with a letter or digit: matches nothing, any mode
         return RankedPage([], None)
     want = min(offset + limit, MAX_RANKED) + 1
+    # One read of the projection's height and one filter check serve every leg: each
+    # round trip to the database is a wait (and on a busy PostgreSQL, the tail)
+    height = projection_height(conn)
+    rows: Rows = {}
+    keep = _passing(conn, flt, height, rows)
     if mode == "text":
-        ranked = text_ranked(conn, flt, flt.q, want, words_index=words_index)
+        ranked = text_ranked(conn, flt, flt.q, want, words_index=words_index, keep=keep,
+                             height=height)
     elif mode == "semantic":
         assert indexer is not None
-        ranked = semantic(conn, flt, flt.q, want, indexer)
+        ranked = semantic(conn, flt, flt.q, want, indexer, keep)
     else:
         assert indexer is not None
         depth = max(want, HYBRID_DEPTH)
         rare = distinctive_words(conn, flt.q, words_index)
-        keep = _passing(conn, flt)  # one filter check for both legs
-        words = text_ranked(conn, flt, rare, depth, any_word=True,
-                            words_index=words_index, keep=keep) if rare else []
+        words = text_ranked(conn, flt, rare, depth, any_word=True, words_index=words_index,
+                            keep=keep, height=height) if rare else []
         meaning = semantic(conn, flt, flt.q, depth, indexer, keep)
         ranked = rrf([[m for m, _ in words], [m for m, _ in meaning]],
                      weights=(TEXT_WEIGHT, 1.0))[:want]
     window = ranked[offset:offset + limit]
-    rows: dict[str, Any] = {}
-    if window:
-        ids = [m for m, _ in window]
-        for row in conn.execute(sa.select(*_MEMORY_COLUMNS).where(memories.c.id.in_(ids))):
-            rows[row.id] = row
+    missing = [m for m, _ in window if m not in rows]
+    if missing:
+        query = sa.select(*_MEMORY_COLUMNS).where(memories.c.id.in_(missing))
+        rows.update((row.id, row) for row in conn.execute(query))
     items = []
     for mid, score in window:
         found = rows.get(mid)
