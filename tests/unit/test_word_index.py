@@ -248,6 +248,30 @@ def test_the_default_filter_check_leaves_out_challenged_memories(
         assert ranked._passing(conn, MemoryFilter(status="challenged"))(ids) == challenged
 
 
+def test_challenged_ids_are_read_again_at_each_height_and_checks_keep_rows(
+        chain_and_words, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """The challenged ids are shared by the searches at one projection height and read
+    again at the next (a status changes only in a block); the row-by-row check keeps
+    the rows that pass, which the page is then served from."""
+    _chain, engine, _words = chain_and_words
+    with engine.connect() as conn:
+        ids = conn.execute(sa.select(memories.c.id).order_by(memories.c.id)).scalars().all()
+    height = 1_000
+    with engine.connect() as conn:
+        assert ranked._passing(conn, MemoryFilter(), height)(ids) == set(ids)
+    with engine.begin() as conn:  # what the next block's flush would change
+        conn.execute(memories.update().where(memories.c.id == ids[0])
+                     .values(status="challenged"))
+    with engine.connect() as conn:
+        assert ranked._passing(conn, MemoryFilter(), height + 1)(ids) == set(ids[1:])
+    monkeypatch.setattr(ranked, "EXCLUDED_CAP", 0)  # the row-by-row check
+    rows: ranked.Rows = {}
+    with engine.connect() as conn:
+        passed = ranked._passing(conn, MemoryFilter(), height + 2, rows)(ids[:5])
+    assert passed == set(ids[1:5]) == set(rows)
+    assert all(rows[i].content for i in passed)
+
+
 def test_document_body_is_content_and_tags() -> None:
     assert document_body("river stone", '["lamp", "orbit"]') == "river stone lamp orbit"
     assert document_body("river", "[]") == "river" == document_body("river", None)

@@ -19,11 +19,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import TSQUERY
+from sqlalchemy.engine import Engine
 
 from memledger.node.api.problems import Problem
 from memledger.node.api.queries import (
@@ -152,7 +154,8 @@ EXCLUDED_CAP = 200
 # plain SQL, compiled once: this runs on every search with the default filter
 _CHALLENGED_FEW = sa.text("SELECT id FROM memories WHERE status = 'challenged' LIMIT :cap")
 #: per engine: (projection height, the challenged ids, or None when more than the cap)
-_challenged_at: dict[int, tuple[int, frozenset[str] | None]] = {}
+_challenged_at: weakref.WeakKeyDictionary[Engine, tuple[int, frozenset[str] | None]] = \
+    weakref.WeakKeyDictionary()
 
 #: rows read by a search's filter check, by id: the page is served from them
 Rows = dict[str, Any]
@@ -163,7 +166,7 @@ def _challenged(conn: sa.Connection, height: int) -> frozenset[str] | None:
     once per projection height (a memory's status changes only in a block) and shared by
     the searches at that height. Read after the height, so it may be a block newer than
     it: a memory challenged since is left out a search early, never shown late."""
-    key = id(conn.engine)
+    key = conn.engine
     cached = _challenged_at.get(key)
     if cached is not None and cached[0] == height:
         return cached[1]
