@@ -108,3 +108,14 @@ class FollowerThread:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=timeout_s)
+
+
+class Following:
+    """What an index owner that runs a FollowerThread (`_follower`) offers about it."""
+
+    _follower: FollowerThread | None
+
+    def pause(self, paused: bool = True) -> None:
+        """Hold (or, with False, release) the follower between steps; searches go on."""
+        if self._follower is not None:
+            (self._follower.pause if paused else self._follower.resume)()

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Engine
 
 from memledger.recall.embedder import Embedder
-from memledger.recall.follow import FollowerThread, new_memories, projection_height
+from memledger.recall.follow import FollowerThread, Following, new_memories, projection_height
 from memledger.recall.index import VectorIndex
 
 log = logging.getLogger("memledger.recall")
@@ -53,7 +53,7 @@ class IndexerStatus:
         return max(0, self.projection_height - self.indexed_height)
 
 
-class Indexer:
+class Indexer(Following):
     """Owns a VectorIndex and keeps it at the projection's height."""
 
     def __init__(self, engine: Engine, index: VectorIndex, poll_s: float = 0.2) -> None:
@@ -143,11 +143,6 @@ class Indexer:
             self.state = "following"
         self.maybe_save()
         return self.state == "following"
-
-    def pause(self, paused: bool = True) -> None:
-        """Hold (or, with False, release) the follower between steps; searches go on."""
-        if self._follower is not None:
-            (self._follower.pause if paused else self._follower.resume)()
 
     def stop(self) -> None:
         if self._follower is not None:

@@ -22,7 +22,7 @@ import threading
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from memledger.recall.follow import FollowerThread, new_memories, projection_height
+from memledger.recall.follow import FollowerThread, Following, new_memories, projection_height
 from memledger.recall.text_index import TextIndex, WordBag, word_bags
 
 log = logging.getLogger("memledger.recall")
@@ -37,7 +37,7 @@ def document_body(content: str, tags_json: str | None) -> str:
     return " ".join([content, *tags]) if tags else content
 
 
-class TextIndexer:
+class TextIndexer(Following):
     """Owns a TextIndex and keeps it at the projection's height."""
 
     def __init__(self, engine: Engine, index: TextIndex, poll_s: float = 0.05) -> None:
@@ -117,11 +117,6 @@ class TextIndexer:
         if self.catch_up() == 0:
             self.state = "following"
         return self.state == "following"
-
-    def pause(self, paused: bool = True) -> None:
-        """Hold (or, with False, release) the follower between steps; searches go on."""
-        if self._follower is not None:
-            (self._follower.pause if paused else self._follower.resume)()
 
     def stop(self) -> None:
         if self._follower is not None:
