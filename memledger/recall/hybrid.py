@@ -41,6 +41,18 @@ def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K,
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+def first_fetch(want: int) -> int:
+    """How many candidates a leg fetches from its index at first (then x4 while too few
+    pass the filter)."""
+    return max(want * 2, 20)
+
+
+def first_chunk(want: int) -> int:
+    """How many candidates the filter checks at once for `want` more to pass: want and a
+    quarter more, since most filters reject few memories."""
+    return want * 5 // 4 + 4
+
+
 def first_passing(hits: Ranked, want: int, keep: Keep | None) -> Ranked:
     """The first `want` of `hits` (in order) that `keep` passes, checking them in chunks
     only as deep as needed: most filters reject few memories, so the first chunk (want
@@ -50,7 +62,7 @@ def first_passing(hits: Ranked, want: int, keep: Keep | None) -> Ranked:
     kept: Ranked = []
     start = 0
     while start < len(hits) and len(kept) < want:
-        size = max(want - len(kept), 1) * 5 // 4 + 4
+        size = first_chunk(max(want - len(kept), 1))
         chunk = hits[start:start + size]
         passed = keep([mid for mid, _ in chunk])
         kept += [(mid, s) for mid, s in chunk if mid in passed]
@@ -60,12 +72,14 @@ def first_passing(hits: Ranked, want: int, keep: Keep | None) -> Ranked:
 
 def semantic_ranked(index: VectorIndex, query: np.ndarray, want: int,
                     keep: Keep | None,
-                    narrow: Callable[[int], list[str] | None] | None) -> Ranked:
+                    narrow: Callable[[int], list[str] | None] | None,
+                    first: Ranked | None = None) -> Ranked:
     """The `want` memories nearest to `query` among those the filter passes.
 
     `keep(ids)` returns the subset of ids the filter passes (None: no filter);
     `narrow(cap)` returns every id the filter passes when there are fewer than `cap`,
-    else None (None: never narrow).
+    else None (None: never narrow); `first`: the index's `first_fetch(want)` nearest,
+    when the caller has already searched for them.
     """
     if want <= 0 or len(index) == 0:
         return []
@@ -74,9 +88,11 @@ def semantic_ranked(index: VectorIndex, query: np.ndarray, want: int,
         if ids is not None:
             sims = index.similarities(query, ids)
             return sorted(sims.items(), key=lambda kv: (-kv[1], kv[0]))[:want]
-    fetch = max(want * 2, 20)
+    fetch = first_fetch(want)
     while True:
-        hits = first_passing(index.search(query, fetch), want, keep)
+        found = index.search(query, fetch) if first is None else first
+        first = None
+        hits = first_passing(found, want, keep)
         if len(hits) >= want or fetch >= min(len(index), OVERFETCH_CAP):
             return hits
         fetch = min(fetch * 4, OVERFETCH_CAP)

@@ -62,11 +62,22 @@ class TextIndexer(Following):
                 lo = 0
             added = 0
             for rows, mark in new_memories(conn, lo, hi):
-                self.index.add([(r.id, document_body(r.content, r.tags)) for r in rows], mark)
+                docs = [(str(r.id), document_body(r.content, r.tags)) for r in rows]
+                if added == 0 and mark >= hi:
+                    self._share_pending(lo, hi, docs)
+                self.index.add(docs, mark)
                 added += len(rows)
             if added == 0 and hi != lo:
                 self.index.add([], hi)
             return added
+
+    def _share_pending(self, lo: int, hi: int, docs: list[tuple[str, str]]) -> None:
+        """Hand the rows about to be indexed to searches as their word bags first: the
+        searches between the flush and the end of this tantivy commit (15-25 ms at 1M)
+        then rank them without reading them again, and the read and the analysis leave
+        the searches' path. The same rows `unindexed` would read for (lo, hi]."""
+        if self.serving:
+            self._unindexed = (lo, hi, word_bags(docs))
 
     @property
     def serving(self) -> bool:

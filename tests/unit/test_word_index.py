@@ -174,6 +174,35 @@ def test_searches_share_one_read_of_the_unindexed_memories(chain_and_words, monk
     assert reads == [(lo, chain.height - 1), (lo, chain.height)]  # one per new block
 
 
+def test_the_follower_hands_its_rows_to_searches_before_indexing_them(  # type: ignore[no-untyped-def]
+        chain_and_words, monkeypatch) -> None:
+    from memledger.recall import text_indexer
+
+    chain, engine, words = chain_and_words
+    _without_follower(words)
+    key = seeded_key("words-unit")
+    chain.block([chain.builder(key).submit(chain.next_nonce(key), "pending-1",
+                                           "zeppelin hangar")])
+    reads = []
+    real = text_indexer.new_memories
+    monkeypatch.setattr(text_indexer, "new_memories",
+                        lambda *a, **k: reads.append(a[1:3]) or real(*a, **k))
+    seen_mid_commit = []
+    real_add = words.index.add
+
+    def add(docs, height):  # type: ignore[no-untyped-def]
+        # while the follower's commit is under way, a search ranks the pending rows from
+        # the follower's own read: no second read of them
+        with engine.connect() as conn:
+            seen_mid_commit.append(text_ranked(conn, MemoryFilter(q="zeppelin"), "zeppelin",
+                                               5, words_index=words))
+        real_add(docs, height)
+    monkeypatch.setattr(words.index, "add", add)
+    words.catch_up()
+    assert [m for m, _ in seen_mid_commit[0]] == ["pending-1"]
+    assert reads == [(chain.height - 1, chain.height)]  # the follower's read only
+
+
 def test_far_behind_the_search_catches_the_index_up(chain_and_words, monkeypatch  # type: ignore[no-untyped-def]
                                                      ) -> None:
     from memledger.recall import text_indexer
@@ -270,6 +299,47 @@ def test_challenged_ids_are_read_again_at_each_height_and_checks_keep_rows(
         passed = ranked._passing(conn, MemoryFilter(), height + 2, rows)(ids[:5])
     assert passed == set(ids[1:5]) == set(rows)
     assert all(rows[i].content for i in passed)
+
+
+def test_hybrid_checks_both_legs_first_candidates_in_one_statement(  # type: ignore[no-untyped-def]
+        chain_and_words, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each leg's first candidates come from its index before either is checked; one
+    statement checks them all, and the fusion is what the legs give searched apart."""
+    from memledger.recall.embedder import make_embedder
+    from memledger.recall.hybrid import rrf
+    from memledger.recall.index import VectorIndex
+    from memledger.recall.indexer import Indexer
+
+    _chain, engine, words = chain_and_words
+    _without_follower(words)
+    vectors = VectorIndex(tmp_path / "vectors", make_embedder("wordllama"))
+    vectors.open()
+    indexer = Indexer(engine, vectors)
+    indexer.catch_up()
+    with engine.begin() as conn:  # one challenged memory, and the row-by-row check
+        conn.execute(memories.update().where(memories.c.id == "w-0-000")
+                     .values(status="challenged"))
+    monkeypatch.setattr(ranked, "EXCLUDED_CAP", 0)
+    statements: list[str] = []
+    sa.event.listen(engine, "before_cursor_execute",
+                    lambda _c, _cur, sql, *_a: statements.append(sql))
+    flt = MemoryFilter(q="river quartz")
+    with engine.connect() as conn:
+        page = ranked.ranked_search(conn, flt, "hybrid", 10, None, indexer, words)
+    checks = [sql for sql in statements if "json_each" in sql]
+    assert len(checks) == 1, statements
+    found = [m["id"] for m in page.items]
+    assert len(found) == 10 and "w-0-000" not in found
+    with engine.connect() as conn:  # the legs one after the other, each checked alone
+        height = ranked.projection_height(conn)
+        keep = ranked._passing(conn, flt, height)
+        apart = rrf([[m for m, _ in text_ranked(conn, flt, "river quartz", 20, any_word=True,
+                                                words_index=words, keep=keep)],
+                     [m for m, _ in ranked.semantic(conn, flt, "river quartz", 20, indexer,
+                                                    keep)]],
+                    weights=(ranked.TEXT_WEIGHT, 1.0))
+    assert found == [m for m, _ in apart[:10]]
+    vectors.close()
 
 
 def test_document_body_is_content_and_tags() -> None:

@@ -46,6 +46,8 @@ from memledger.recall.hybrid import (
     OVERFETCH_CAP,
     Keep,
     Ranked,
+    first_chunk,
+    first_fetch,
     first_passing,
     rrf,
     semantic_ranked,
@@ -242,15 +244,17 @@ def _with_unindexed(hits: Ranked, extra: Ranked, complete: bool) -> Ranked:
 
 
 def _indexed_text(keep: Keep, words: list[str], n: int, any_word: bool,
-                  index: TextIndexer, unindexed: list[WordBag]) -> Ranked | None:
+                  index: TextIndexer, unindexed: list[WordBag],
+                  first: Ranked | None = None) -> Ranked | None:
     """Top `n` by BM25 from the word index and the memories not in it yet, keeping only
-    what the filter passes: fetch 2n, widen x4 until n pass. None when even
-    OVERFETCH_CAP hits leave fewer than n and more exist (a filter that narrow is answered
-    exactly by the projection)."""
+    what the filter passes: fetch 2n, widen x4 until n pass (`first`: the index's first
+    fetch, when the caller has made it). None when even OVERFETCH_CAP hits leave fewer
+    than n and more exist (a filter that narrow is answered exactly by the projection)."""
     extra = index.index.score_unindexed(words, unindexed, any_word) if unindexed else []
-    fetch = max(n * 2, 20)
+    fetch = first_fetch(n)
     while True:
-        hits = index.index.search(words, fetch, any_word=any_word)
+        hits = index.index.search(words, fetch, any_word=any_word) if first is None else first
+        first = None
         if extra:
             hits = _with_unindexed(hits, extra, len(hits) < fetch)
         kept = first_passing(hits, n, keep)
@@ -263,17 +267,18 @@ def _indexed_text(keep: Keep, words: list[str], n: int, any_word: bool,
 
 def text_ranked(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
                 any_word: bool = False, words_index: TextIndexer | None = None,
-                keep: Keep | None = None, height: int | None = None) -> Ranked:
+                keep: Keep | None = None, height: int | None = None,
+                first: Ranked | None = None) -> Ranked:
     """Top `n` memories by word relevance among those `flt` passes (`keep`: the filter
     check to use, shared with the other leg of a hybrid search; `height`: the
-    projection's, read once by the search)."""
+    projection's, read once by the search; `first`: the word index's first fetch)."""
     if len(text) > MAX_QUERY_CHARS:
         raise Problem(422, "invalid_query", f"q is longer than {MAX_QUERY_CHARS} characters")
     unindexed = words_index.unindexed(conn, height) if words_index is not None else None
     if words_index is not None and unindexed is not None:
         terms = content_words(text) if any_word else query_words(text)
         found = _indexed_text(keep or _passing(conn, flt, height), terms, n, any_word,
-                              words_index, unindexed)
+                              words_index, unindexed, first)
         if found is not None:
             return found
     dialect = conn.dialect.name
@@ -310,9 +315,12 @@ def _narrowed(flt: MemoryFilter) -> bool:
 
 
 def semantic(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
-             indexer: Indexer, keep: Keep | None = None) -> Ranked:
-    """Top `n` memories by meaning among those `flt` passes."""
-    vector = indexer.embedder.embed([text])[0]
+             indexer: Indexer, keep: Keep | None = None, vector: Any = None,
+             first: Ranked | None = None) -> Ranked:
+    """Top `n` memories by meaning among those `flt` passes (`vector`: the text's
+    embedding and `first` the index's first fetch for it, when the caller has them)."""
+    if vector is None:
+        vector = indexer.embedder.embed([text])[0]
     keep = keep or _passing(conn, flt)
 
     def narrow(cap: int) -> list[str] | None:
@@ -321,7 +329,30 @@ def semantic(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
         return None if len(rows) > cap else [str(r) for r in rows]
 
     return semantic_ranked(indexer.index, vector, n, keep,
-                           narrow if _narrowed(flt) else None)
+                           narrow if _narrowed(flt) else None, first)
+
+
+def hybrid(conn: sa.Connection, flt: MemoryFilter, text: str, depth: int,
+           indexer: Indexer, words_index: TextIndexer | None, keep: Keep,
+           height: int) -> Ranked:
+    """Both legs' `depth` best fused. Each leg's first candidates are fetched from its
+    index before either is checked, and checked in one statement: a search that takes
+    one round trip for both legs instead of one each (each is a wait on a busy
+    database, and on PostgreSQL under writes the wait was the tail)."""
+    rare = distinctive_words(conn, text, words_index)
+    vector = indexer.embedder.embed([text])[0]
+    fetch, chunk = first_fetch(depth), first_chunk(depth)
+    words_first = meaning_first = None
+    if rare and words_index is not None and words_index.serving:
+        words_first = words_index.index.search(content_words(rare), fetch, any_word=True)
+    if not _narrowed(flt) and len(indexer.index):  # a narrow filter scores its own set
+        meaning_first = indexer.index.search(vector, fetch)
+    keep([m for m, _ in (words_first or [])[:chunk]] +
+         [m for m, _ in (meaning_first or [])[:chunk]])  # answers kept for both legs
+    words = text_ranked(conn, flt, rare, depth, any_word=True, words_index=words_index,
+                        keep=keep, height=height, first=words_first) if rare else []
+    meaning = semantic(conn, flt, text, depth, indexer, keep, vector, meaning_first)
+    return rrf([[m for m, _ in words], [m for m, _ in meaning]], weights=(TEXT_WEIGHT, 1.0))
 
 
 def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
@@ -354,13 +385,8 @@ def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
         ranked = semantic(conn, flt, flt.q, want, indexer, keep)
     else:
         assert indexer is not None
-        depth = max(want, HYBRID_DEPTH)
-        rare = distinctive_words(conn, flt.q, words_index)
-        words = text_ranked(conn, flt, rare, depth, any_word=True, words_index=words_index,
-                            keep=keep, height=height) if rare else []
-        meaning = semantic(conn, flt, flt.q, depth, indexer, keep)
-        ranked = rrf([[m for m, _ in words], [m for m, _ in meaning]],
-                     weights=(TEXT_WEIGHT, 1.0))[:want]
+        ranked = hybrid(conn, flt, flt.q, max(want, HYBRID_DEPTH), indexer, words_index,
+                        keep, height)[:want]
     window = ranked[offset:offset + limit]
     missing = [m for m, _ in window if m not in rows]
     if missing:
