@@ -31,6 +31,7 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import tantivy
 
@@ -56,9 +57,22 @@ _EN_STEM = (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
 WordBag = tuple[str, "Counter[str]"]
 
 
+def bm25(idf: float, count: Any, length: Any, average: float) -> Any:
+    """One term's BM25 share of a document's score, as tantivy weighs it (lengths not
+    quantised): `count` occurrences in a document of `length` terms (numbers, or numpy
+    arrays of them)."""
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * length / average)
+    return idf * count * (BM25_K1 + 1) / (count + norm)
+
+
 def word_bags(docs: Sequence[tuple[str, str]]) -> list[WordBag]:
     """(id, body) documents as the index's analyzer sees them, for `score_unindexed`."""
     return [(memory_id, Counter(_EN_STEM.analyze(body))) for memory_id, body in docs]
+
+
+def analysed_terms(words: Sequence[str]) -> list[str]:
+    """The terms the index holds for a query's words (split, lower-cased, stemmed)."""
+    return [t for piece in query_terms(words) for t in _EN_STEM.analyze(piece)]
 
 
 def query_terms(words: Sequence[str]) -> list[str]:
@@ -238,29 +252,56 @@ class TextIndex:
         index = self._index
         if index is None:
             raise RuntimeError("the word index is not open")
-        terms = [t for piece in query_terms(words) for t in _EN_STEM.analyze(piece)]
+        terms = analysed_terms(words)
         if not terms or not bags:
             return []
-        lengths = {memory_id: sum(bag.values()) for memory_id, bag in bags}
-        added, counted = self.words_added, self.docs_added
-        if not counted:  # an index from before the count: these documents' own average
-            added, counted = sum(lengths.values()), len(bags)
-        average = max(added / counted, 1.0)
-        searcher = index.searcher()
-        total = int(searcher.num_docs) + len(bags)
-        idf = {}
-        for term in set(terms):
-            held = int(searcher.doc_freq("body", term)) + sum(term in bag for _, bag in bags)
-            idf[term] = math.log(1 + (total - held + 0.5) / (held + 0.5))
+        average = self.average_length(bags)
+        idf = {term: self.idf(term, bags) for term in set(terms)}
         scored = []
         for memory_id, bag in bags:
             present = [t in bag for t in terms]
             if not (any(present) if any_word else all(present)):
                 continue
-            norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths[memory_id] / average)
+            length = sum(bag.values())
             scored.append((memory_id, sum(
-                idf[t] * bag[t] * (BM25_K1 + 1) / (bag[t] + norm) for t in terms if t in bag)))
+                bm25(idf[t], bag[t], length, average) for t in terms if t in bag)))
         return sorted(scored, key=lambda hit: (-hit[1], hit[0]))
+
+    def average_length(self, bags: Sequence[WordBag] = ()) -> float:
+        """The average document length BM25 normalises by, as counted while adding
+        (`bags`: the documents not in the index yet, for an index from before the count)."""
+        added, counted = self.words_added, self.docs_added
+        if not counted:  # an index from before the count: these documents' own average
+            added, counted = sum(sum(bag.values()) for _, bag in bags), len(bags)
+        return max(added / counted, 1.0) if counted else 1.0
+
+    def idf(self, term: str, bags: Sequence[WordBag] = ()) -> float:
+        """BM25's inverse document frequency of an analysed term, counting the index's
+        documents and `bags` (documents not in it yet) as tantivy would."""
+        index = self._index
+        if index is None:
+            raise RuntimeError("the word index is not open")
+        searcher = index.searcher()
+        total = int(searcher.num_docs) + len(bags)
+        held = int(searcher.doc_freq("body", term)) + sum(term in bag for _, bag in bags)
+        return math.log(1 + (total - held + 0.5) / (held + 0.5))
+
+    def doc_freq(self, term: str) -> int:
+        """Documents holding an analysed term (deleted ones count until segments merge)."""
+        index = self._index
+        if index is None:
+            raise RuntimeError("the word index is not open")
+        return int(index.searcher().doc_freq("body", term))
+
+    def top_ids(self, term: str, n: int) -> list[str]:
+        """The ids of the `n` best documents for one analysed term, by the index's BM25."""
+        index = self._index
+        if index is None:
+            raise RuntimeError("the word index is not open")
+        query = tantivy.Query.term_query(index.schema, "body", term, index_option="freq")
+        searcher = index.searcher()
+        hits = searcher.search(query, n, count=False).hits
+        return [str(searcher.doc(address)["id"][0]) for _, address in hits]
 
     def share_matching(self, word: str) -> tuple[int, int]:
         """(documents holding `word`, documents in the index), from the term dictionary:

@@ -22,8 +22,11 @@ import threading
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from memledger.projection.schema import memories
+from memledger.recall import champions as lists
+from memledger.recall.champions import Champions, Entry
 from memledger.recall.follow import FollowerThread, Following, new_memories, projection_height
-from memledger.recall.text_index import TextIndex, WordBag, word_bags
+from memledger.recall.text_index import TextIndex, WordBag, analysed_terms, word_bags
 
 log = logging.getLogger("memledger.recall")
 
@@ -48,6 +51,7 @@ class TextIndexer(Following):
         self._catch_up_lock = threading.Lock()
         self._follower: FollowerThread | None = None
         self._unindexed: tuple[int, int, list[WordBag]] | None = None
+        self.champions = Champions()
 
     def catch_up(self) -> int:
         """Index every memory up to the projection's height; returns documents added."""
@@ -59,25 +63,60 @@ class TextIndexer(Following):
                             hi, lo)
                 self.index.reset()
                 self.index.rebuilt_reason = "projection behind index"
+                self.champions = Champions()
                 lo = 0
             added = 0
             for rows, mark in new_memories(conn, lo, hi):
                 docs = [(str(r.id), document_body(r.content, r.tags)) for r in rows]
-                if added == 0 and mark >= hi:
-                    self._share_pending(lo, hi, docs)
+                # analysed once for the searches and the champion lists (not while the
+                # index is built from scratch: nobody searches it then)
+                bags = word_bags(docs) if self.serving or len(self.champions) else None
+                if bags is not None:
+                    if added == 0 and mark >= hi:
+                        self._share_pending(lo, hi, bags)
+                    self.champions.offer(bags)  # before the watermark passes them
                 self.index.add(docs, mark)
                 added += len(rows)
             if added == 0 and hi != lo:
                 self.index.add([], hi)
             return added
 
-    def _share_pending(self, lo: int, hi: int, docs: list[tuple[str, str]]) -> None:
+    def _share_pending(self, lo: int, hi: int, bags: list[WordBag]) -> None:
         """Hand the rows about to be indexed to searches as their word bags first: the
         searches between the flush and the end of this tantivy commit (15-25 ms at 1M)
         then rank them without reading them again, and the read and the analysis leave
         the searches' path. The same rows `unindexed` would read for (lo, hi]."""
         if self.serving:
-            self._unindexed = (lo, hi, word_bags(docs))
+            self._unindexed = (lo, hi, bags)
+
+    def champion_hits(self, words: list[str], fetch: int, unindexed: list[WordBag]
+                      ) -> list[tuple[str, float]] | None:
+        """The best `fetch` documents holding the one word of `words`, from its champion
+        list (`champions.py`), scored by BM25 as `score_unindexed` scores `unindexed`;
+        None when the index must answer: several words, deeper than half a list, or a
+        word without a list (one is asked for when the word is common enough)."""
+        terms = set(analysed_terms(words))
+        if not self.serving or len(terms) != 1:
+            return None
+        (term,) = terms
+        found = self.champions.serving(term, fetch, self.index.doc_freq)
+        if found is None:
+            return None
+        return found.ranked(self.index.idf(term, unindexed),
+                            self.index.average_length(unindexed), fetch)
+
+    def _champion_entries(self, term: str) -> list[Entry]:
+        """The index's best CHAMPIONS documents for `term`, with their term counts and
+        lengths from the projection's rows, analysed as the index analyses them."""
+        ids = self.index.top_ids(term, lists.CHAMPIONS)
+        docs = []
+        with self.engine.connect() as conn:
+            for start in range(0, len(ids), 1000):
+                query = sa.select(memories.c.id, memories.c.content, memories.c.tags).where(
+                    memories.c.id.in_(ids[start:start + 1000]), memories.c.content.is_not(None))
+                docs += [(str(r.id), document_body(r.content, r.tags)) for r in conn.execute(query)]
+        return [(memory_id, bag[term], sum(bag.values()))
+                for memory_id, bag in word_bags(docs) if term in bag]
 
     @property
     def serving(self) -> bool:
@@ -127,6 +166,8 @@ class TextIndexer(Following):
     def _step(self) -> bool:
         if self.catch_up() == 0:
             self.state = "following"
+        if self.serving:  # between blocks: the lists searches asked for, or that drifted
+            self.champions.build_wanted(self.index.average_length(), self._champion_entries)
         return self.state == "following"
 
     def stop(self) -> None:

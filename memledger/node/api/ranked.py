@@ -253,7 +253,11 @@ def _indexed_text(keep: Keep, words: list[str], n: int, any_word: bool,
     extra = index.index.score_unindexed(words, unindexed, any_word) if unindexed else []
     fetch = first_fetch(n)
     while True:
-        hits = index.index.search(words, fetch, any_word=any_word) if first is None else first
+        hits = first
+        if hits is None and not any_word:  # one very common word: its champion list
+            hits = index.champion_hits(words, fetch, unindexed)
+        if hits is None:
+            hits = index.index.search(words, fetch, any_word=any_word)
         first = None
         if extra:
             hits = _with_unindexed(hits, extra, len(hits) < fetch)
