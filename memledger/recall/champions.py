@@ -10,9 +10,12 @@ For a word in at least LISTED_MIN_DOCS documents, this keeps its CHAMPIONS best
 documents by BM25 (term frequency and length; see `bm25`), each with its term count and
 length, so such a search ranks ~2,000 documents instead of ~1,000,000:
 
-- **On demand.** A search for such a word asks for its list (`wanted`); the index's
-  follower builds it between blocks (the index's top CHAMPIONS, their rows read from the
-  projection and analysed as the index does). Until then searches use the index.
+- **Ready before the first search, or on demand.** The index's follower samples the
+  latest memories for such words when it starts (and every RESAMPLE_DOCS documents); a
+  search for a common word it missed asks for its list (`wanted`). The follower builds
+  lists between blocks (the index's top CHAMPIONS, their rows read from the projection
+  and analysed as the index does; ~1 s per list at 1M memories, at its low priority).
+  Until a list is built, searches use the index.
 - **Kept current.** Every document the follower adds is offered to the lists of the
   words it holds before the index's watermark passes it, so no document is in neither.
   A list never loses a document: memories are not deleted from the word index.
@@ -28,10 +31,9 @@ Serving data only: floats and a lock are fine here, none of this reaches consens
 
 from __future__ import annotations
 
-import bisect
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -45,6 +47,10 @@ CHAMPIONS = 2048
 MAX_LISTS = 64
 #: rebuild a list when the average document length has moved this much since its build
 REBUILD_DRIFT = 0.02
+#: the follower samples this many of the latest memories for common words at its start
+#: and again after every RESAMPLE_DOCS documents added
+SAMPLE = 2000
+RESAMPLE_DOCS = 100_000
 
 #: (memory id, term count, length) of one listed document
 Entry = tuple[str, int, int]
@@ -53,62 +59,72 @@ Entry = tuple[str, int, int]
 @dataclass(frozen=True)
 class ChampionList:
     """One word's best documents, best first by BM25 at `average` (the average document
-    length when the order was last taken). Immutable: a change publishes a new one."""
+    length when the order was last taken). Immutable: a change publishes a new one, made
+    with array operations (the follower offers every block and must not hold the
+    interpreter long: searches wait for it)."""
 
     term: str
     average: float
-    entries: tuple[Entry, ...]
-    #: each entry's BM25 weight at `average` (idf left out: one word, one idf), ascending
-    #: by negation so `bisect` finds where a new document belongs
-    keys: tuple[float, ...]
-    #: the entries' term counts and lengths, for scoring them all at once
-    counts: np.ndarray = field(init=False, repr=False, compare=False)
-    lengths: np.ndarray = field(init=False, repr=False, compare=False)
+    ids: tuple[str, ...]
+    #: the entries' term counts and lengths (floats, for scoring them all at once)
+    counts: np.ndarray
+    lengths: np.ndarray
+    #: each entry's BM25 weight at `average` (idf left out: one word, one idf), negated:
+    #: ascending, so `searchsorted` finds where a new document belongs
+    keys: np.ndarray
+    held: frozenset[str]
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "counts", np.array([e[1] for e in self.entries], np.float64))
-        object.__setattr__(self, "lengths", np.array([e[2] for e in self.entries], np.float64))
+    @property
+    def entries(self) -> list[Entry]:
+        return [(m, int(c), int(n)) for m, c, n in
+                zip(self.ids, self.counts.tolist(), self.lengths.tolist(), strict=True)]
 
     def ranked(self, idf: float, average: float, n: int) -> list[tuple[str, float]]:
         """The best `n` entries by BM25 now (`idf` and `average` as the index has them)."""
         scores = bm25(idf, self.counts, self.lengths, average)
         order = np.argsort(-scores, kind="stable")[:n]
-        return [(self.entries[i][0], float(scores[i])) for i in order.tolist()]
+        return [(self.ids[i], float(scores[i])) for i in order.tolist()]
 
     def offered(self, new: Sequence[Entry]) -> ChampionList:
-        """This list with the documents of `new` that beat its last one (or fill it)."""
-        entries, keys = list(self.entries), list(self.keys)
-        held = {memory_id for memory_id, _, _ in entries}
-        for entry in new:
-            if entry[0] in held:
-                continue  # a replayed document: already here
-            key = -bm25(1.0, entry[1], entry[2], self.average)
-            if len(entries) >= CHAMPIONS and key >= keys[-1]:
-                continue
-            at = bisect.bisect_right(keys, key)
-            entries.insert(at, entry)
-            keys.insert(at, key)
-            held.add(entry[0])
-            if len(entries) > CHAMPIONS:
-                held.discard(entries.pop()[0])
-                keys.pop()
-        return ChampionList(self.term, self.average, tuple(entries), tuple(keys))
+        """This list with the documents of `new` that beat its last one (or fill it);
+        itself when none does, as nearly every document of a common word does not."""
+        full = len(self.ids) >= CHAMPIONS
+        worst = float(self.keys[-1]) if len(self.keys) else 0.0
+        better = {}
+        for memory_id, count, length in new:
+            key = -bm25(1.0, count, length, self.average)
+            if memory_id not in self.held and (not full or key < worst):
+                better[memory_id] = (count, length, key)
+        if not better:
+            return self  # replayed documents, or none that makes the list
+        ids = self.ids + tuple(better)
+        counts = np.concatenate([self.counts, [c for c, _, _ in better.values()]])
+        lengths = np.concatenate([self.lengths, [n for _, n, _ in better.values()]])
+        keys = np.concatenate([self.keys, [k for _, _, k in better.values()]])
+        order = np.argsort(keys, kind="stable")[:CHAMPIONS]
+        kept = tuple(ids[i] for i in order.tolist())
+        return ChampionList(self.term, self.average, kept, counts[order], lengths[order],
+                            keys[order], frozenset(kept))
 
 
 def make_list(term: str, average: float, entries: Sequence[Entry]) -> ChampionList:
     ranked = sorted(entries, key=lambda e: (-bm25(1.0, e[1], e[2], average), e[0]))
     ranked = ranked[:CHAMPIONS]
-    return ChampionList(term, average, tuple(ranked),
-                        tuple(-bm25(1.0, e[1], e[2], average) for e in ranked))
+    counts = np.array([e[1] for e in ranked], np.float64)
+    lengths = np.array([e[2] for e in ranked], np.float64)
+    return ChampionList(term, average, tuple(e[0] for e in ranked), counts, lengths,
+                        -bm25(1.0, counts, lengths, average), frozenset(e[0] for e in ranked))
 
 
 class Champions:
-    """The champion lists of one word index. Searches read (`ranked`, `wanted`) from any
-    thread; only the follower builds and offers (`build_wanted`, `offer`)."""
+    """The champion lists of one word index. Searches read and ask (`serving`) from any
+    thread; only the follower builds and offers (`build_next`, `offer`)."""
 
     def __init__(self) -> None:
         self._lists: dict[str, ChampionList] = {}
-        self._wanted: set[str] = set()
+        #: words whose list is wanted, in the order to build them (dicts keep order)
+        self._asked: dict[str, None] = {}
+        self._sampled: dict[str, None] = {}
         self._used: dict[str, int] = {}
         self._clock = 0
         self._lock = threading.Lock()
@@ -123,44 +139,49 @@ class Champions:
         found = self._lists.get(term)
         if found is None:
             if doc_freq(term) >= LISTED_MIN_DOCS:
-                self.want(term)
+                self.want(term, asked=True)
             return None
         with self._lock:
             self._clock += 1
             self._used[term] = self._clock
         return found if len(found.entries) >= CHAMPIONS else None
 
-    def want(self, term: str) -> None:
-        """Ask the follower for `term`'s list (a search found the word common)."""
+    def want(self, term: str, asked: bool = False) -> None:
+        """Ask the follower for `term`'s list: a search's asking (`asked`) is built before
+        the words sampled from the latest memories."""
         with self._lock:
-            self._wanted.add(term)
+            if term not in self._lists:
+                (self._asked if asked else self._sampled)[term] = None
 
     def wanted(self) -> list[str]:
         with self._lock:
-            return sorted(self._wanted)
+            return list(dict.fromkeys([*self._asked, *self._sampled]))
 
     # ------------------------------------------------------------ the follower's side
-    def build_wanted(self, average: float,
-                     top: Callable[[str], Sequence[Entry]]) -> int:
-        """Build the wanted lists, and rebuild those cut at an average that has drifted;
-        `top(term)` gives the index's best CHAMPIONS documents for the term with their
-        counts. Returns how many lists were built."""
+    def build_next(self, average: float, top: Callable[[str], Sequence[Entry]]) -> bool:
+        """Build one list: the next wanted, else one cut at an average that has drifted
+        by more than REBUILD_DRIFT. One per call, so that the follower goes back to new
+        blocks between lists (~1 s each at 1M). `top(term)` gives the index's best
+        CHAMPIONS documents for the term with their counts. True when one was built."""
         with self._lock:
-            todo = set(self._wanted)
-            self._wanted.clear()
-        todo |= {t for t, found in self._lists.items()
-                 if abs(average / found.average - 1) > REBUILD_DRIFT}
-        for term in sorted(todo):
-            self._lists[term] = make_list(term, average, top(term))
-            with self._lock:
-                self._clock += 1
-                self._used[term] = self._clock
-        while len(self._lists) > MAX_LISTS:
-            with self._lock:
+            queue = self._asked or self._sampled
+            term = next(iter(queue), None)
+            if term is not None:
+                del queue[term]
+        if term is None:
+            term = next((t for t, found in sorted(self._lists.items())
+                         if abs(average / found.average - 1) > REBUILD_DRIFT), None)
+        if term is None:
+            return False
+        self._lists[term] = make_list(term, average, top(term))
+        with self._lock:
+            self._clock += 1
+            self._used[term] = self._clock
+            while len(self._lists) > MAX_LISTS:
                 oldest = min(self._lists, key=lambda t: self._used.get(t, 0))
                 self._used.pop(oldest, None)
-            del self._lists[oldest]
-        return len(todo)
+                del self._lists[oldest]
+        return True
 
     def offer(self, bags: Sequence[WordBag]) -> None:
         """Offer documents about to be indexed to the lists of the words they hold."""

@@ -41,7 +41,7 @@ def test_a_list_keeps_the_best_in_order_and_ignores_replays(
     assert top[0][1] == pytest.approx(2.0 * _weight(best[0]))
 
 
-def test_lists_are_built_on_demand_rebuilt_on_drift_and_bounded(
+def test_lists_are_built_on_demand_one_at_a_time_rebuilt_on_drift_and_bounded(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(champions, "CHAMPIONS", 2)
     monkeypatch.setattr(champions, "LISTED_MIN_DOCS", 10)
@@ -54,21 +54,24 @@ def test_lists_are_built_on_demand_rebuilt_on_drift_and_bounded(
 
     lists = Champions()
     freq = {"common": 50, "rare": 3, "other": 40, "third": 30}.__getitem__
-    assert lists.serving("common", 1, freq) is None  # asked for
+    lists.want("other")  # sampled from the latest memories
+    assert lists.serving("common", 1, freq) is None  # asked for by a search
     assert lists.serving("rare", 1, freq) is None  # too rare to list
-    assert lists.wanted() == ["common"]
-    assert lists.build_wanted(10.0, top) == 1 and built == ["common"]
+    assert lists.wanted() == ["common", "other"]  # a search's word first
+    assert lists.build_next(10.0, top) and built == ["common"]
     found = lists.serving("common", 1, freq)
     assert found is not None and [e[0] for e in found.entries] == ["common-b", "common-a"]
     assert lists.serving("common", 2, freq) is None  # deeper than half a list: the index
-    assert lists.build_wanted(10.1, top) == 0  # 1% drift: kept
-    assert lists.build_wanted(10.5, top) == 1 and built[-1] == "common"  # 5%: rebuilt
+    assert lists.build_next(10.0, top) and built[-1] == "other"
+    assert not lists.build_next(10.1, top)  # nothing wanted, 1% drift: kept
+    assert lists.build_next(10.5, top) and built[-1] == "common"  # 5%: rebuilt
     lists.offer([("new", Counter({"common": 3, "x": 1}))])
     assert lists.serving("common", 1, freq).entries[0][0] == "new"  # type: ignore[union-attr]
-    for term in ("other", "third"):
-        lists.serving(term, 1, freq)
-        lists.build_wanted(10.5, top)
-    assert len(lists) == 2 and lists.serving("common", 1, freq) is None  # least recent went
+    lists.serving("third", 1, freq)
+    while lists.build_next(10.5, top):
+        pass
+    assert len(lists) == 2 and "third" in built
+    assert lists.serving("other", 1, freq) is None  # the least recently searched went
 
 
 WORDS = ["river", "stone", "lamp", "orbit", "cedar", "violet"]
@@ -104,8 +107,8 @@ def test_a_common_word_is_answered_from_its_list_as_the_index_answers(  # type: 
     with engine.connect() as conn:
         by_index = text_ranked(conn, MemoryFilter(q="river"), "river", 5, words_index=words)
     assert words.champions.wanted() == ["river"]
-    words._step()  # the follower builds the list between blocks
-    assert words.champions.wanted() == [] and len(words.champions) == 1
+    words._step()  # the follower builds the list between blocks, asked ones first
+    assert words.champions.serving("river", 20, words.index.doc_freq) is not None
     scans = []
     real = words.index.search
 
@@ -145,3 +148,14 @@ def test_a_common_word_is_answered_from_its_list_as_the_index_answers(  # type: 
         narrowed = text_ranked(conn, MemoryFilter(q="river", status="committed"), "river",
                                5, words_index=words)
     assert narrowed == [] and len(scans) > 1  # every memory here is proposed
+
+
+def test_the_follower_lists_the_common_words_of_the_latest_memories_at_start(node) -> None:  # type: ignore[no-untyped-def]
+    _chain, _engine, words, _key = node
+    assert len(words.champions) == 0
+    while not words._step():  # no search has asked: the sampled words, one a step
+        pass
+    assert words.champions.wanted() == []
+    listed = {t for t in WORDS if words.champions.serving(t, 20, words.index.doc_freq)}
+    assert "river" in listed  # in every memory
+    assert words.champions.serving("zeppelin", 20, words.index.doc_freq) is None
