@@ -24,7 +24,7 @@ length, so such a search ranks ~2,000 documents instead of ~1,000,000:
   of its build, so when that average has moved by more than REBUILD_DRIFT the list is
   built again. A search ranks the whole list by its current BM25 and takes at most
   CHAMPIONS // 2 of it; deeper (or a filter that leaves too few) goes to the index.
-- **Bounded.** At most MAX_LISTS lists (the least recently searched go); ~0.2 MB each.
+- **Bounded.** At most MAX_LISTS lists (the least recently searched go); ~0.25 MB each.
 
 Serving data only: floats and a lock are fine here, none of this reaches consensus.
 """
