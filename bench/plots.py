@@ -333,6 +333,11 @@ RECALL_MODES = {"text": "#1f77b4", "semantic": "#2ca02c", "hybrid": "#9467bd"}
 RECALL_KINDS = ["common word", "rare word", "paraphrase"]
 
 
+#: per backend, its 1M runs under writes, latest first (BENCHMARKS.md section 9)
+RECALL_RUNS = (("recall_scale_1m_champions.json", "recall_scale_1m.json"),
+               ("recall_scale_1m_pg_champions.json", "recall_scale_1m_pg.json"))
+
+
 def _recall_file(results: Path, name: str) -> tuple[Any, str]:
     """bench_recall's reports are kept beside the suite's results (bench/results/), not
     made by bench/run.py: look in `results`, then its parent."""
@@ -347,11 +352,13 @@ def plot_recall_latency(results: Path) -> Figure:
     """Ranked search p50 (bar) and p99 (whisker) per mode and query kind at scale, under
     writes, against the 20 ms p99 goal: one panel per recorded run."""
     runs = []
-    for name in ("recall_scale_1m.json", "recall_scale_1m_pg.json"):
-        try:
-            runs.append(_recall_file(results, name))
-        except Skip:
-            continue
+    for names in RECALL_RUNS:
+        for name in names:  # the latest recorded run of each backend
+            try:
+                runs.append(_recall_file(results, name))
+                break
+            except Skip:
+                continue
     if not runs:
         raise Skip("no recall_scale_1m*.json")
     fig = _figure(5.5 * len(runs) + 0.5, 4.6,

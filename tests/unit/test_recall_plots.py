@@ -43,3 +43,21 @@ def test_recall_plots_skip_without_reports(tmp_path: Path) -> None:
     written = {p.name for p in plots.render(full)}
     assert not {"recall_latency.png", "recall_quality.png"} & written
     assert not stale.exists()
+
+
+def test_recall_latency_draws_each_backend_s_latest_run(tmp_path: Path) -> None:
+    full = tmp_path / "full"
+    full.mkdir()
+    cells = {f"{m} / {k}": _latency(5.0, 9.0) for m in ("text", "semantic", "hybrid")
+             for k in ("common word", "rare word", "paraphrase")}
+    for name, backend in (("recall_scale_1m.json", "sqlite"),
+                          ("recall_scale_1m_champions.json", "sqlite"),
+                          ("recall_scale_1m_pg.json", "postgresql+psycopg")):
+        (tmp_path / name).write_text(json.dumps({
+            "size": 1_000_000, "backend": backend, "write_rate_per_s": 100,
+            "latency_ms": cells}))
+    figure = plots.plot_recall_latency(full)
+    sources = " ".join(text.get_text() for text in figure.texts)
+    assert "recall_scale_1m_champions.json" in sources
+    assert "recall_scale_1m_pg.json" in sources
+    assert "recall_scale_1m.json" not in sources
