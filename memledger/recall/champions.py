@@ -42,7 +42,8 @@ from memledger.recall.text_index import WordBag, bm25
 #: a word is listed when at least this many documents hold it (a scan of fewer postings
 #: costs the index ~1 ms; the list would save little)
 LISTED_MIN_DOCS = 100_000
-#: documents kept per word: twice the deepest ranked page (MAX_RANKED) plus its first fetch
+#: documents kept per word. A search ranks at most half of them (a first fetch of 2k
+#: serves pages up to ~500 deep); deeper pages and widened fetches go to the index
 CHAMPIONS = 2048
 MAX_LISTS = 64
 #: rebuild a list when the average document length has moved this much since its build
@@ -76,6 +77,7 @@ class ChampionList:
 
     @property
     def entries(self) -> list[Entry]:
+        """(id, term count, length) of each entry, best first: for inspection."""
         return [(m, int(c), int(n)) for m, c, n in
                 zip(self.ids, self.counts.tolist(), self.lengths.tolist(), strict=True)]
 
@@ -144,7 +146,7 @@ class Champions:
         with self._lock:
             self._clock += 1
             self._used[term] = self._clock
-        return found if len(found.entries) >= CHAMPIONS else None
+        return found if len(found.ids) >= CHAMPIONS else None
 
     def want(self, term: str, asked: bool = False) -> None:
         """Ask the follower for `term`'s list: a search's asking (`asked`) is built before
