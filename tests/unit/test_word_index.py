@@ -301,7 +301,7 @@ def test_challenged_ids_are_read_again_at_each_height_and_checks_keep_rows(
     assert all(rows[i].content for i in passed)
 
 
-def test_hybrid_checks_both_legs_first_candidates_in_one_statement(  # type: ignore[no-untyped-def]
+def test_hybrid_and_semantic_check_their_candidates_in_one_statement(  # type: ignore[no-untyped-def]
         chain_and_words, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each leg's first candidates come from its index before either is checked; one
     statement checks them all, and the fusion is what the legs give searched apart."""
@@ -339,6 +339,19 @@ def test_hybrid_checks_both_legs_first_candidates_in_one_statement(  # type: ign
                                                     keep)]],
                     weights=(ranked.TEXT_WEIGHT, 1.0))
     assert found == [m for m, _ in apart[:10]]
+    # semantic: the check reads the rows it serves; no projection height, one statement
+    semantic = MemoryFilter(q="river quartz")
+    with engine.connect() as conn:
+        top = ranked.ranked_search(conn, semantic, "semantic", 10, None, indexer,
+                                   words).items[0]["id"]
+    with engine.begin() as conn:
+        conn.execute(memories.update().where(memories.c.id == top)
+                     .values(status="challenged"))
+    statements.clear()
+    with engine.connect() as conn:
+        page = ranked.ranked_search(conn, semantic, "semantic", 10, None, indexer, words)
+    assert len(statements) == 1, statements
+    assert len(page.items) == 10 and top not in {m["id"] for m in page.items}
     vectors.close()
 
 

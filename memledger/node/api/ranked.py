@@ -179,7 +179,7 @@ def _challenged(conn: sa.Connection, height: int) -> frozenset[str] | None:
 
 
 def _passing(conn: sa.Connection, flt: MemoryFilter, height: int | None = None,
-             rows: Rows | None = None) -> Keep:
+             rows: Rows | None = None, row_by_row: bool = False) -> Keep:
     """keep(ids): the ids among `ids` that `flt` passes, read from the projection.
 
     The default filter (every status but `challenged`) rejects few memories, so while
@@ -188,13 +188,16 @@ def _passing(conn: sa.Connection, flt: MemoryFilter, height: int | None = None,
     set: no row lookup per candidate. A filter that passes everything (include_disputed
     alone) reads nothing. These two pass an id the projection lacks (an index ahead of a
     rebuilt projection); the page's row fetch then leaves it out.
-    Otherwise candidates are checked in the projection, and the rows that pass are kept
-    in `rows` when it is given: the page is served from them, with no second read.
+    Otherwise (or with `row_by_row`) candidates are checked in the projection, and the
+    rows that pass are kept in `rows` when it is given: the page is served from them,
+    with no second read. A search that needs no projection height for anything else
+    (semantic) takes that path: one statement, where the set needs two (the height,
+    then the page's rows).
     One search asks this for every candidate of every leg and widening round, so answers
     are remembered for the search, and the statement takes the ids as one parameter
     (a JSON array on SQLite, an array on PostgreSQL): the same SQL text every time, with
     no per-call expansion of an IN list (that compile step was ~40% of the check)."""
-    if not (_narrowed(flt) or flt.status is not None):
+    if not (_narrowed(flt) or flt.status is not None or row_by_row):
         if flt.include_disputed:
             return set
         excluded = _challenged(conn, projection_height(conn) if height is None else height)
@@ -376,21 +379,26 @@ def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
     if not query_words(flt.q):  # no word with a letter or digit: matches nothing, any mode
         return RankedPage([], None)
     want = min(offset + limit, MAX_RANKED) + 1
-    # One read of the projection's height and one filter check serve every leg: each
-    # round trip to the database is a wait (and on a busy PostgreSQL, the tail)
-    height = projection_height(conn)
+    # One filter check serves every leg, and one read of the projection's height every
+    # leg that needs it (the word leg, for the memories above the word index; the
+    # default filter's challenged ids): each round trip to the database is a wait, and
+    # on a busy PostgreSQL the tail. A semantic search needs no height: its check reads
+    # the rows it serves, one statement in all.
     rows: Rows = {}
-    keep = _passing(conn, flt, height, rows)
-    if mode == "text":
-        ranked = text_ranked(conn, flt, flt.q, want, words_index=words_index, keep=keep,
-                             height=height)
-    elif mode == "semantic":
+    if mode == "semantic":
         assert indexer is not None
+        keep = _passing(conn, flt, rows=rows, row_by_row=not flt.include_disputed)
         ranked = semantic(conn, flt, flt.q, want, indexer, keep)
     else:
-        assert indexer is not None
-        ranked = hybrid(conn, flt, flt.q, max(want, HYBRID_DEPTH), indexer, words_index,
-                        keep, height)[:want]
+        height = projection_height(conn)
+        keep = _passing(conn, flt, height, rows)
+        if mode == "text":
+            ranked = text_ranked(conn, flt, flt.q, want, words_index=words_index,
+                                 keep=keep, height=height)
+        else:
+            assert indexer is not None
+            ranked = hybrid(conn, flt, flt.q, max(want, HYBRID_DEPTH), indexer,
+                            words_index, keep, height)[:want]
     window = ranked[offset:offset + limit]
     missing = [m for m, _ in window if m not in rows]
     if missing:
