@@ -210,13 +210,20 @@ class TextIndex:
     def _require_writer(self) -> tantivy.IndexWriter:
         """The writer, made on first write: its threads are then started by (and share
         the lowered priority of) the follower thread that writes, not the opener."""
-        if self._index is None:
-            raise RuntimeError("the word index is not open")
+        index = self._open_index()
         if self._writer is None:
-            self._writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
+            self._writer = index.writer(heap_size=WRITER_HEAP, num_threads=1)
         return self._writer
 
     # ---------------------------------------------------------------- reads
+    def _open_index(self) -> tantivy.Index:
+        """The open index (the one held now: a search keeps it alive if it is closed
+        meanwhile)."""
+        index = self._index
+        if index is None:
+            raise RuntimeError("the word index is not open")
+        return index
+
     def search(self, words: Sequence[str], n: int, any_word: bool = False
                ) -> list[tuple[str, float]]:
         """Top `n` (id, BM25 score) for the words: all must match, or any with `any_word`."""
@@ -227,9 +234,7 @@ class TextIndex:
         # No lock: a searcher is a fixed view of committed segments, so a search never
         # waits for the follower's commit (15-25 ms at 1M) and that commit never waits
         # for searches. An index closed meanwhile stays alive until this view is dropped.
-        index = self._index
-        if index is None:
-            raise RuntimeError("the word index is not open")
+        index = self._open_index()
         query = index.parse_query(joiner.join(terms), ["body"])
         searcher = index.searcher()
         # count=False: counting every match would force tantivy to visit every posting,
@@ -249,9 +254,7 @@ class TextIndex:
         them; the scores are close to tantivy's, not equal: lengths are not quantised,
         and the average length is counted as documents are added. Serving data only:
         floats are fine here, nothing of it reaches consensus."""
-        index = self._index
-        if index is None:
-            raise RuntimeError("the word index is not open")
+        self._open_index()  # a closed index is an error, even for no terms
         terms = analysed_terms(words)
         if not terms or not bags:
             return []
@@ -278,9 +281,7 @@ class TextIndex:
     def idf(self, term: str, bags: Sequence[WordBag] = ()) -> float:
         """BM25's inverse document frequency of an analysed term, counting the index's
         documents and `bags` (documents not in it yet) as tantivy would."""
-        index = self._index
-        if index is None:
-            raise RuntimeError("the word index is not open")
+        index = self._open_index()
         searcher = index.searcher()
         total = int(searcher.num_docs) + len(bags)
         held = int(searcher.doc_freq("body", term)) + sum(term in bag for _, bag in bags)
@@ -288,16 +289,12 @@ class TextIndex:
 
     def doc_freq(self, term: str) -> int:
         """Documents holding an analysed term (deleted ones count until segments merge)."""
-        index = self._index
-        if index is None:
-            raise RuntimeError("the word index is not open")
+        index = self._open_index()
         return int(index.searcher().doc_freq("body", term))
 
     def top_ids(self, term: str, n: int) -> list[str]:
         """The ids of the `n` best documents for one analysed term, by the index's BM25."""
-        index = self._index
-        if index is None:
-            raise RuntimeError("the word index is not open")
+        index = self._open_index()
         query = tantivy.Query.term_query(index.schema, "body", term, index_option="freq")
         searcher = index.searcher()
         hits = searcher.search(query, n, count=False).hits
@@ -308,9 +305,7 @@ class TextIndex:
         no postings are read. A word of several pieces ("port-5433") counts its rarest
         piece's documents, an upper bound; deleted documents count until segments merge.
         (0, n) for a word with no indexable piece."""
-        index = self._index
-        if index is None:
-            raise RuntimeError("the word index is not open")
+        index = self._open_index()
         searcher = index.searcher()
         terms = _EN_STEM.analyze(word)
         found = min((int(searcher.doc_freq("body", t)) for t in terms), default=0)

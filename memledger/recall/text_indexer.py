@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Iterable
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -38,6 +40,12 @@ def document_body(content: str, tags_json: str | None) -> str:
     """What the word index matches: the content and the tags, as the projection's FTS."""
     tags = json.loads(tags_json) if tags_json else []
     return " ".join([content, *tags]) if tags else content
+
+
+def documents(rows: Iterable[Any]) -> list[tuple[str, str]]:
+    """(id, body) of projection rows with `id`, `content` and `tags`, as the index holds
+    them."""
+    return [(str(r.id), document_body(r.content, r.tags)) for r in rows]
 
 
 class TextIndexer(Following):
@@ -69,7 +77,7 @@ class TextIndexer(Following):
                 lo = 0
             added = 0
             for rows, mark in new_memories(conn, lo, hi):
-                docs = [(str(r.id), document_body(r.content, r.tags)) for r in rows]
+                docs = documents(rows)
                 # analysed once for the searches and the champion lists (not while the
                 # index is built from scratch: nobody searches it then)
                 bags = word_bags(docs) if self.serving or len(self.champions) else None
@@ -116,7 +124,7 @@ class TextIndexer(Following):
             for start in range(0, len(ids), 1000):
                 query = sa.select(memories.c.id, memories.c.content, memories.c.tags).where(
                     memories.c.id.in_(ids[start:start + 1000]), memories.c.content.is_not(None))
-                docs += [(str(r.id), document_body(r.content, r.tags)) for r in conn.execute(query)]
+                docs += documents(conn.execute(query))
         return [(memory_id, bag[term], sum(bag.values()))
                 for memory_id, bag in word_bags(docs) if term in bag]
 
@@ -149,7 +157,7 @@ class TextIndexer(Following):
         if first is None:
             bags: list[WordBag] = []
         elif first[1] >= hi:
-            bags = word_bags([(str(r.id), document_body(r.content, r.tags)) for r in first[0]])
+            bags = word_bags(documents(first[0]))
         else:
             self.catch_up()
             return []
@@ -191,7 +199,7 @@ class TextIndexer(Following):
                                 .order_by(memories.c.submitted_height.desc())
                                 .limit(lists.SAMPLE)).all()
         held: set[str] = set()
-        for _, bag in word_bags([(str(r.id), document_body(r.content, r.tags)) for r in rows]):
+        for _, bag in word_bags(documents(rows)):
             held.update(bag)
         for term in sorted(held):
             if self.index.doc_freq(term) >= lists.LISTED_MIN_DOCS:
