@@ -19,6 +19,7 @@ import json
 import logging
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -46,6 +47,25 @@ def documents(rows: Iterable[Any]) -> list[tuple[str, str]]:
     """(id, body) of projection rows with `id`, `content` and `tags`, as the index holds
     them."""
     return [(str(r.id), document_body(r.content, r.tags)) for r in rows]
+
+
+@dataclass(frozen=True)
+class FirstHits:
+    """A search's first fetch from the word index, with what it was fetched against."""
+    hits: list[tuple[str, float]]
+    #: the index's watermark before the fetch: the hits cover every memory up to it
+    watermark: int
+    #: the not-yet-indexed memories a champion list's scores used (None: the index's
+    #: scores, which use none)
+    scored_with: list[WordBag] | None
+
+    def hold(self, watermark: int, unindexed: list[WordBag]) -> bool:
+        """Whether the hits still go with the memories above `watermark`, `unindexed`:
+        the index has not moved since (else memories it took in between would be in
+        neither) and the scores used those same memories."""
+        return watermark == self.watermark and (
+            self.scored_with is None or self.scored_with is unindexed
+            or not (self.scored_with or unindexed))
 
 
 class TextIndexer(Following):
@@ -114,6 +134,20 @@ class TextIndexer(Following):
             return None
         return found.ranked(self.index.idf(term, unindexed),
                             self.index.average_length(unindexed), fetch)
+
+    def first_hits(self, words: list[str], fetch: int, any_word: bool) -> FirstHits:
+        """A search's first `fetch` candidates, fetched before it has read the projection's
+        height (and so before it knows which memories are above the watermark): from the
+        word's champion list, scored with the not-yet-indexed memories last read, else
+        from the index."""
+        watermark = self.index.indexed_height  # before the fetch: the index holds this
+        if not any_word:
+            cached = self._unindexed
+            bags = cached[2] if cached is not None and cached[0] == watermark else []
+            hits = self.champion_hits(words, fetch, bags)
+            if hits is not None:
+                return FirstHits(hits, watermark, bags)
+        return FirstHits(self.index.search(words, fetch, any_word=any_word), watermark, None)
 
     def _champion_entries(self, term: str) -> list[Entry]:
         """The index's best CHAMPIONS documents for `term`, with their term counts and

@@ -11,7 +11,6 @@ import pytest
 import sqlalchemy as sa
 
 from memledger.devtools.chain import LocalChain, seeded_key
-from memledger.node.api import ranked
 from memledger.node.api.queries import MemoryFilter
 from memledger.node.api.ranked import text_ranked
 from memledger.projection.schema import memories
@@ -121,8 +120,6 @@ def test_a_common_word_is_answered_from_its_list_as_the_index_answers(  # type: 
     assert scans == []  # no posting scan
     # the same ranking, up to the order of equal scores
     assert [s for _, s in by_list] == pytest.approx([s for _, s in by_index], rel=0.05)
-    monkeypatch.setattr(ranked, "EXCLUDED_CAP", 0)  # statuses read row by row, live
-    ranked._challenged_at.clear()  # as a new block would
     with engine.begin() as conn:
         conn.execute(memories.update().where(memories.c.id == by_list[0][0])
                      .values(status="challenged"))

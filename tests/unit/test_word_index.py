@@ -13,9 +13,11 @@ import sqlalchemy as sa
 
 from memledger.devtools.chain import LocalChain, seeded_key
 from memledger.node.api import ranked, search
+from memledger.node.api.filter_check import FilterCheck, Rows
 from memledger.node.api.queries import MemoryFilter
 from memledger.node.api.ranked import text_ranked
 from memledger.projection.schema import memories
+from memledger.recall.follow import projection_height
 from memledger.recall.text_index import TextIndex, query_terms, word_bags
 from memledger.recall.text_indexer import TextIndexer, document_body
 
@@ -259,52 +261,41 @@ def test_common_words_from_the_word_index_match_the_projections_count(
         assert ranked.distinctive_words(conn, "zeppelin river", words) == "zeppelin"
 
 
-@pytest.mark.parametrize("cap", [ranked.EXCLUDED_CAP, 0])
-def test_the_default_filter_check_leaves_out_challenged_memories(
-        chain_and_words, monkeypatch: pytest.MonkeyPatch, cap: int) -> None:  # type: ignore[no-untyped-def]
-    """The default filter's fast check (a set of challenged ids) and its row-by-row
-    fallback (past EXCLUDED_CAP of them) pass exactly the same memories."""
+def test_the_filter_check_leaves_out_challenged_memories_and_keeps_the_rows_it_read(
+        chain_and_words) -> None:  # type: ignore[no-untyped-def]
+    """The default filter passes every status but challenged, include_disputed every
+    memory the projection holds; the rows that pass are kept for the page, and the
+    first statement brings the projection height the search reads by."""
     _chain, engine, _words = chain_and_words
-    monkeypatch.setattr(ranked, "EXCLUDED_CAP", cap)
     with engine.begin() as conn:
         ids = conn.execute(sa.select(memories.c.id).order_by(memories.c.id)).scalars().all()
         challenged = set(ids[::7])
         conn.execute(memories.update().where(memories.c.id.in_(challenged))
                      .values(status="challenged"))
+    statements: list[str] = []
+    sa.event.listen(engine, "before_cursor_execute",
+                    lambda _c, _cur, sql, *_a: statements.append(sql))
+    rows: Rows = {}
     with engine.connect() as conn:
-        assert ranked._passing(conn, MemoryFilter())(ids) == set(ids) - challenged
-        assert ranked._passing(conn, MemoryFilter(include_disputed=True))(ids) == set(ids)
-        assert ranked._passing(conn, MemoryFilter(status="challenged"))(ids) == challenged
-
-
-def test_challenged_ids_are_read_again_at_each_height_and_checks_keep_rows(
-        chain_and_words, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    """The challenged ids are shared by the searches at one projection height and read
-    again at the next (a status changes only in a block); the row-by-row check keeps
-    the rows that pass, which the page is then served from."""
-    _chain, engine, _words = chain_and_words
-    with engine.connect() as conn:
-        ids = conn.execute(sa.select(memories.c.id).order_by(memories.c.id)).scalars().all()
-    height = 1_000
-    with engine.connect() as conn:
-        assert ranked._passing(conn, MemoryFilter(), height)(ids) == set(ids)
-    with engine.begin() as conn:  # what the next block's flush would change
-        conn.execute(memories.update().where(memories.c.id == ids[0])
-                     .values(status="challenged"))
-    with engine.connect() as conn:
-        assert ranked._passing(conn, MemoryFilter(), height + 1)(ids) == set(ids[1:])
-    monkeypatch.setattr(ranked, "EXCLUDED_CAP", 0)  # the row-by-row check
-    rows: ranked.Rows = {}
-    with engine.connect() as conn:
-        passed = ranked._passing(conn, MemoryFilter(), height + 2, rows)(ids[:5])
-    assert passed == set(ids[1:5]) == set(rows)
-    assert all(rows[i].content for i in passed)
+        check = FilterCheck(conn, MemoryFilter(), rows)
+        assert check(ids) == set(ids) - challenged == set(rows)
+        assert all(rows[i].content for i in rows)
+        assert check.height() == projection_height(conn) > 0
+        assert len(statements) == 2  # the check with its height, then the read above
+        assert check(ids[:3]) == set(ids[:3]) - challenged and len(statements) == 2
+        missing = [*ids, "not-a-memory"]
+        assert FilterCheck(conn, MemoryFilter(include_disputed=True))(missing) == set(ids)
+        assert FilterCheck(conn, MemoryFilter(status="challenged"))(ids) == challenged
+        nothing = FilterCheck(conn, MemoryFilter())
+        assert nothing([]) == set() and nothing.height() == check.height()
 
 
 def test_hybrid_and_semantic_check_their_candidates_in_one_statement(  # type: ignore[no-untyped-def]
         chain_and_words, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each leg's first candidates come from its index before either is checked; one
-    statement checks them all, and the fusion is what the legs give searched apart."""
+    statement checks them all and brings the projection height the word leg needs, and
+    the fusion is what the legs give searched apart. Text and semantic searches are one
+    statement too."""
     from memledger.recall.embedder import make_embedder
     from memledger.recall.hybrid import rrf
     from memledger.recall.index import VectorIndex
@@ -316,30 +307,33 @@ def test_hybrid_and_semantic_check_their_candidates_in_one_statement(  # type: i
     vectors.open()
     indexer = Indexer(engine, vectors)
     indexer.catch_up()
-    with engine.begin() as conn:  # one challenged memory, and the row-by-row check
+    with engine.begin() as conn:  # one challenged memory
         conn.execute(memories.update().where(memories.c.id == "w-0-000")
                      .values(status="challenged"))
-    monkeypatch.setattr(ranked, "EXCLUDED_CAP", 0)
     statements: list[str] = []
     sa.event.listen(engine, "before_cursor_execute",
                     lambda _c, _cur, sql, *_a: statements.append(sql))
     flt = MemoryFilter(q="river quartz")
     with engine.connect() as conn:
         page = ranked.ranked_search(conn, flt, "hybrid", 10, None, indexer, words)
-    checks = [sql for sql in statements if "json_each" in sql]
-    assert len(checks) == 1, statements
+    assert len(statements) == 1 and "json_each" in statements[0], statements
     found = [m["id"] for m in page.items]
     assert len(found) == 10 and "w-0-000" not in found
+    statements.clear()
+    with engine.connect() as conn:
+        text = ranked.ranked_search(conn, MemoryFilter(q="river"), "text", 10, None,
+                                    indexer, words)
+    assert len(statements) == 1, statements
+    assert len(text.items) == 10 and "w-0-000" not in {m["id"] for m in text.items}
     with engine.connect() as conn:  # the legs one after the other, each checked alone
-        height = ranked.projection_height(conn)
-        keep = ranked._passing(conn, flt, height)
+        check = FilterCheck(conn, flt)
         apart = rrf([[m for m, _ in text_ranked(conn, flt, "river quartz", 20, any_word=True,
-                                                words_index=words, keep=keep)],
+                                                words_index=words, check=check)],
                      [m for m, _ in ranked.semantic(conn, flt, "river quartz", 20, indexer,
-                                                    keep)]],
+                                                    check)]],
                     weights=(ranked.TEXT_WEIGHT, 1.0))
     assert found == [m for m, _ in apart[:10]]
-    # semantic: the check reads the rows it serves; no projection height, one statement
+    # semantic: the check reads the rows it serves, one statement
     semantic = MemoryFilter(q="river quartz")
     with engine.connect() as conn:
         top = ranked.ranked_search(conn, semantic, "semantic", 10, None, indexer,

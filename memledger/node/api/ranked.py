@@ -16,17 +16,15 @@ the same query and mode; at most MAX_RANKED results are reachable.
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import TSQUERY
-from sqlalchemy.engine import Engine
 
+from memledger.node.api.filter_check import FilterCheck, Rows, narrowed
 from memledger.node.api.problems import Problem
 from memledger.node.api.queries import (
     _MEMORY_COLUMNS,
@@ -41,7 +39,6 @@ from memledger.node.api.search import (
     query_words,
 )
 from memledger.projection.schema import FTS_TABLE, TS_CONFIG, TSV_COLUMN, memories
-from memledger.recall.follow import projection_height
 from memledger.recall.hybrid import (
     OVERFETCH_CAP,
     Keep,
@@ -54,7 +51,7 @@ from memledger.recall.hybrid import (
 )
 from memledger.recall.indexer import Indexer
 from memledger.recall.text_index import WordBag
-from memledger.recall.text_indexer import TextIndexer
+from memledger.recall.text_indexer import FirstHits, TextIndexer
 
 MODES = ("text", "semantic", "hybrid")
 MAX_RANKED = 1000
@@ -150,87 +147,6 @@ def _fts_all(text: str) -> str | None:
     return " ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
-#: the default filter's check reads the challenged memories' ids once per projection
-#: height, while there are at most this many; past it, candidates are checked row by row
-EXCLUDED_CAP = 200
-# plain SQL, compiled once: this runs on every search with the default filter
-_CHALLENGED_FEW = sa.text("SELECT id FROM memories WHERE status = 'challenged' LIMIT :cap")
-#: per engine: (projection height, the challenged ids, or None when more than the cap)
-_challenged_at: weakref.WeakKeyDictionary[Engine, tuple[int, frozenset[str] | None]] = \
-    weakref.WeakKeyDictionary()
-
-#: rows read by a search's filter check, by id: the page is served from them
-Rows = dict[str, Any]
-
-
-def _challenged(conn: sa.Connection, height: int) -> frozenset[str] | None:
-    """The challenged memories' ids when there are at most EXCLUDED_CAP, else None; read
-    once per projection height (a memory's status changes only in a block) and shared by
-    the searches at that height. Read after the height, so it may be a block newer than
-    it: a memory challenged since is left out a search early, never shown late."""
-    key = conn.engine
-    cached = _challenged_at.get(key)
-    if cached is not None and cached[0] == height:
-        return cached[1]
-    ids = conn.execute(_CHALLENGED_FEW, {"cap": EXCLUDED_CAP + 1}).scalars().all()
-    few = frozenset(str(i) for i in ids) if len(ids) <= EXCLUDED_CAP else None
-    _challenged_at[key] = (height, few)
-    return few
-
-
-def _passing(conn: sa.Connection, flt: MemoryFilter, height: int | None = None,
-             rows: Rows | None = None, row_by_row: bool = False) -> Keep:
-    """keep(ids): the ids among `ids` that `flt` passes, read from the projection.
-
-    The default filter (every status but `challenged`) rejects few memories, so while
-    there are at most EXCLUDED_CAP of them their ids are read once per projection
-    `height` (each search when it is not given) and candidates are checked against that
-    set: no row lookup per candidate. A filter that passes everything (include_disputed
-    alone) reads nothing. These two pass an id the projection lacks (an index ahead of a
-    rebuilt projection); the page's row fetch then leaves it out.
-    Otherwise (or with `row_by_row`) candidates are checked in the projection, and the
-    rows that pass are kept in `rows` when it is given: the page is served from them,
-    with no second read. A search that needs no projection height for anything else
-    (semantic) takes that path: one statement, where the set needs two (the height,
-    then the page's rows).
-    One search asks this for every candidate of every leg and widening round, so answers
-    are remembered for the search, and the statement takes the ids as one parameter
-    (a JSON array on SQLite, an array on PostgreSQL): the same SQL text every time, with
-    no per-call expansion of an IN list (that compile step was ~40% of the check)."""
-    if not (_narrowed(flt) or flt.status is not None or row_by_row):
-        if flt.include_disputed:
-            return set
-        excluded = _challenged(conn, projection_height(conn) if height is None else height)
-        if excluded is not None:
-            return lambda ids: set(ids) - excluded
-    postgres = conn.dialect.name == "postgresql"
-    if postgres:
-        listed: Any = memories.c.id == sa.func.any(
-            sa.bindparam("ids", type_=sa.ARRAY(sa.Text)))
-    else:
-        listed = memories.c.id.in_(sa.select(sa.column("value")).select_from(
-            sa.func.json_each(sa.bindparam("ids"))))
-
-    def pack(chunk: list[str]) -> Any:
-        return chunk if postgres else json.dumps(chunk)
-    columns = _MEMORY_COLUMNS if rows is not None else [memories.c.id]
-    query = apply_filters(sa.select(*columns), flt).where(listed)
-    known: dict[str, bool] = {}
-
-    def keep(ids: list[str]) -> set[str]:
-        fresh = [i for i in dict.fromkeys(ids) if i not in known]
-        for start in range(0, len(fresh), 1000):
-            chunk = fresh[start:start + 1000]
-            passed = set()
-            for row in conn.execute(query, {"ids": pack(chunk)}):
-                passed.add(row.id)
-                if rows is not None:
-                    rows[row.id] = row
-            known.update((i, i in passed) for i in chunk)
-        return {i for i in ids if known[i]}
-    return keep
-
-
 def _with_unindexed(hits: Ranked, extra: Ranked, complete: bool) -> Ranked:
     """The index's hits (in its order) with the not-yet-indexed matches placed by score.
     While more hits may exist below the fetched ones (`complete` False), a match scoring
@@ -274,20 +190,33 @@ def _indexed_text(keep: Keep, words: list[str], n: int, any_word: bool,
 
 def text_ranked(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
                 any_word: bool = False, words_index: TextIndexer | None = None,
-                keep: Keep | None = None, height: int | None = None,
-                first: Ranked | None = None) -> Ranked:
-    """Top `n` memories by word relevance among those `flt` passes (`keep`: the filter
-    check to use, shared with the other leg of a hybrid search; `height`: the
-    projection's, read once by the search; `first`: the word index's first fetch)."""
+                check: FilterCheck | None = None, first: FirstHits | None = None
+                ) -> Ranked:
+    """Top `n` memories by word relevance among those `flt` passes (`check`: the filter
+    check to use, shared with the other leg of a hybrid search; `first`: the word
+    index's first fetch, when the caller has made it).
+
+    The word index's first candidates are fetched and checked before the memories above
+    its watermark are read: the check's statement brings the projection height those
+    are read at, so a search that finds them shared by the follower (the usual case)
+    makes that one statement."""
     if len(text) > MAX_QUERY_CHARS:
         raise Problem(422, "invalid_query", f"q is longer than {MAX_QUERY_CHARS} characters")
-    unindexed = words_index.unindexed(conn, height) if words_index is not None else None
-    if words_index is not None and unindexed is not None:
+    if words_index is not None and words_index.serving:
+        check = check or FilterCheck(conn, flt)
         terms = content_words(text) if any_word else query_words(text)
-        found = _indexed_text(keep or _passing(conn, flt, height), terms, n, any_word,
-                              words_index, unindexed, first)
-        if found is not None:
-            return found
+        if first is None:
+            first = words_index.first_hits(terms, first_fetch(n), any_word)
+        check([m for m, _ in first.hits[:first_chunk(n)]])
+        unindexed = words_index.unindexed(conn, check.height())
+        if unindexed is not None:
+            # the first hits go with the memories above the watermark, unless the index
+            # moved meanwhile (or a list's scores used other rows): then fetched again
+            held = first.hold(words_index.index.indexed_height, unindexed)
+            found = _indexed_text(check, terms, n, any_word, words_index, unindexed,
+                                  first.hits if held else None)
+            if found is not None:
+                return found
     dialect = conn.dialect.name
     if dialect == "sqlite":
         fts = _fts_any(text) if any_word else _fts_all(text)
@@ -316,11 +245,6 @@ def text_ranked(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
     raise Problem(501, "search_unsupported", f"ranked search is not available on {dialect}")
 
 
-def _narrowed(flt: MemoryFilter) -> bool:
-    return bool(flt.domain or flt.type or flt.author or flt.tags or
-                flt.status not in (None, "committed"))
-
-
 def semantic(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
              indexer: Indexer, keep: Keep | None = None, vector: Any = None,
              first: Ranked | None = None) -> Ranked:
@@ -328,7 +252,7 @@ def semantic(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
     embedding and `first` the index's first fetch for it, when the caller has them)."""
     if vector is None:
         vector = indexer.embedder.embed([text])[0]
-    keep = keep or _passing(conn, flt)
+    keep = keep or FilterCheck(conn, flt)
 
     def narrow(cap: int) -> list[str] | None:
         rows = conn.execute(apply_filters(sa.select(memories.c.id), flt)
@@ -336,12 +260,12 @@ def semantic(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
         return None if len(rows) > cap else [str(r) for r in rows]
 
     return semantic_ranked(indexer.index, vector, n, keep,
-                           narrow if _narrowed(flt) else None, first)
+                           narrow if narrowed(flt) else None, first)
 
 
 def hybrid(conn: sa.Connection, flt: MemoryFilter, text: str, depth: int,
-           indexer: Indexer, words_index: TextIndexer | None, keep: Keep,
-           height: int) -> Ranked:
+           indexer: Indexer, words_index: TextIndexer | None, check: FilterCheck
+           ) -> Ranked:
     """Both legs' `depth` best fused. Each leg's first candidates are fetched from its
     index before either is checked, and checked in one statement: a search that takes
     one round trip for both legs instead of one each (each is a wait on a busy
@@ -351,14 +275,14 @@ def hybrid(conn: sa.Connection, flt: MemoryFilter, text: str, depth: int,
     fetch, chunk = first_fetch(depth), first_chunk(depth)
     words_first = meaning_first = None
     if rare and words_index is not None and words_index.serving:
-        words_first = words_index.index.search(content_words(rare), fetch, any_word=True)
-    if not _narrowed(flt) and len(indexer.index):  # a narrow filter scores its own set
+        words_first = words_index.first_hits(content_words(rare), fetch, any_word=True)
+    if not narrowed(flt) and len(indexer.index):  # a narrow filter scores its own set
         meaning_first = indexer.index.search(vector, fetch)
-    keep([m for m, _ in (words_first or [])[:chunk]] +
-         [m for m, _ in (meaning_first or [])[:chunk]])  # answers kept for both legs
+    check([m for m, _ in (words_first.hits if words_first else [])[:chunk]] +
+          [m for m, _ in (meaning_first or [])[:chunk]])  # answers kept for both legs
     words = text_ranked(conn, flt, rare, depth, any_word=True, words_index=words_index,
-                        keep=keep, height=height, first=words_first) if rare else []
-    meaning = semantic(conn, flt, text, depth, indexer, keep, vector, meaning_first)
+                        check=check, first=words_first) if rare else []
+    meaning = semantic(conn, flt, text, depth, indexer, check, vector, meaning_first)
     return rrf([[m for m, _ in words], [m for m, _ in meaning]], weights=(TEXT_WEIGHT, 1.0))
 
 
@@ -379,26 +303,21 @@ def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
     if not query_words(flt.q):  # no word with a letter or digit: matches nothing, any mode
         return RankedPage([], None)
     want = min(offset + limit, MAX_RANKED) + 1
-    # One filter check serves every leg, and one read of the projection's height every
-    # leg that needs it (the word leg, for the memories above the word index; the
-    # default filter's challenged ids): each round trip to the database is a wait, and
-    # on a busy PostgreSQL the tail. A semantic search needs no height: its check reads
-    # the rows it serves, one statement in all.
+    # One filter check serves every leg, reads the rows the page is served from and
+    # brings the projection height the word leg needs (for the memories above the word
+    # index): each round trip to the database is a wait, and on a busy PostgreSQL the
+    # tail. The usual search, in any mode, is one statement.
     rows: Rows = {}
-    if mode == "semantic":
+    check = FilterCheck(conn, flt, rows)
+    if mode == "text":
+        ranked = text_ranked(conn, flt, flt.q, want, words_index=words_index, check=check)
+    elif mode == "semantic":
         assert indexer is not None
-        keep = _passing(conn, flt, rows=rows, row_by_row=not flt.include_disputed)
-        ranked = semantic(conn, flt, flt.q, want, indexer, keep)
+        ranked = semantic(conn, flt, flt.q, want, indexer, check)
     else:
-        height = projection_height(conn)
-        keep = _passing(conn, flt, height, rows)
-        if mode == "text":
-            ranked = text_ranked(conn, flt, flt.q, want, words_index=words_index,
-                                 keep=keep, height=height)
-        else:
-            assert indexer is not None
-            ranked = hybrid(conn, flt, flt.q, max(want, HYBRID_DEPTH), indexer,
-                            words_index, keep, height)[:want]
+        assert indexer is not None
+        ranked = hybrid(conn, flt, flt.q, max(want, HYBRID_DEPTH), indexer, words_index,
+                        check)[:want]
     window = ranked[offset:offset + limit]
     missing = [m for m, _ in window if m not in rows]
     if missing:
