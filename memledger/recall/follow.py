@@ -21,6 +21,7 @@ CHUNK = 2000
 
 
 def projection_height(conn: sa.Connection) -> int:
+    """Height of the last block flushed into the projection (0 before the first)."""
     value = conn.execute(sa.select(sa.func.max(receipts.c.height))).scalar_one_or_none()
     return int(value or 0)
 

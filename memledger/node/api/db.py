@@ -13,7 +13,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine, make_url
 
-from memledger.projection.schema import receipts
+from memledger.recall.follow import projection_height
+
+__all__ = ["projection_height", "readonly_engine"]
 
 
 def readonly_engine(url: str) -> Engine:
@@ -39,9 +41,3 @@ def readonly_engine(url: str) -> Engine:
     # connection fails one request (a 503) and SQLAlchemy then invalidates the pool.
     return sa.create_engine(url, pool_size=8, max_overflow=16, pool_recycle=600,
                             connect_args=connect_args)
-
-
-def projection_height(conn: sa.Connection) -> int:
-    """Height of the last block flushed into the projection (0 before the first)."""
-    value = conn.execute(sa.select(sa.func.max(receipts.c.height))).scalar_one_or_none()
-    return int(value or 0)
