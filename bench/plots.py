@@ -335,8 +335,11 @@ RECALL_KINDS = ["common word", "rare word", "paraphrase"]
 
 #: per backend, its 1M runs under writes, latest first (BENCHMARKS.md section 9; on
 #: PostgreSQL the run with 1,000 queries per cell, the steadier p99)
-RECALL_RUNS = (("recall_scale_1m_champions.json", "recall_scale_1m.json"),
-               ("recall_scale_1m_pg_one_statement_1000q.json",
+RECALL_RUNS = (("recall_scale_1m_one_check_1000q.json", "recall_scale_1m_champions.json",
+                "recall_scale_1m.json"),
+               ("recall_scale_1m_pg_one_check_1000q_b.json",
+                "recall_scale_1m_pg_one_check_1000q.json",
+                "recall_scale_1m_pg_one_statement_1000q.json",
                 "recall_scale_1m_pg_champions_1000q.json", "recall_scale_1m_pg_champions.json",
                 "recall_scale_1m_pg.json"))
 

