@@ -396,3 +396,25 @@ def test_one_process_at_a_time_and_a_busy_folder_leaves_the_owner_intact(
     assert [m for m, _ in owner.search(["river"], 5)] == ["a"]  # nothing was wiped
     owner.close()
     assert subprocess.run([sys.executable, "-c", probe, str(tmp_path / "text")]).returncode == 0
+
+
+def test_a_ranked_page_through_the_api_is_one_statement_with_its_status_reasons(
+        chain_and_words) -> None:  # type: ignore[no-untyped-def]
+    """The API's ranked page sets each item's status reason from the records of the rows
+    the search already read: no second read of them."""
+    from types import SimpleNamespace
+
+    from memledger.node.api import routes_memories
+
+    _chain, engine, words = chain_and_words
+    _without_follower(words)
+    state = SimpleNamespace(recall=None, words=words, settings=SimpleNamespace(home=None))
+    statements: list[str] = []
+    sa.event.listen(engine, "before_cursor_execute",
+                    lambda _c, _cur, sql, *_a: statements.append(sql))
+    with engine.connect() as conn:
+        page = routes_memories._ranked(conn, MemoryFilter(q="river"), "text", 5, None,
+                                       state)  # type: ignore[arg-type]
+    assert len(statements) == 1, statements
+    assert len(page["items"]) == 5
+    assert all("status_reason" in item for item in page["items"])

@@ -16,9 +16,10 @@ the same query and mode; at most MAX_RANKED results are reachable.
 
 from __future__ import annotations
 
+import json
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
@@ -69,6 +70,9 @@ TEXT_WEIGHT = float(os.environ.get("MEMLEDGER_HYBRID_TEXT_WEIGHT", "0.5"))
 class RankedPage:
     items: list[dict[str, Any]]
     next_cursor: str | None
+    #: each item's canonical record, from the rows the page was served from: the API's
+    #: status reasons need them, and need not read them again
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def parse_offset(cursor: str | None) -> int:
@@ -324,6 +328,7 @@ def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
         query = sa.select(*_MEMORY_COLUMNS).where(memories.c.id.in_(missing))
         rows.update((row.id, row) for row in conn.execute(query))
     items = []
+    records = {}
     for mid, score in window:
         found = rows.get(mid)
         if found is None:  # gone from the projection since ranking: skip it
@@ -332,6 +337,7 @@ def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
         item["score"] = round(score, 6)
         item["mode"] = mode
         items.append(item)
+        records[mid] = json.loads(found.record)
     end = offset + limit
     next_cursor = f"{end}~{RANKED_CURSOR}" if len(ranked) > end and end < MAX_RANKED else None
-    return RankedPage(items, next_cursor)
+    return RankedPage(items, next_cursor, records)

@@ -104,7 +104,7 @@ async def list_memories(
 def _ranked(conn: sa.Connection, flt: queries.MemoryFilter, mode: str, limit: int,
             cursor: str | None, state: ApiState) -> dict[str, Any]:
     page = ranked.ranked_search(conn, flt, mode, limit, cursor, state.recall, state.words)
-    reasons.annotate(conn, page.items, state.settings.home)
+    reasons.annotate(conn, page.items, state.settings.home, page.records)
     return {"items": page.items, "next_cursor": page.next_cursor}
 
 
