@@ -98,6 +98,14 @@ def chain_and_words(tmp_path: Path):  # type: ignore[no-untyped-def]
     chain.close()
 
 
+def _recorded_statements(engine: sa.Engine) -> list[str]:
+    """The SQL of every statement `engine` runs from now on (each one a round trip)."""
+    statements: list[str] = []
+    sa.event.listen(engine, "before_cursor_execute",
+                    lambda _c, _cur, sql, *_a: statements.append(sql))
+    return statements
+
+
 def _without_follower(words: TextIndexer) -> None:
     """The index open and serving, with no follower thread to move it."""
     words.stop()
@@ -272,9 +280,7 @@ def test_the_filter_check_leaves_out_challenged_memories_and_keeps_the_rows_it_r
         challenged = set(ids[::7])
         conn.execute(memories.update().where(memories.c.id.in_(challenged))
                      .values(status="challenged"))
-    statements: list[str] = []
-    sa.event.listen(engine, "before_cursor_execute",
-                    lambda _c, _cur, sql, *_a: statements.append(sql))
+    statements = _recorded_statements(engine)
     rows: Rows = {}
     with engine.connect() as conn:
         check = FilterCheck(conn, MemoryFilter(), rows)
@@ -310,9 +316,7 @@ def test_hybrid_and_semantic_check_their_candidates_in_one_statement(  # type: i
     with engine.begin() as conn:  # one challenged memory
         conn.execute(memories.update().where(memories.c.id == "w-0-000")
                      .values(status="challenged"))
-    statements: list[str] = []
-    sa.event.listen(engine, "before_cursor_execute",
-                    lambda _c, _cur, sql, *_a: statements.append(sql))
+    statements = _recorded_statements(engine)
     flt = MemoryFilter(q="river quartz")
     with engine.connect() as conn:
         page = ranked.ranked_search(conn, flt, "hybrid", 10, None, indexer, words)
@@ -409,9 +413,7 @@ def test_a_ranked_page_through_the_api_is_one_statement_with_its_status_reasons(
     _chain, engine, words = chain_and_words
     _without_follower(words)
     state = SimpleNamespace(recall=None, words=words, settings=SimpleNamespace(home=None))
-    statements: list[str] = []
-    sa.event.listen(engine, "before_cursor_execute",
-                    lambda _c, _cur, sql, *_a: statements.append(sql))
+    statements = _recorded_statements(engine)
     with engine.connect() as conn:
         page = routes_memories._ranked(conn, MemoryFilter(q="river"), "text", 5, None,
                                        state)  # type: ignore[arg-type]

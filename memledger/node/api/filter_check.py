@@ -26,13 +26,6 @@ _HEIGHT = sa.select(sa.func.max(receipts.c.height)).scalar_subquery().label("at_
 Rows = dict[str, Any]
 
 
-def narrowed(flt: MemoryFilter) -> bool:
-    """Whether `flt` narrows beyond the default status rule (a domain, type, author, tag
-    or a status other than committed)."""
-    return bool(flt.domain or flt.type or flt.author or flt.tags or
-                flt.status not in (None, "committed"))
-
-
 class FilterCheck:
     """check(ids): the ids among `ids` that `flt` passes, read from the projection;
     check.height(): the projection height the search reads by.

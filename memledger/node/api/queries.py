@@ -43,9 +43,11 @@ def parse_memory_cursor(cursor: str) -> tuple[int, str]:
     return int(height), last_id
 
 
-def memory_json(row: sa.Row[Any]) -> dict[str, Any]:
-    """One projection row as the API's Memory object."""
-    record = json.loads(row.record)
+def memory_json(row: sa.Row[Any], record: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One projection row as the API's Memory object (`record`: the row's canonical
+    record, when the caller has parsed it already)."""
+    if record is None:
+        record = json.loads(row.record)
     return {
         "id": row.id,
         "domain": row.domain,
@@ -131,9 +133,14 @@ def _ordered_scan(conn: sa.Connection, flt: MemoryFilter) -> bool:
     (SQLite; PostgreSQL's planner makes this choice itself from its statistics)."""
     if conn.dialect.name != "sqlite" or flt.q is None:
         return False
-    narrowed = flt.domain or flt.type or flt.author or flt.tags or \
-        flt.status not in (None, "committed")
-    return not narrowed and common_on_sqlite(conn, flt.q)
+    return not narrowed(flt) and common_on_sqlite(conn, flt.q)
+
+
+def narrowed(flt: MemoryFilter) -> bool:
+    """Whether `flt` narrows beyond the default status rule (a domain, type, author, tag
+    or a status other than committed)."""
+    return bool(flt.domain or flt.type or flt.author or flt.tags or
+                flt.status not in (None, "committed"))
 
 
 def memory_votes(conn: sa.Connection, memory_id: str) -> list[dict[str, Any]]:

@@ -25,13 +25,14 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import TSQUERY
 
-from memledger.node.api.filter_check import FilterCheck, Rows, narrowed
+from memledger.node.api.filter_check import FilterCheck, Rows
 from memledger.node.api.problems import Problem
 from memledger.node.api.queries import (
     _MEMORY_COLUMNS,
     MemoryFilter,
     apply_filters,
     memory_json,
+    narrowed,
 )
 from memledger.node.api.search import (
     COMMON_MIN_MATCHES,
@@ -333,11 +334,11 @@ def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
         found = rows.get(mid)
         if found is None:  # gone from the projection since ranking: skip it
             continue
-        item = memory_json(found)
+        records[mid] = json.loads(found.record)
+        item = memory_json(found, records[mid])
         item["score"] = round(score, 6)
         item["mode"] = mode
         items.append(item)
-        records[mid] = json.loads(found.record)
     end = offset + limit
     next_cursor = f"{end}~{RANKED_CURSOR}" if len(ranked) > end and end < MAX_RANKED else None
     return RankedPage(items, next_cursor, records)

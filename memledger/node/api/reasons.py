@@ -150,8 +150,9 @@ def get_memory(conn: sa.Connection, memory_id: str, home: Path | None) -> dict[s
     row = conn.execute(queries._BY_ID, {"memory_id": memory_id}).first()
     if row is None:
         return None
-    found = queries.memory_json(row)
-    annotate(conn, [found], home, {memory_id: json.loads(row.record)})
+    record = json.loads(row.record)
+    found = queries.memory_json(row, record)
+    annotate(conn, [found], home, {memory_id: record})
     return found
 
 
