@@ -6,6 +6,7 @@ lets a query's characters reach tantivy's query syntax."""
 from __future__ import annotations
 
 import random
+import threading
 from pathlib import Path
 
 import pytest
@@ -99,10 +100,17 @@ def chain_and_words(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def _recorded_statements(engine: sa.Engine) -> list[str]:
-    """The SQL of every statement `engine` runs from now on (each one a round trip)."""
+    """The SQL of every statement this thread runs on `engine` from now on (each one a
+    round trip). Other threads are left out: a text indexer's follower may read the
+    projection at any moment, and its reads are not the search's."""
     statements: list[str] = []
-    sa.event.listen(engine, "before_cursor_execute",
-                    lambda _c, _cur, sql, *_a: statements.append(sql))
+    me = threading.get_ident()
+
+    def record(_conn: object, _cursor: object, sql: str, *_rest: object) -> None:
+        if threading.get_ident() == me:
+            statements.append(sql)
+
+    sa.event.listen(engine, "before_cursor_execute", record)
     return statements
 
 
