@@ -4,15 +4,18 @@ the commit point), filtered semantic top-k on both paths, and rank fusion."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
+from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
 from memledger.recall.embedder import (
     EmbedderUnavailable,
     HttpEmbedder,
+    MiniLMEmbedder,
     make_embedder,
 )
 from memledger.recall.hybrid import first_passing, rrf, semantic_ranked
@@ -266,35 +269,90 @@ def test_paused_follower_takes_no_step_until_resumed() -> None:
         follower.stop()
 
 
-def test_the_numpy_bert_encoder_stays_in_float32() -> None:
-    """MiniLM's NumPy encoder on random weights of the same shape rules (one small layer):
-    a float64 activation would make every matmul convert its float32 weights first, the
-    3x slowdown this guards against."""
-    from memledger.recall.embedder import MiniLMEmbedder
-
+def _toy_bert(hidden: int = 8, inner: int = 16, layers: int = 2, heads: int = 2
+              ) -> tuple[Tokenizer, dict[str, np.ndarray], dict[str, int], dict[str, int]]:
+    """A BERT with random weights (safetensors names, torch's (out, in) layout) and a
+    word-level tokenizer over a toy vocabulary."""
     rng = np.random.default_rng(5)
-    hidden, inner, vocab = 8, 16, 30
+    words = "the river stone quartz ember glacier port database listens staging".split()
+    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3} | {
+        word: i + 4 for i, word in enumerate(words)}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
 
     def w(*shape: int) -> np.ndarray:
-        return rng.standard_normal(shape).astype(np.float32)
-    weights = {"embeddings.word_embeddings.weight": w(vocab, hidden),
-               "embeddings.position_embeddings.weight": w(16, hidden),
+        return (rng.standard_normal(shape) * 0.5).astype(np.float32)
+    weights = {"embeddings.word_embeddings.weight": w(len(vocab), hidden),
+               "embeddings.position_embeddings.weight": w(32, hidden),
                "embeddings.token_type_embeddings.weight": w(2, hidden),
                "embeddings.LayerNorm.weight": w(hidden), "embeddings.LayerNorm.bias": w(hidden)}
-    p = "encoder.layer.0."
-    for name, shape in (("attention.self.query", (hidden, hidden)),
-                        ("attention.self.key", (hidden, hidden)),
-                        ("attention.self.value", (hidden, hidden)),
-                        ("attention.output.dense", (hidden, hidden)),
-                        ("intermediate.dense", (hidden, inner)),
-                        ("output.dense", (inner, hidden))):
-        weights[p + name + ".weight"], weights[p + name + ".bias"] = w(*shape), w(shape[1])
-    for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
-        weights[p + norm + ".weight"], weights[p + norm + ".bias"] = w(hidden), w(hidden)
-    encoder = MiniLMEmbedder.__new__(MiniLMEmbedder)
-    encoder._w, encoder._layers, encoder._heads, encoder._eps = weights, 1, 2, 1e-12
-    ids = np.array([[1, 5, 7, 2], [1, 9, 2, 0]])
-    mask = np.array([[1, 1, 1, 1], [1, 1, 1, 0]])
-    pooled = encoder._encode(ids, mask)
-    assert pooled.dtype == np.float32 and pooled.shape == (2, hidden)
-    assert np.isfinite(pooled).all()
+    for i in range(layers):
+        p = f"encoder.layer.{i}."
+        for name, out, into in (("attention.self.query", hidden, hidden),
+                                ("attention.self.key", hidden, hidden),
+                                ("attention.self.value", hidden, hidden),
+                                ("attention.output.dense", hidden, hidden),
+                                ("intermediate.dense", inner, hidden),
+                                ("output.dense", hidden, inner)):
+            weights[p + name + ".weight"], weights[p + name + ".bias"] = w(out, into), w(out)
+        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
+            weights[p + norm + ".weight"], weights[p + norm + ".bias"] = w(hidden), w(hidden)
+    config = {"num_hidden_layers": layers, "num_attention_heads": heads, "hidden_size": hidden}
+    return tokenizer, weights, config, vocab
+
+
+def _reference_bert(weights: dict[str, np.ndarray], config: dict[str, int],
+                    ids: list[int]) -> np.ndarray:
+    """BERT as its paper writes it, one unpadded text in float64 with the exact erf:
+    what the NumPy encoder's fused, batched, in-place float32 pass must equal."""
+    w = {k: v.astype(np.float64) for k, v in weights.items()}
+    heads, n = config["num_attention_heads"], len(ids)
+
+    def norm(x: np.ndarray, p: str) -> np.ndarray:
+        mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + 1e-12) * w[p + ".weight"] + w[p + ".bias"]
+
+    def linear(x: np.ndarray, p: str) -> np.ndarray:
+        return x @ w[p + ".weight"].T + w[p + ".bias"]
+    x = norm(w["embeddings.word_embeddings.weight"][ids]
+             + w["embeddings.position_embeddings.weight"][:n]
+             + w["embeddings.token_type_embeddings.weight"][0], "embeddings.LayerNorm")
+    erf = np.vectorize(math.erf)
+    for i in range(config["num_hidden_layers"]):
+        p = f"encoder.layer.{i}."
+        q, k, v = (np.split(linear(x, p + f"attention.self.{part}"), heads, axis=-1)
+                   for part in ("query", "key", "value"))
+        outputs = []
+        for qh, kh, vh in zip(q, k, v, strict=True):
+            scores = qh @ kh.T / math.sqrt(qh.shape[-1])
+            att = np.exp(scores - scores.max(-1, keepdims=True))
+            outputs.append(att / att.sum(-1, keepdims=True) @ vh)
+        x = norm(x + linear(np.concatenate(outputs, axis=-1), p + "attention.output.dense"),
+                 p + "attention.output.LayerNorm")
+        inter = linear(x, p + "intermediate.dense")
+        inter = 0.5 * inter * (1.0 + erf(inter / math.sqrt(2.0)))
+        x = norm(x + linear(inter, p + "output.dense"), p + "output.LayerNorm")
+    pooled = x.mean(0)
+    return pooled / np.linalg.norm(pooled)
+
+
+def test_the_numpy_bert_encoder_equals_bert_as_written() -> None:
+    """The MiniLM encoder (fused query/key/value, in-place GELU, texts batched by length
+    and padded) gives each text the vector plain BERT gives it alone, in the order asked,
+    and stays in float32: a float64 activation would make every matmul convert its
+    float32 weights first (3x slower)."""
+    tokenizer, weights, config, vocab = _toy_bert()
+    encoder = MiniLMEmbedder.from_parts(tokenizer, weights, config)
+    encoder.BATCH = 2  # several batches, each padded to its longest text
+    texts = ["the staging database listens", "river", "quartz ember glacier port the river",
+             "stone", "the port", "listens database staging river stone quartz ember"]
+    vectors = encoder.embed(texts)
+    assert vectors.dtype == np.float32 and vectors.shape == (len(texts), 8)
+    for text, vector in zip(texts, vectors, strict=True):
+        ids = [2, *(vocab[word] for word in text.split()), 3]
+        assert np.allclose(vector, _reference_bert(weights, config, ids), atol=1e-5), text
+    padded = encoder._encode(np.array([[2, 5, 6, 3], [2, 7, 3, 0]]),
+                             np.array([[1, 1, 1, 1], [1, 1, 1, 0]]))
+    assert padded.dtype == np.float32
