@@ -428,3 +428,19 @@ def test_a_ranked_page_through_the_api_is_one_statement_with_its_status_reasons(
     assert len(statements) == 1, statements
     assert len(page["items"]) == 5
     assert all("status_reason" in item for item in page["items"])
+
+
+def test_a_listed_page_through_the_api_is_one_statement_with_its_status_reasons(
+        chain_and_words) -> None:  # type: ignore[no-untyped-def]
+    """A plain (unranked) page, too, sets status reasons from the records its own read
+    brought: one statement while no listed memory was ever disputed."""
+    from memledger.node.api import reasons
+
+    _chain, engine, words = chain_and_words
+    _without_follower(words)
+    statements = _recorded_statements(engine)
+    with engine.connect() as conn:
+        items, cursor = reasons.list_memories(conn, MemoryFilter(), 5, None, None)
+    assert len(statements) == 1, statements
+    assert len(items) == 5 and cursor is not None
+    assert all(item["status_reason"] for item in items)

@@ -106,9 +106,12 @@ def apply_filters(query: Any, flt: MemoryFilter) -> Any:
     return query
 
 
-def list_memories(conn: sa.Connection, flt: MemoryFilter, limit: int,
-                  cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
-    """One page of memories matching `flt`, and the cursor of the next page (if any)."""
+def list_memories(conn: sa.Connection, flt: MemoryFilter, limit: int, cursor: str | None,
+                  records: dict[str, dict[str, Any]] | None = None
+                  ) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of memories matching `flt`, and the cursor of the next page (if any).
+    `records`, when given, receives each item's parsed canonical record (status reasons
+    are derived from them: no second read)."""
     query = apply_filters(sa.select(*_MEMORY_COLUMNS), flt)
     if flt.q is not None:
         query = query.where(search_clause(conn.dialect.name, flt.q,
@@ -120,7 +123,10 @@ def list_memories(conn: sa.Connection, flt: MemoryFilter, limit: int,
             memories.c.submitted_height > height, memories.c.id > last_id))
     query = query.order_by(memories.c.submitted_height, memories.c.id).limit(limit + 1)
     rows = conn.execute(query).all()
-    page = [memory_json(r) for r in rows[:limit]]
+    parsed = {str(r.id): json.loads(r.record) for r in rows[:limit]}
+    page = [memory_json(r, parsed[str(r.id)]) for r in rows[:limit]]
+    if records is not None:
+        records.update(parsed)
     next_cursor = None
     if len(rows) > limit:
         last = rows[limit - 1]

@@ -141,8 +141,6 @@ def annotate(conn: sa.Connection, items: list[dict[str, Any]], home: Path | None
             record, rounds.get(str(item["id"]), []), notes.get(str(item["id"])))
 
 
-
-
 def get_memory(conn: sa.Connection, memory_id: str, home: Path | None) -> dict[str, Any] | None:
     """queries.get_memory's answer with its `status_reason`, from the same row (a second
     round trip only for a disputed memory)."""
@@ -159,7 +157,9 @@ def get_memory(conn: sa.Connection, memory_id: str, home: Path | None) -> dict[s
 def list_memories(conn: sa.Connection, flt: queries.MemoryFilter, limit: int,
                   cursor: str | None, home: Path | None
                   ) -> tuple[list[dict[str, Any]], str | None]:
-    """queries.list_memories with each item's `status_reason`."""
-    items, next_cursor = queries.list_memories(conn, flt, limit, cursor)
-    annotate(conn, items, home)
+    """queries.list_memories with each item's `status_reason`, from the records of the
+    rows the page already read (a second round trip only for disputed memories)."""
+    records: dict[str, dict[str, Any]] = {}
+    items, next_cursor = queries.list_memories(conn, flt, limit, cursor, records)
+    annotate(conn, items, home, records)
     return items, next_cursor
