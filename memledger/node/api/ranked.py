@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,8 +62,9 @@ RANKED_CURSOR = "ranked"
 #: 0.57 and keyword 1.00 in all three; deeper legs let incidental word matches displace
 #: semantic hits, and cost more filter checks per query.
 HYBRID_DEPTH = 20
-#: weight of the any-word leg in hybrid's fusion (the semantic leg weighs 1)
-TEXT_WEIGHT = float(os.environ.get("MEMLEDGER_HYBRID_TEXT_WEIGHT", "0.5"))
+#: weight of the any-word leg in hybrid's fusion (the semantic leg weighs 1); 1.0, 0.5 and
+#: 0.3 measured (BENCHMARKS.md §9): within 0.02 recall@5 of each other on the evaluation set
+TEXT_WEIGHT = 0.5
 
 
 @dataclass(frozen=True)
