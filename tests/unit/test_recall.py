@@ -44,6 +44,24 @@ def test_wordllama_offline_unit_vectors_and_meaning(wordllama) -> None:  # type:
         make_embedder("no-such-model")
 
 
+def test_minilm_runs_offline_from_its_wheel_as_the_reference_does() -> None:
+    """`minilm` (installed by `make install-minilm`, which `make test` runs) loads from
+    its wheel with no download, and our NumPy encoder gives the vectors the reference
+    sentence-transformers implementation gives for these two sentences (their first six
+    components, as that implementation prints them)."""
+    minilm = make_embedder("minilm")
+    assert minilm is not None and (minilm.name, minilm.dim) == ("all-MiniLM-L6-v2", 384)
+    hello, example = minilm.embed(["hello world", "This is an example sentence"])
+    assert np.allclose(hello[:6], [-0.03448, 0.03102, 0.00673, 0.02611, -0.03936, -0.16030],
+                       atol=2e-4)
+    assert np.allclose(example[:6], [0.06766, 0.06350, 0.04871, 0.07930, 0.03745, 0.00265],
+                       atol=2e-4)
+    memory, other = minilm.embed(["The staging database listens on port 5433",
+                                  "Our cat Miso is allergic to chicken"])
+    question = minilm.embed(["which port does the test db use"])[0]
+    assert question @ memory > question @ other + 0.2
+
+
 def test_http_embedder_speaks_the_ollama_shape() -> None:
     seen = []
 
