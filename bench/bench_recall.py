@@ -13,7 +13,7 @@ recall@5 = |relevant in top 5| / min(|relevant|, 5); MRR = 1 / rank of the first
 hit (0 if none in the top 10). Also: index build rate and per-query latency.
 
     .venv/bin/python bench/bench_recall.py                       # wordllama
-    .venv/bin/python bench/bench_recall.py --embedders wordllama minilm
+    .venv/bin/python bench/bench_recall.py --embedders wordllama minilm  # make install-minilm first
 """
 
 from __future__ import annotations
