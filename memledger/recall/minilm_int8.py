@@ -10,9 +10,12 @@ dynamic quantiser turns it into int8. Nothing is downloaded and no file is kept.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -134,8 +137,9 @@ def _session(model: Any, quantise: bool) -> Any:
             float_path = os.path.join(folder, "float.onnx")
             int8_path = os.path.join(folder, "int8.onnx")
             onnx.save(model, float_path)
-            quantize_dynamic(float_path, int8_path, weight_type=QuantType.QInt8,
-                             per_channel=True)
+            with _quiet_quantiser():
+                quantize_dynamic(float_path, int8_path, weight_type=QuantType.QInt8,
+                                 per_channel=True)
             with open(int8_path, "rb") as f:
                 serialised = f.read()
     else:
@@ -146,3 +150,21 @@ def _session(model: Any, quantise: bool) -> Any:
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return ort.InferenceSession(serialised, options, providers=["CPUExecutionProvider"])
+
+
+@contextmanager
+def _quiet_quantiser() -> Iterator[None]:
+    """The quantiser logs on the root logger: a line per tensor it leaves in float (every
+    activation, by design of dynamic quantisation) and advice to pre-process the model.
+    None of it is news to an operator, so it stays out of the node's log."""
+    quantiser_code = os.path.join("onnxruntime", "quantization") + os.sep
+
+    def not_the_quantisers(record: logging.LogRecord) -> bool:
+        return quantiser_code not in record.pathname
+
+    root = logging.getLogger()
+    root.addFilter(not_the_quantisers)
+    try:
+        yield
+    finally:
+        root.removeFilter(not_the_quantisers)
