@@ -58,11 +58,20 @@ class Embedder(ABC):
     def _embed(self, texts: list[str]) -> np.ndarray:
         """Raw (not necessarily normalised) vectors, one row per text."""
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """float32 [len(texts), dim], each row of unit length (a zero text stays zero)."""
+    def _embed_on(self, texts: list[str], threads: int) -> np.ndarray:
+        """`_embed` on up to `threads` cores. Most embedders are parallel inside already
+        (NumPy's BLAS) or too fast for it to matter, so by default this is `_embed`."""
+        return self._embed(texts)
+
+    def embed(self, texts: Sequence[str], threads: int = 1) -> np.ndarray:
+        """float32 [len(texts), dim], each row of unit length (a zero text stays zero).
+        `threads` > 1 (0: every core) lets an index (re)build use more than one core."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        raw = np.asarray(self._embed([t[:MAX_EMBED_CHARS] for t in texts]), dtype=np.float32)
+        cut = [t[:MAX_EMBED_CHARS] for t in texts]
+        threads = threads or os.cpu_count() or 1
+        raw = np.asarray(self._embed(cut) if threads == 1 else self._embed_on(cut, threads),
+                         dtype=np.float32)
         norms = np.linalg.norm(raw, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         return np.ascontiguousarray(raw / norms, dtype=np.float32)

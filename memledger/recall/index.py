@@ -176,7 +176,7 @@ class VectorIndex:
         """Embed and add (memory id, text) pairs, then advance the watermark to `height`.
         A memory already present is replaced (content never changes, so this is rare)."""
         if items:
-            vectors = self.embedder.embed([text for _, text in items])
+            vectors = self.embedder.embed([text for _, text in items], threads=threads)
             keys = np.array([memory_key(mid) for mid, _ in items], dtype=np.uint64)
             assert self._keys is not None
             with self._keys_lock:

@@ -420,7 +420,11 @@ def test_minilm_int8_runs_offline_close_to_the_float_model() -> None:
     texts = ["hello world", "This is an example sentence",
              "The staging database listens on port 5433", "Our cat Miso is allergic to chicken",
              "user: My partner gets seasick, so no ferries between islands."]
-    assert np.min(np.sum(int8.embed(texts) * float_model.embed(texts), axis=1)) > 0.98
+    vectors = int8.embed(texts)
+    assert np.min(np.sum(vectors * float_model.embed(texts), axis=1)) > 0.98
+    # a text's vector is its own: not moved by batch-mates or by a build's threads
+    assert np.array_equal(vectors, np.stack([int8.embed([text])[0] for text in texts]))
+    assert np.array_equal(vectors, int8.embed(texts, threads=2))
     memory, other = int8.embed(texts[2:4])
     question = int8.embed(["which port does the test db use"])[0]
     assert question @ memory > question @ other + 0.2
