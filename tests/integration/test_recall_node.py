@@ -4,7 +4,8 @@ One node per backend for the module, with the default embedder (wordllama): a pa
 that shares no word with a memory finds it; every filter and include_disputed holds in
 every mode; a challenged memory leaves default results; restart, `projection reindex`,
 a deleted index and a model change all come back to the same results (the last two
-rebuilding, and saying why in /v1/status).
+rebuilding, and saying why in /v1/status); the changed model is `minilm-int8`, which
+must find the paraphrases too and keep its index across a restart.
 """
 
 from __future__ import annotations
@@ -205,15 +206,20 @@ def test_restart_reindex_deleted_index_and_model_change(env: Env) -> None:
     config = config_file.read_text()
     env.node.stop()  # another model: the index says who built it, so it is rebuilt
     config_file.write_text(config.replace('"embedder": "wordllama"',
-                                          '"embedder": "wordllama:256"'))
+                                          '"embedder": "minilm-int8"'))
     try:
         env.node.start()
         wait_api_ready(env.node.api_url)
         status = env.wait_indexed()
-        assert status["name"] == "wordllama-l2_supercat" and status["dim"] == 256
+        assert status["name"] == "all-MiniLM-L6-v2-int8" and status["dim"] == 384
         assert "built by wordllama-l2_supercat-128 " in status["rebuilt_reason"]
         assert status["vectors"] >= len(MEMORIES)
         assert env.search(PET, "semantic")[0]["id"] == "r-cat"
+        assert env.search(ADS, "hybrid")[0]["id"] == "r-budget"
+        int8 = env.snapshot()
+        env.restart()  # the int8 model's index persists like any other
+        assert env.wait_indexed()["rebuilt_reason"] is None
+        assert env.snapshot() == int8
     finally:
         env.node.stop()
         config_file.write_text(config)
