@@ -14,6 +14,7 @@ hit (0 if none in the top 10). Also: index build rate and per-query latency.
 
     .venv/bin/python bench/bench_recall.py                       # wordllama
     .venv/bin/python bench/bench_recall.py --embedders wordllama minilm  # make install-minilm first
+    .venv/bin/python bench/bench_recall.py --embedders minilm minilm-int8
 """
 
 from __future__ import annotations
