@@ -50,6 +50,8 @@ class MiniLMInt8Embedder(MiniLMEmbedder):
                config: dict[str, Any]) -> None:
         super()._setup(tokenizer, weights, config)
         self._session = _session(_encoder_graph(self), quantise=self.QUANTISE)
+        # the session holds the layers now; the float copies would be ~45 MB of dead RAM
+        self._w = {k: v for k, v in self._w.items() if k.startswith("embeddings.")}
 
     def _embed_on(self, texts: list[str], threads: int) -> np.ndarray:
         """A (re)build splits its texts between threads, each running its own batches: the
