@@ -26,7 +26,7 @@ from memledger.recall.minilm import MiniLMEmbedder
 
 
 class MiniLMInt8Embedder(MiniLMEmbedder):
-    """Tokenising, batching by length and mean pooling are MiniLMEmbedder's; the six
+    """Tokenising, the embedding layer and mean pooling are MiniLMEmbedder's; the six
     encoder layers run in one single-threaded ONNX Runtime session. One thread, so the
     work stays on the caller's thread: the index follower's low priority then applies to
     it, and concurrent queries are parallel by themselves."""
@@ -73,7 +73,7 @@ class MiniLMInt8Embedder(MiniLMEmbedder):
 def _encoder_graph(encoder: MiniLMEmbedder) -> Any:
     """The encoder layers as an ONNX model: inputs `x` (embedded tokens, [batch, n, dim])
     and `bias` (0 or -1e9 per key, [batch, 1, 1, n]); output the last hidden states.
-    The same algebra as MiniLMEmbedder._encode, op for op."""
+    The same algebra as MiniLMEmbedder._encoder_layers, op for op."""
     try:
         from onnx import TensorProto, helper, numpy_helper
     except ImportError as exc:
@@ -142,7 +142,7 @@ def _encoder_graph(encoder: MiniLMEmbedder) -> Any:
 
 def _session(model: Any, quantise: bool) -> Any:
     """Quantise the float graph's matrix products to int8 (weights per output channel,
-    activations per batch) with ONNX Runtime's own quantiser, then open one
+    activations per call) with ONNX Runtime's own quantiser, then open one
     single-threaded session on the result. The quantiser works on files, so the model
     passes through a private temporary folder."""
     try:
