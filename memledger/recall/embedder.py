@@ -194,11 +194,11 @@ def _cached(spec: str) -> Embedder:
     if kind == "minilm":
         from memledger.recall.minilm import MiniLMEmbedder  # its own module: a NumPy BERT
 
-        return MiniLMEmbedder()
+        return MiniLMEmbedder(int(arg) if arg else None)
     if kind == "minilm-int8":
         from memledger.recall.minilm_int8 import MiniLMInt8Embedder  # ONNX Runtime, int8
 
-        return MiniLMInt8Embedder()
+        return MiniLMInt8Embedder(int(arg) if arg else None)
     if kind == "sentence-transformers":
         return SentenceTransformersEmbedder(arg or "sentence-transformers/all-MiniLM-L6-v2")
     if kind == "fastembed":

