@@ -30,6 +30,7 @@ class MiniLMEmbedder(Embedder):
     MAX_TOKENS = 256
     BATCH = 32
     MODEL_NAME = "all-MiniLM-L6-v2"
+    _axes: np.ndarray | None  # [hidden, dim] when projecting (`_use_axes`)
 
     def __init__(self, dim: int | None = None) -> None:
         """`dim` below the model's 384 projects every vector on fixed principal axes of
@@ -89,7 +90,7 @@ class MiniLMEmbedder(Embedder):
         self._heads = int(config["num_attention_heads"])
         self._eps = float(config.get("layer_norm_eps", 1e-12))
         self._hidden = self.dim = int(config["hidden_size"])
-        self._axes: np.ndarray | None = None  # [hidden, dim] when projecting
+        self._axes = None
         w = {k.removeprefix("bert."): v.astype(np.float32) for k, v in weights.items()}
         for key in [k for k in w if k.endswith(".weight") and w[k].ndim == 2
                     and not k.startswith("embeddings.")]:
