@@ -16,6 +16,9 @@ Embedders, chosen by a spec string (node config `embedder`, `make_embedder`):
 - `minilm-int8`: the same weights run by ONNX Runtime with int8 matrix products
   (memledger.recall.minilm_int8): 2-3x faster than `minilm`, vectors within ~1.5% in
   cosine of the float model's. Installed by the same `make install-minilm`.
+- `minilm:128`, `minilm-int8:128`: either, projected on 128 fixed principal axes of the
+  model's own outputs (memledger/recall/minilm_axes_128.npy, written by
+  scripts/make_minilm_axes.py): a third of the index, nearly the same recall.
 - `sentence-transformers:<model>`: any sentence-transformers model (extra `recall-st`).
   Downloads its weights on first use.
 - `fastembed:<model>`: any fastembed (ONNX) model (extra `recall-fastembed`). Downloads
