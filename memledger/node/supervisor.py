@@ -202,11 +202,28 @@ class Supervisor:
             dead = self.poll()
             if dead is not None:
                 code = dead.proc.returncode
-                print(f"memledger: {dead.name} exited with code {code}; stopping the node "
-                      f"(see {dead.log_path})", file=sys.stderr, flush=True)
+                last = last_log_line(dead.log_path)
+                said = f": {last}" if last else ""
+                print(f"memledger: {dead.name} exited with code {code}{said}; stopping the "
+                      f"node (see {dead.log_path})", file=sys.stderr, flush=True)
                 self.stop()
                 return 1
             time.sleep(0.2)
         print("memledger: shutting down", flush=True)
         self.stop()
         return 0
+
+
+def last_log_line(path: Path, limit: int = 300) -> str:
+    """The last non-empty line of a child's log (where a Python child's traceback ends
+    in the error itself, e.g. an embedder that cannot load), cut to `limit` characters:
+    the operator sees why in the one line the node prints, not only where to look."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 8192))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    return lines[-1][:limit] if lines else ""

@@ -225,3 +225,22 @@ def test_restart_reindex_deleted_index_and_model_change(env: Env) -> None:
         config_file.write_text(config)
         env.node.start()
         wait_api_ready(env.node.api_url)
+
+
+def test_an_embedder_that_cannot_load_stops_the_node_saying_why(
+        tmp_path: Path, cometbft_bin: Path) -> None:
+    """A node whose configured embedder cannot load (here a dimension the model has no
+    axes for; equally a model wheel that is not installed) stops, and its one line says
+    why, not only which log to read."""
+    runner = NodeRunner(tmp_path / "home", chain_id="memledger-bad-embedder")
+    config_file = runner.home / "config.json"
+    config_file.write_text(config_file.read_text().replace('"embedder": "wordllama"',
+                                                           '"embedder": "minilm:100"'))
+    runner.start(wait=False)
+    try:
+        code = runner.wait_exit(timeout=120)
+    finally:
+        runner.stop()
+    assert code != 0
+    assert ("api exited with code 1: memledger.recall.embedder.EmbedderUnavailable: "
+            "all-MiniLM-L6-v2 has no 100-dimensional axes") in runner.output, runner.output
