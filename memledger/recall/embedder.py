@@ -193,15 +193,15 @@ def make_embedder(spec: str | None) -> Embedder | None:
 def _cached(spec: str) -> Embedder:
     kind, _, arg = spec.partition(":")
     if kind == "wordllama":
-        return WordLlamaEmbedder(int(arg) if arg else 128)
+        return WordLlamaEmbedder(_dim(spec, arg) or 128)
     if kind == "minilm":
         from memledger.recall.minilm import MiniLMEmbedder  # its own module: a NumPy BERT
 
-        return MiniLMEmbedder(int(arg) if arg else None)
+        return MiniLMEmbedder(_dim(spec, arg))
     if kind == "minilm-int8":
         from memledger.recall.minilm_int8 import MiniLMInt8Embedder  # ONNX Runtime, int8
 
-        return MiniLMInt8Embedder(int(arg) if arg else None)
+        return MiniLMInt8Embedder(_dim(spec, arg))
     if kind == "sentence-transformers":
         return SentenceTransformersEmbedder(arg or "sentence-transformers/all-MiniLM-L6-v2")
     if kind == "fastembed":
@@ -211,3 +211,13 @@ def _cached(spec: str) -> Embedder:
         return HttpEmbedder(model, url or "http://127.0.0.1:11434")
     raise EmbedderUnavailable(f"unknown embedder {spec!r} (wordllama, minilm, minilm-int8, "
                               "sentence-transformers:<m>, fastembed:<m>, http:<m>@<url>, none)")
+
+
+def _dim(spec: str, arg: str) -> int | None:
+    """The dimension after `model:`, None when there is none."""
+    if not arg:
+        return None
+    if not arg.isdigit() or int(arg) == 0:
+        raise EmbedderUnavailable(f"embedder {spec!r}: the part after ':' is a dimension, "
+                                  f"a positive whole number")
+    return int(arg)

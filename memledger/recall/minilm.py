@@ -57,8 +57,9 @@ class MiniLMEmbedder(Embedder):
             shipped = sorted(int(f.removeprefix("minilm_axes_").removesuffix(".npy"))
                              for f in os.listdir(os.path.dirname(__file__))
                              if f.startswith("minilm_axes_"))
-            raise EmbedderUnavailable(f"{self.MODEL_NAME} has no {dim}-dimensional axes "
-                                      f"(there are: {self._hidden}, {shipped})")
+            choices = ", ".join(str(d) for d in shipped)
+            raise EmbedderUnavailable(f"{self.MODEL_NAME} has no {dim}-dimensional axes: "
+                                      f"use {choices}, or {self._hidden} (the model's own)")
         with open(path, "rb") as f:
             raw = f.read()
         axes = np.load(io.BytesIO(raw))

@@ -45,6 +45,8 @@ def test_wordllama_offline_unit_vectors_and_meaning(wordllama) -> None:  # type:
     assert make_embedder("none") is None and make_embedder("") is None
     with pytest.raises(EmbedderUnavailable):
         make_embedder("no-such-model")
+    with pytest.raises(EmbedderUnavailable, match="is a dimension"):
+        make_embedder("wordllama:wide")
 
 
 def test_minilm_runs_offline_from_its_wheel_as_the_reference_does() -> None:
