@@ -9,6 +9,8 @@ from nacl.signing import SigningKey
 
 from memledger.node import cometbft
 from memledger.node.cometbft import CometProcess
+from memledger.node.rpc import RpcError
+from memledger.node.waiting import wait_until
 from tests.support.comet import init_node
 
 pytestmark = pytest.mark.cometbft
@@ -43,7 +45,10 @@ def test_init_configure_start_tx_query(tmp_path: Path, cometbft_bin: Path) -> No
             query = client.abci_query("", b"k")
             assert query.code == 0
             assert query.value == b"v"
-            found = client.tx(res.hash)
+            # CometBFT's tx indexer writes after the block's events, which is also when
+            # broadcast_tx_commit answers: the lookup may need a moment
+            found = wait_until(lambda: client.tx(res.hash), 10, 0.1,
+                               what="the tx indexer to index the tx", ignore=(RpcError,))
             assert int(found["height"]) == res.height
             results = client.block_results(res.height)
             assert len(results["txs_results"]) == 1
