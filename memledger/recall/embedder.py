@@ -73,8 +73,7 @@ class Embedder(ABC):
             return np.zeros((0, self.dim), dtype=np.float32)
         cut = [t[:MAX_EMBED_CHARS] for t in texts]
         threads = threads or os.cpu_count() or 1
-        raw = np.asarray(self._embed(cut) if threads == 1 else self._embed_on(cut, threads),
-                         dtype=np.float32)
+        raw = np.asarray(self._embed_on(cut, threads), dtype=np.float32)
         norms = np.linalg.norm(raw, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         return np.ascontiguousarray(raw / norms, dtype=np.float32)

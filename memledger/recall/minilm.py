@@ -132,7 +132,7 @@ class MiniLMEmbedder(Embedder):
         b, n, _ = x.shape
         h = self._heads
         d = x.shape[-1] // h
-        bias = (1.0 - mask[:, None, None, :].astype(np.float32)) * -1e9
+        bias = attention_bias(mask)
         for i in range(self._layers):
             p = f"encoder.layer.{i}."
             qkv = self._lin(x, p + "attention.self.qkv").reshape(b, n, 3, h, d)
@@ -166,6 +166,11 @@ class MiniLMEmbedder(Embedder):
                 mask[row, :len(tokens[j])] = 1
             out[batch] = self._encode(ids, mask)
         return out if self._axes is None else out @ self._axes
+
+
+def attention_bias(mask: np.ndarray) -> np.ndarray:
+    """[batch, 1, 1, n]: 0 for a real key, -1e9 for padding (added to attention scores)."""
+    return (1.0 - mask[:, None, None, :].astype(np.float32)) * -1e9
 
 
 def _minilm_wheel() -> tuple[Any, dict[str, np.ndarray], dict[str, Any]]:

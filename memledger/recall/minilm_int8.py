@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from memledger.recall.embedder import EmbedderUnavailable, dist_version_or_zero
-from memledger.recall.minilm import MiniLMEmbedder
+from memledger.recall.minilm import MiniLMEmbedder, attention_bias
 
 
 class MiniLMInt8Embedder(MiniLMEmbedder):
@@ -65,8 +65,7 @@ class MiniLMInt8Embedder(MiniLMEmbedder):
             return np.concatenate(list(pool.map(self._embed, parts)))
 
     def _encoder_layers(self, x: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        bias = (1.0 - mask[:, None, None, :].astype(np.float32)) * -1e9
-        inputs = {"x": x.astype(np.float32, copy=False), "bias": bias}
+        inputs = {"x": x.astype(np.float32, copy=False), "bias": attention_bias(mask)}
         return np.asarray(self._session.run(None, inputs)[0])
 
 
