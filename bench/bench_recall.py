@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -246,14 +247,26 @@ def _loaded_rss(index: Any) -> dict[str, Any]:
     return dict(json.loads(done.stdout))
 
 
+def _cached_index(cache: Path | None, size: int) -> Path | None:
+    """`cache` when it holds a saved index of exactly `size` memories (the fill alone)."""
+    if cache is None or not (cache / "meta.json").exists():
+        return None
+    return cache if json.loads((cache / "meta.json").read_text()).get("count") == size \
+        else None
+
+
 def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
-          db_url: str | None = None, compare_queries: int = 30) -> dict[str, Any]:
+          db_url: str | None = None, compare_queries: int = 30,
+          index_cache: Path | None = None) -> dict[str, Any]:
     """Latency of the modes at `size` synthetic memories (bench_read's Zipf generator,
     flushed into a SQLite projection, or `db_url`), plus index build rate, RAM and disk.
 
     `embedder_spec` "none" measures text only: through the word index, and through the
     projection's own full-text index for comparison. `write_rate` memories/s are flushed
-    into the projection meanwhile, a block a second.
+    into the projection meanwhile, a block a second. `index_cache`: a folder the built
+    vector index is copied to, or, when it already holds one of this size and model,
+    copied from instead of building (the fill is seeded, so another backend's run has
+    the same memories; embedding 1M texts with a transformer takes over an hour).
     """
     import random
 
@@ -291,12 +304,23 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
         embedder = make_embedder(embedder_spec)
         indexer = None
         if embedder is not None:
-            index = VectorIndex(Path(tmp) / "recall", embedder)
-            index.open()
+            folder = Path(tmp) / "recall"
+            cached = _cached_index(index_cache, size)
+            if cached is not None:
+                shutil.copytree(cached, folder)
+            index = VectorIndex(folder, embedder)
+            reused = cached is not None and index.open() is None
             indexer = Indexer(engine, index)
             t0 = time.perf_counter()
-            indexer.rebuild()
+            if reused:
+                indexer.catch_up()
+            else:
+                index.open()
+                indexer.rebuild()
             build = time.perf_counter() - t0
+            if index_cache is not None and not reused:
+                shutil.rmtree(index_cache, ignore_errors=True)
+                shutil.copytree(folder, index_cache)
             indexer.follow()  # follows the writes below, as on a node
             out["index"] = {"build_s": round(build, 1),
                             "memories_per_s": round(len(index) / build),
@@ -304,6 +328,10 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
                             "ram_bytes_per_memory": round(index.memory_bytes() / len(index)),
                             "disk_bytes": index.disk_bytes(),
                             "disk_bytes_per_memory": round(index.disk_bytes() / len(index))}
+            if reused:  # no build was timed: say where the vectors came from
+                out["index"].pop("build_s")
+                out["index"].pop("memories_per_s")
+                out["index"]["copied_from"] = str(index_cache)
         rng = random.Random(3)
         kinds = {
             "common word": lambda: VOCAB[0],
@@ -361,6 +389,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--write-rate", type=int, default=0,
                         help="with --scale: memories/s flushed into the projection meanwhile")
+    parser.add_argument("--index-cache", type=Path, default=None,
+                        help="with --scale: copy the built vector index here, or reuse "
+                             "the one here (same size and model) instead of building")
     parser.add_argument("--postgres", action="store_true",
                         help="with --scale: a private PostgreSQL server instead of SQLite")
     args = parser.parse_args()
@@ -372,7 +403,8 @@ def main() -> None:
             server = start_postgres()
         try:
             result = scale(args.scale, args.queries, args.embedders[0], args.write_rate,
-                           None if server is None else server.url)
+                           None if server is None else server.url,
+                           index_cache=args.index_cache)
         finally:
             if server is not None:
                 server.stop()
