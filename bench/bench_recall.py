@@ -322,6 +322,7 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
                 shutil.rmtree(index_cache, ignore_errors=True)
                 shutil.copytree(folder, index_cache)
             indexer.follow()  # follows the writes below, as on a node
+            out["embedder"] = embedder.describe()
             out["index"] = {"build_s": round(build, 1),
                             "memories_per_s": round(len(index) / build),
                             "ram_bytes": index.memory_bytes(),

@@ -354,11 +354,34 @@ def _recall_file(results: Path, name: str) -> tuple[Any, str]:
     raise Skip(f"no {name}")
 
 
+#: the same runs with the MiniLM candidate default (`minilm-int8:128`), per backend
+RECALL_RUNS_MINILM = (("recall_scale_1m_minilm_int8_128.json",),
+                      ("recall_scale_1m_pg_minilm_int8_128.json",))
+
+
+def _embedder_of(data: dict[str, Any]) -> str:
+    """The embedder spec a scale run was made with (its recorded command's
+    --embedders), the default when the command names none."""
+    words = str(data.get("command", "")).split()
+    if "--embedders" in words[:-1]:
+        return words[words.index("--embedders") + 1]
+    return "wordllama"
+
+
 def plot_recall_latency(results: Path) -> Figure:
     """Ranked search p50 (bar) and p99 (whisker) per mode and query kind at scale, under
-    writes, against the 20 ms p99 goal: one panel per recorded run."""
+    writes, against the 20 ms p99 goal: one panel per backend's latest recorded run."""
+    return _recall_latency(results, RECALL_RUNS, "recall_scale_1m*.json")
+
+
+def plot_recall_latency_minilm(results: Path) -> Figure:
+    """The same with `embedder: "minilm-int8:128"`, the candidate default."""
+    return _recall_latency(results, RECALL_RUNS_MINILM, "recall_scale_1m*minilm_int8_128.json")
+
+
+def _recall_latency(results: Path, groups: tuple[tuple[str, ...], ...], wanted: str) -> Figure:
     runs = []
-    for names in RECALL_RUNS:
+    for names in groups:
         for name in names:  # the latest recorded run of each backend
             try:
                 runs.append(_recall_file(results, name))
@@ -366,7 +389,7 @@ def plot_recall_latency(results: Path) -> Figure:
             except Skip:
                 continue
     if not runs:
-        raise Skip("no recall_scale_1m*.json")
+        raise Skip(f"no {wanted}")
     fig = _figure(5.5 * len(runs) + 0.5, 4.6,
                   "Recall latency at scale, in process, limit 10, under writes",
                   ", ".join(name for _, name in runs))
@@ -395,7 +418,8 @@ def plot_recall_latency(results: Path) -> Figure:
         backend = "PostgreSQL" if str(data.get("backend", "")).startswith("postgresql") \
             else "SQLite"
         ax.set(title=f"{_size(int(data['size']))} memories, {backend}, "
-                     f"{data.get('write_rate_per_s', 0)} writes/s", xlabel="query")
+                     f"{data.get('write_rate_per_s', 0)} writes/s, {_embedder_of(data)}",
+               xlabel="query")
         ax.legend(loc="upper left", title="bar = p50, whisker = p99 (ms)", title_fontsize=8)
     axes[0].set_ylabel("latency per query (ms, log)")
     top = max(float(v["p99"]) for data, _ in runs for v in data["latency_ms"].values())
@@ -433,6 +457,7 @@ def plot_recall_quality(results: Path) -> Figure:
 PLOTS: dict[str, Callable[[Path], Figure]] = {
     "engine": plot_engine, "flush": plot_flush, "apphash": plot_apphash, "e2e": plot_e2e,
     "read": plot_read, "recall_latency": plot_recall_latency,
+    "recall_latency_minilm": plot_recall_latency_minilm,
     "recall_quality": plot_recall_quality,
 }
 

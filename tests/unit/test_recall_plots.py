@@ -61,3 +61,20 @@ def test_recall_latency_draws_each_backend_s_latest_run(tmp_path: Path) -> None:
     assert "recall_scale_1m_champions.json" in sources
     assert "recall_scale_1m_pg.json" in sources
     assert "recall_scale_1m.json" not in sources
+
+
+def test_the_minilm_latency_plot_names_its_embedder(tmp_path: Path) -> None:
+    full = tmp_path / "full"
+    full.mkdir()
+    cells = {f"{m} / {k}": _latency(6.0, 12.0) for m in ("text", "semantic", "hybrid")
+             for k in ("common word", "rare word", "paraphrase")}
+    command = "bench/bench_recall.py --scale 1000000 --embedders minilm-int8:128"
+    for name, backend in (("recall_scale_1m_minilm_int8_128.json", "sqlite"),
+                          ("recall_scale_1m.json", "sqlite")):
+        (tmp_path / name).write_text(json.dumps({
+            "size": 1_000_000, "backend": backend, "write_rate_per_s": 100,
+            "latency_ms": cells, "command": command if "minilm" in name else ""}))
+    figure = plots.plot_recall_latency_minilm(full)
+    titles = " ".join(ax.get_title() for ax in figure.axes)
+    assert "minilm-int8:128" in titles and "SQLite" in titles
+    assert "wordllama" in " ".join(ax.get_title() for ax in plots.plot_recall_latency(full).axes)
