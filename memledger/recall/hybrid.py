@@ -96,3 +96,19 @@ def semantic_ranked(index: VectorIndex, query: np.ndarray, want: int,
         if len(hits) >= want or fetch >= min(len(index), OVERFETCH_CAP):
             return hits
         fetch = min(fetch * 4, OVERFETCH_CAP)
+
+
+def with_unindexed(hits: Ranked, query: np.ndarray,
+                   unindexed: Sequence[tuple[str, np.ndarray]], keep: Keep | None,
+                   want: int) -> Ranked:
+    """The index's `want` best (`hits`) merged with the memories not in it yet that the
+    filter passes, each scored by its cosine to the unit `query`; the best `want` of both.
+    An id in both is the index's (its follower got there first)."""
+    seen = {m for m, _ in hits}
+    fresh = [(m, v) for m, v in unindexed if m not in seen]
+    if not fresh or want <= 0:
+        return hits
+    passing = keep([m for m, _ in fresh]) if keep is not None else {m for m, _ in fresh}
+    scored = [(m, float(v @ query) / (float(np.linalg.norm(v)) or 1.0))
+              for m, v in fresh if m in passing]
+    return sorted(hits + scored, key=lambda kv: (-kv[1], kv[0]))[:want]

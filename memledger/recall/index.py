@@ -25,7 +25,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -172,11 +172,13 @@ class VectorIndex:
             self._readers.clear()
 
     # ---------------------------------------------------------------- writes
-    def add(self, items: Sequence[tuple[str, str]], height: int, threads: int = 1) -> int:
+    def add(self, items: Sequence[tuple[str, str]], height: int, threads: int = 1,
+            known: Mapping[str, np.ndarray] | None = None) -> int:
         """Embed and add (memory id, text) pairs, then advance the watermark to `height`.
-        A memory already present is replaced (content never changes, so this is rare)."""
+        A memory already present is replaced (content never changes, so this is rare).
+        `known`: vectors already embedded for some of the ids (by a search), used as is."""
         if items:
-            vectors = self.embedder.embed([text for _, text in items], threads=threads)
+            vectors = self._vectors(items, threads, known or {})
             keys = np.array([memory_key(mid) for mid, _ in items], dtype=np.uint64)
             assert self._keys is not None
             with self._keys_lock:
@@ -210,6 +212,19 @@ class VectorIndex:
             self.meta.indexed_height = max(self.meta.indexed_height, height)
             self.meta.count = len(self._index)
         return len(items)
+
+    def _vectors(self, items: Sequence[tuple[str, str]], threads: int,
+                 known: Mapping[str, np.ndarray]) -> np.ndarray:
+        todo = [i for i, (mid, _) in enumerate(items) if mid not in known]
+        if len(todo) == len(items):
+            return self.embedder.embed([text for _, text in items], threads=threads)
+        vectors = np.empty((len(items), self.embedder.dim), dtype=np.float32)
+        for i, (mid, _) in enumerate(items):
+            if mid in known:
+                vectors[i] = known[mid]
+        if todo:
+            vectors[todo] = self.embedder.embed([items[i][1] for i in todo], threads=threads)
+        return vectors
 
     def remove(self, memory_ids: Iterable[str]) -> None:
         keys = [memory_key(m) for m in memory_ids]

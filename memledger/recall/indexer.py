@@ -14,11 +14,16 @@ filters its candidates against the projection.
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from memledger.projection.schema import memories
 from memledger.recall.embedder import Embedder
 from memledger.recall.follow import FollowerThread, Following, new_memories, projection_height
 from memledger.recall.index import VectorIndex
@@ -33,6 +38,17 @@ log = logging.getLogger("memledger.recall")
 #: watermark lacks.
 SAVE_EVERY_S = 300.0
 SAVE_EVERY_ADDS = 50_000
+
+#: A search ranks at most this many of the newest memories above the watermark itself,
+#: so a memory is found by meaning as soon as it is committed, not once the follower
+#: reaches it (a writer that recalls what it just wrote). Further behind than that, the
+#: older ones wait for the follower; /v1/status shows the lag.
+UNINDEXED_CAP = 128
+#: The embedding time one search may spend on them, newest first: a static model embeds
+#: all 128 in ~2 ms; a transformer one or two, and the next searches go on where it
+#: stopped (the follower, meanwhile, takes what they embedded). It bounds what the
+#: feature adds to a search's latency while the follower is behind.
+UNINDEXED_BUDGET_S = 0.005
 
 
 @dataclass
@@ -65,6 +81,11 @@ class Indexer(Following):
         self._follower: FollowerThread | None = None
         self._last_save = time.monotonic()
         self._unsaved = 0
+        # the memories above the watermark that searches embedded, for the next searches
+        # and then for the follower (so each is embedded once): (lo, hi, [(id, vector)])
+        self._unindexed_lock = threading.Lock()
+        self._unindexed: tuple[int, int, list[tuple[str, np.ndarray]]] | None = None
+        self._embedded: dict[str, np.ndarray] = {}
 
     @property
     def embedder(self) -> Embedder:
@@ -87,7 +108,8 @@ class Indexer(Following):
             for rows, mark in new_memories(conn, lo, hi):
                 # a (re)build may use every core; following stays on one
                 self.index.add([(r.id, r.content) for r in rows], mark,
-                               threads=0 if self.state == "building" else 1)
+                               threads=0 if self.state == "building" else 1,
+                               known=self._searched_vectors())
                 added += len(rows)
                 self._unsaved += len(rows)
                 if limit_rows is not None and added >= limit_rows:
@@ -95,6 +117,57 @@ class Indexer(Following):
             if added == 0:
                 self.index.add([], hi)  # nothing new up to hi
         return added
+
+    # ---------------------------------------------------------------- read-your-writes
+    def unindexed(self, conn: sa.Connection, height: int) -> list[tuple[str, np.ndarray]]:
+        """The newest memories (at most UNINDEXED_CAP) committed above the watermark and
+        at most at `height` (the projection height the search reads by), with their
+        vectors, for a search to rank beside the index's hits. Empty while the index is
+        being built from scratch (it is not serving then).
+
+        Embedded here, at the searching thread's priority and within UNINDEXED_BUDGET_S,
+        newest first, each once: a complete list is shared by the searches at the same
+        (watermark, height), a later list reuses the vectors it already has, and the
+        follower takes them instead of embedding again."""
+        lo = self.index.meta.indexed_height
+        if self.state == "building" or height <= lo:
+            return []
+        with self._unindexed_lock:
+            cached, embedded = self._unindexed, self._embedded
+        if cached is not None and cached[:2] == (lo, height):
+            return cached[2]
+        rows = conn.execute(
+            sa.select(memories.c.id, memories.c.content).where(
+                memories.c.submitted_height > lo, memories.c.submitted_height <= height,
+                memories.c.content.is_not(None))
+            .order_by(memories.c.submitted_height.desc(), memories.c.id.desc())
+            .limit(UNINDEXED_CAP)).all()
+        fresh = self._embed_within([(r.id, r.content) for r in rows if r.id not in embedded])
+        have = {**embedded, **fresh}
+        listed = [(str(r.id), have[r.id]) for r in rows if r.id in have]
+        with self._unindexed_lock:
+            if len(listed) == len(rows):
+                self._unindexed = (lo, height, listed)
+            # replaced, never changed in place: the follower may be reading the old one
+            kept = self._embedded if len(self._embedded) < 4 * UNINDEXED_CAP else {}
+            self._embedded = {**kept, **fresh}
+        return listed
+
+    def _embed_within(self, items: list[tuple[str, str]]) -> dict[str, np.ndarray]:
+        """Vectors for a prefix of `items`: one text, then twice as many each round, while
+        the time spent stays under UNINDEXED_BUDGET_S."""
+        out: dict[str, np.ndarray] = {}
+        started, size, at = time.monotonic(), 1, 0
+        while at < len(items) and (at == 0 or time.monotonic() - started < UNINDEXED_BUDGET_S):
+            part = items[at:at + size]
+            out.update(zip([m for m, _ in part], self.embedder.embed([t for _, t in part]),
+                           strict=True))
+            at, size = at + len(part), size * 2
+        return out
+
+    def _searched_vectors(self) -> Mapping[str, np.ndarray]:
+        with self._unindexed_lock:
+            return self._embedded
 
     def maybe_save(self, force: bool = False) -> bool:
         due = self._unsaved >= SAVE_EVERY_ADDS or \

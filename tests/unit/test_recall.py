@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 from pathlib import Path
 
 import httpx
@@ -460,3 +461,73 @@ def test_the_committed_minilm_axes_are_what_the_script_makes() -> None:
     assert made.shape == committed.shape == (128, 384)
     overlap = float(np.sum((made @ committed.T) ** 2)) / 128  # 1.0: the same subspace
     assert overlap > 0.999
+
+
+class _CountingEmbedder:
+    """The wordllama embedder, counting the texts it is asked to embed."""
+
+    def __init__(self, inner, seconds_per_call: float = 0.0) -> None:  # type: ignore[no-untyped-def]
+        self.inner, self.texts, self.seconds_per_call = inner, 0, seconds_per_call
+        self.name, self.version, self.dim = inner.name, inner.version, inner.dim
+
+    def embed(self, texts: list[str], threads: int = 1) -> np.ndarray:
+        self.texts += len(texts)
+        time.sleep(self.seconds_per_call)  # a slow (transformer) model
+        return np.asarray(self.inner.embed(texts, threads=threads))
+
+
+@pytest.mark.parametrize("slow", [False, True])
+def test_a_memory_is_found_by_meaning_as_soon_as_it_is_committed(tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                wordllama, slow: bool) -> None:
+    import sqlalchemy as sa
+
+    from memledger.devtools.chain import LocalChain, seeded_key
+    from memledger.node.api.filter_check import FilterCheck
+    from memledger.node.api.queries import MemoryFilter
+    from memledger.node.api.ranked import hybrid, semantic
+    from memledger.recall.indexer import Indexer
+
+    chain = LocalChain(tmp_path / "chain")
+    key, other = seeded_key("ryw-unit"), seeded_key("ryw-other")
+    chain.block([chain.builder(key).submit(chain.next_nonce(key), f"n-{i}",
+                                           f"note {i} about topic {i % 7} and colour {i % 5}")
+                 for i in range(60)])
+    engine = sa.create_engine(chain.db_url)
+    counting = _CountingEmbedder(wordllama, 0.02 if slow else 0.0)
+    indexer = Indexer(engine, VectorIndex(tmp_path / "recall", counting))  # type: ignore[arg-type]
+    indexer.index.open()
+    indexer.catch_up()
+    indexer.state = "following"  # serving, with no follower thread to move it
+    watermark = indexer.index.meta.indexed_height
+    chain.block([chain.builder(key).submit(chain.next_nonce(key), "cat",
+                                           "Our cat Miso is allergic to chicken"),
+                 chain.builder(other).submit(chain.next_nonce(other), "dog",
+                                             "The dog must never eat chocolate")])
+    question = "what should the pet not eat"
+
+    def search(flt: MemoryFilter, mode=semantic) -> list[str]:  # type: ignore[no-untyped-def]
+        with engine.connect() as conn:
+            check = FilterCheck(conn, flt)
+            if mode is semantic:
+                return [m for m, _ in semantic(conn, flt, question, 5, indexer, check)]
+            return [m for m, _ in hybrid(conn, flt, question, 5, indexer, None, check)]
+
+    before = counting.texts
+    if slow:  # over its time budget after one text, a search ranks the newest alone
+        # ("dog": same block, after "cat" by id); the next search goes on from there
+        assert "cat" not in search(MemoryFilter(q=question))
+        assert counting.texts - before == 1 + 1  # the question and "dog"
+    fresh = search(MemoryFilter(q=question))
+    assert {"cat", "dog"} <= set(fresh[:2])  # the two new memories are the nearest
+    assert search(MemoryFilter(q=question), hybrid)[:2] == fresh[:2]
+    assert "dog" not in search(MemoryFilter(q=question, author=bytes(key.verify_key).hex()))
+    assert indexer.index.meta.indexed_height == watermark < chain.height  # nothing waited
+    # each new memory was embedded once, and the question once per search
+    searches = 4 if slow else 3
+    assert counting.texts - before == 2 + searches
+    indexer.catch_up()  # the follower takes the searches' vectors instead of embedding
+    assert counting.texts - before == 2 + searches
+    assert indexer.index.meta.indexed_height == chain.height
+    assert search(MemoryFilter(q=question))[:2] == fresh[:2]  # the index ranks them alike
+    engine.dispose()
+    chain.close()

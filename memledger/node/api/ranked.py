@@ -49,6 +49,7 @@ from memledger.recall.hybrid import (
     first_passing,
     rrf,
     semantic_ranked,
+    with_unindexed,
 )
 from memledger.recall.indexer import Indexer
 from memledger.recall.text_index import WordBag
@@ -251,10 +252,11 @@ def text_ranked(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
 
 
 def semantic(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
-             indexer: Indexer, keep: Keep | None = None, vector: Any = None,
+             indexer: Indexer, keep: FilterCheck | None = None, vector: Any = None,
              first: Ranked | None = None) -> Ranked:
     """Top `n` memories by meaning among those `flt` passes (`vector`: the text's
-    embedding and `first` the index's first fetch for it, when the caller has them)."""
+    embedding and `first` the index's first fetch for it, when the caller has them),
+    the ones committed since the index's watermark included (read-your-writes)."""
     if vector is None:
         vector = indexer.embedder.embed([text])[0]
     keep = keep or FilterCheck(conn, flt)
@@ -264,8 +266,9 @@ def semantic(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
                             .limit(cap + 1)).scalars().all()
         return None if len(rows) > cap else [str(r) for r in rows]
 
-    return semantic_ranked(indexer.index, vector, n, keep,
+    hits = semantic_ranked(indexer.index, vector, n, keep,
                            narrow if narrowed(flt) else None, first)
+    return with_unindexed(hits, vector, indexer.unindexed(conn, keep.height()), keep, n)
 
 
 def hybrid(conn: sa.Connection, flt: MemoryFilter, text: str, depth: int,
