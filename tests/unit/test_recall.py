@@ -228,6 +228,17 @@ def test_rest_modes_cursors_and_errors(tmp_path: Path) -> None:
         # any schema-valid cursor is accepted: its leading number is the offset
         late = api.get("/v1/memories", params={"q": "zebra", "cursor": "7~z-1"}).json()
         assert [m["id"] for m in late["items"]] == ["cat"] and late["next_cursor"] is None
+        # with the follower held, a new memory is found by meaning all the same
+        recall = app.state.memledger.recall
+        recall.pause()
+        watermark = recall.index.meta.indexed_height
+        chain.block([b.submit(chain.next_nonce(key), "dog", "The dog must never eat grapes")])
+        for mode in ("semantic", "hybrid"):
+            found = api.get("/v1/memories", params={"q": "what should a pet not eat",
+                                                    "mode": mode, "limit": 2}).json()
+            assert {m["id"] for m in found["items"]} == {"cat", "dog"}, (mode, found)
+        assert recall.index.meta.indexed_height == watermark < chain.height
+        recall.pause(False)
     chain.close()
 
 
