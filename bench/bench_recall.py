@@ -393,10 +393,17 @@ def main() -> None:
     parser.add_argument("--index-cache", type=Path, default=None,
                         help="with --scale: copy the built vector index here, or reuse "
                              "the one here (same size and model) instead of building")
+    parser.add_argument("--no-unindexed", action="store_true",
+                        help="with --scale: searches leave out the memories above the vector "
+                             "index's watermark (read-your-writes off), for an A/B of its cost")
     parser.add_argument("--postgres", action="store_true",
                         help="with --scale: a private PostgreSQL server instead of SQLite")
     args = parser.parse_args()
     if args.scale:
+        if args.no_unindexed:
+            from memledger.recall import indexer
+
+            indexer.UNINDEXED_CAP = 0
         server = None
         if args.postgres:
             from memledger.devtools.postgres import start_postgres
