@@ -130,7 +130,7 @@ class Indexer(Following):
         (watermark, height), a later list reuses the vectors it already has, and the
         follower takes them instead of embedding again."""
         lo = self.index.meta.indexed_height
-        if self.state == "building" or height <= lo:
+        if self.state == "building" or height <= lo or UNINDEXED_CAP <= 0:
             return []
         with self._unindexed_lock:
             cached, embedded = self._unindexed, self._embedded
