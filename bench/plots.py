@@ -337,7 +337,8 @@ RECALL_KINDS = ["common word", "rare word", "paraphrase"]
 #: PostgreSQL the run with 1,000 queries per cell, the steadier p99)
 RECALL_RUNS = (("recall_scale_1m_one_check_1000q.json", "recall_scale_1m_champions.json",
                 "recall_scale_1m.json"),
-               ("recall_scale_1m_pg_one_check_1000q_b.json",
+               ("recall_scale_1m_pg_read_your_writes.json",
+                "recall_scale_1m_pg_one_check_1000q_b.json",
                 "recall_scale_1m_pg_one_check_1000q.json",
                 "recall_scale_1m_pg_one_statement_1000q.json",
                 "recall_scale_1m_pg_champions_1000q.json", "recall_scale_1m_pg_champions.json",
