@@ -132,6 +132,13 @@ def test_light_client_verifies_real_chain_and_rejects_tampering(env: Env) -> Non
 
 
 def test_pinned_root_through_the_rest_pass_through(env: Env) -> None:
+    # the pin is block 3 and the target the last block but one: build the blocks here
+    # rather than count on the tests before this one (alone, the chain was at height 2)
+    filler = 0
+    with env.node.rpc() as rpc:
+        while rpc.latest_height() < 6:
+            env.committed(f"pinned-root filler {filler}", f"vr-pin-{filler}")
+            filler += 1
     rpc_provider = RpcProvider(env.node.rpc_url)
     pin = rpc_provider.light_block(3).header
     lc = LightClient(RestProvider(env.node.api_url), PinnedRoot(3, pin.hash()), wait_s=5)
