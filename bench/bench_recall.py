@@ -309,13 +309,12 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
             if cached is not None:
                 shutil.copytree(cached, folder)
             index = VectorIndex(folder, embedder)
-            reused = cached is not None and index.open() is None
+            reused = index.open() is None and cached is not None
             indexer = Indexer(engine, index)
             t0 = time.perf_counter()
             if reused:
                 indexer.catch_up()
             else:
-                index.open()
                 indexer.rebuild()
             build = time.perf_counter() - t0
             if index_cache is not None and not reused:
@@ -323,16 +322,14 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
                 shutil.copytree(folder, index_cache)
             indexer.follow()  # follows the writes below, as on a node
             out["embedder"] = embedder.describe()
-            out["index"] = {"build_s": round(build, 1),
-                            "memories_per_s": round(len(index) / build),
+            # a reused index had no build to time: say where its vectors came from
+            built = {"copied_from": str(index_cache)} if reused else {
+                "build_s": round(build, 1), "memories_per_s": round(len(index) / build)}
+            out["index"] = {**built,
                             "ram_bytes": index.memory_bytes(),
                             "ram_bytes_per_memory": round(index.memory_bytes() / len(index)),
                             "disk_bytes": index.disk_bytes(),
                             "disk_bytes_per_memory": round(index.disk_bytes() / len(index))}
-            if reused:  # no build was timed: say where the vectors came from
-                out["index"].pop("build_s")
-                out["index"].pop("memories_per_s")
-                out["index"]["copied_from"] = str(index_cache)
         rng = random.Random(3)
         kinds = {
             "common word": lambda: VOCAB[0],

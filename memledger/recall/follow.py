@@ -26,6 +26,13 @@ def projection_height(conn: sa.Connection) -> int:
     return int(value or 0)
 
 
+def submitted_between(lo: int, hi: int) -> sa.ColumnElement[bool]:
+    """Memories with content submitted at `lo < height <= hi`: what an index at
+    watermark `lo` lacks of a projection at height `hi`."""
+    return sa.and_(memories.c.submitted_height > lo, memories.c.submitted_height <= hi,
+                   memories.c.content.is_not(None))
+
+
 def new_memories(conn: sa.Connection, lo: int, hi: int, chunk: int = CHUNK
                  ) -> Iterator[tuple[list[sa.Row[Any]], int]]:
     """Memories with content and `lo < submitted_height <= hi`, a chunk at a time in
@@ -34,9 +41,7 @@ def new_memories(conn: sa.Connection, lo: int, hi: int, chunk: int = CHUNK
     after: tuple[int, str] | None = None
     while True:
         query = sa.select(memories.c.id, memories.c.content, memories.c.tags,
-                          memories.c.submitted_height).where(
-            memories.c.submitted_height > lo, memories.c.submitted_height <= hi,
-            memories.c.content.is_not(None))
+                          memories.c.submitted_height).where(submitted_between(lo, hi))
         if after is not None:
             query = query.where(memories.c.submitted_height >= after[0], sa.or_(
                 memories.c.submitted_height > after[0], memories.c.id > after[1]))

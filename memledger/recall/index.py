@@ -215,15 +215,14 @@ class VectorIndex:
 
     def _vectors(self, items: Sequence[tuple[str, str]], threads: int,
                  known: Mapping[str, np.ndarray]) -> np.ndarray:
-        todo = [i for i, (mid, _) in enumerate(items) if mid not in known]
-        if len(todo) == len(items):
-            return self.embedder.embed([text for _, text in items], threads=threads)
+        """Each item's vector: `known`'s when it has one, else embedded (all in one call)."""
         vectors = np.empty((len(items), self.embedder.dim), dtype=np.float32)
+        todo = [i for i, (mid, _) in enumerate(items) if mid not in known]
+        if todo:
+            vectors[todo] = self.embedder.embed([items[i][1] for i in todo], threads=threads)
         for i, (mid, _) in enumerate(items):
             if mid in known:
                 vectors[i] = known[mid]
-        if todo:
-            vectors[todo] = self.embedder.embed([items[i][1] for i in todo], threads=threads)
         return vectors
 
     def remove(self, memory_ids: Iterable[str]) -> None:

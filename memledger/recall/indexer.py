@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,7 +24,13 @@ from sqlalchemy.engine import Engine
 
 from memledger.projection.schema import memories
 from memledger.recall.embedder import Embedder
-from memledger.recall.follow import FollowerThread, Following, new_memories, projection_height
+from memledger.recall.follow import (
+    FollowerThread,
+    Following,
+    new_memories,
+    projection_height,
+    submitted_between,
+)
 from memledger.recall.index import VectorIndex
 
 log = logging.getLogger("memledger.recall")
@@ -109,7 +114,7 @@ class Indexer(Following):
                 # a (re)build may use every core; following stays on one
                 self.index.add([(r.id, r.content) for r in rows], mark,
                                threads=0 if self.state == "building" else 1,
-                               known=self._searched_vectors())
+                               known=self._embedded)  # replaced whole, never changed
                 added += len(rows)
                 self._unsaved += len(rows)
                 if limit_rows is not None and added >= limit_rows:
@@ -137,9 +142,7 @@ class Indexer(Following):
         if cached is not None and cached[:2] == (lo, height):
             return cached[2]
         rows = conn.execute(
-            sa.select(memories.c.id, memories.c.content).where(
-                memories.c.submitted_height > lo, memories.c.submitted_height <= height,
-                memories.c.content.is_not(None))
+            sa.select(memories.c.id, memories.c.content).where(submitted_between(lo, height))
             .order_by(memories.c.submitted_height.desc(), memories.c.id.desc())
             .limit(UNINDEXED_CAP)).all()
         fresh = self._embed_within([(r.id, r.content) for r in rows if r.id not in embedded])
@@ -169,10 +172,6 @@ class Indexer(Following):
                            strict=True))
             at, size = at + len(part), size * 2
         return out
-
-    def _searched_vectors(self) -> Mapping[str, np.ndarray]:
-        with self._unindexed_lock:
-            return self._embedded
 
     def maybe_save(self, force: bool = False) -> bool:
         due = self._unsaved >= SAVE_EVERY_ADDS or \
