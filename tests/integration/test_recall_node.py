@@ -1,10 +1,10 @@
 """Recall by meaning on a real node (cometbft + app + REST + voter), SQLite and PostgreSQL.
 
-One node per backend for the module, with the default embedder (wordllama): a paraphrase
+One node per backend for the module, with the default embedder (`minilm-int8:128`): a paraphrase
 that shares no word with a memory finds it; every filter and include_disputed holds in
 every mode; a challenged memory leaves default results; restart, `projection reindex`,
 a deleted index and a model change all come back to the same results (the last two
-rebuilding, and saying why in /v1/status); the changed model is `minilm-int8`, which
+rebuilding, and saying why in /v1/status); the changed model is `wordllama`, which
 must find the paraphrases too and keep its index across a restart.
 """
 
@@ -134,7 +134,7 @@ def test_paraphrase_with_no_shared_word(env: Env) -> None:
         assert [m.id for m in ml.recall(PET, mode="semantic", limit=1)] == ["r-cat"]
         assert list(ml.search(PET)) == []  # search() keeps its all-words meaning
     status = env.recall_status()
-    assert status["name"] == "wordllama-l2_supercat-128" and status["dim"] == 128
+    assert status["name"] == "all-MiniLM-L6-v2-int8-128" and status["dim"] == 128
     assert status["vectors"] >= len(MEMORIES)
     metrics = httpx.get(f"{env.node.api_url}/metrics", timeout=30).text
     assert "memledger_recall_lag_blocks 0.0" in metrics
@@ -204,22 +204,23 @@ def test_restart_reindex_deleted_index_and_model_change(env: Env) -> None:
 
     config_file = env.node.home / "config.json"
     config = config_file.read_text()
+    assert '"embedder": "minilm-int8:128"' in config
     env.node.stop()  # another model: the index says who built it, so it is rebuilt
-    config_file.write_text(config.replace('"embedder": "wordllama"',
-                                          '"embedder": "minilm-int8"'))
+    config_file.write_text(config.replace('"embedder": "minilm-int8:128"',
+                                          '"embedder": "wordllama"'))
     try:
         env.node.start()
         wait_api_ready(env.node.api_url)
         status = env.wait_indexed()
-        assert status["name"] == "all-MiniLM-L6-v2-int8" and status["dim"] == 384
-        assert "built by wordllama-l2_supercat-128 " in status["rebuilt_reason"]
+        assert status["name"] == "wordllama-l2_supercat-128" and status["dim"] == 128
+        assert "built by all-MiniLM-L6-v2-int8-128 " in status["rebuilt_reason"]
         assert status["vectors"] >= len(MEMORIES)
         assert env.search(PET, "semantic")[0]["id"] == "r-cat"
         assert env.search(ADS, "hybrid")[0]["id"] == "r-budget"
-        int8 = env.snapshot()
-        env.restart()  # the int8 model's index persists like any other
+        other = env.snapshot()
+        env.restart()  # the other model's index persists like any other
         assert env.wait_indexed()["rebuilt_reason"] is None
-        assert env.snapshot() == int8
+        assert env.snapshot() == other
     finally:
         env.node.stop()
         config_file.write_text(config)
@@ -234,8 +235,10 @@ def test_an_embedder_that_cannot_load_stops_the_node_saying_why(
     why, not only which log to read."""
     runner = NodeRunner(tmp_path / "home", chain_id="memledger-bad-embedder")
     config_file = runner.home / "config.json"
-    config_file.write_text(config_file.read_text().replace('"embedder": "wordllama"',
-                                                           '"embedder": "minilm:100"'))
+    config = config_file.read_text()
+    assert '"embedder": "minilm-int8:128"' in config
+    config_file.write_text(config.replace('"embedder": "minilm-int8:128"',
+                                          '"embedder": "minilm:100"'))
     runner.start(wait=False)
     try:
         code = runner.wait_exit(timeout=120)

@@ -23,7 +23,7 @@ from memledger.recall.embedder import (
 from memledger.recall.hybrid import first_passing, rrf, semantic_ranked
 from memledger.recall.index import VectorIndex, memory_key
 from memledger.recall.minilm import MiniLMEmbedder
-from memledger.recall.minilm_int8 import MiniLMInt8Embedder
+from memledger.recall.minilm_int8 import MiniLMInt8Embedder, cache_folder
 
 
 @pytest.fixture(scope="module")
@@ -459,6 +459,43 @@ def test_minilm_at_128_dimensions_projects_on_the_committed_axes() -> None:
     assert question @ memory > question @ other + 0.2
     with pytest.raises(EmbedderUnavailable, match="no 100-dimensional axes"):
         make_embedder("minilm:100")
+
+
+def test_minilm_int8_caches_its_quantised_model_and_reads_back_the_same_vectors(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default embedder quantises once per machine: a later load reads the cached
+    model and gives bit-for-bit the same vectors (an index built before a restart stays
+    valid after it). An altered cache file is a miss that heals; a cache that cannot be
+    written, or none, still loads."""
+    monkeypatch.setenv("MEMLEDGER_MODEL_CACHE", str(tmp_path / "models"))
+    texts = ["The staging database listens on port 5433", "which port does the test db use",
+             "Our cat Miso is allergic to chicken, so buy salmon food"]
+    fresh = MiniLMInt8Embedder(128)
+    expected = fresh.embed(texts)
+    assert not fresh.from_cache
+    folder = cache_folder()
+    assert folder is not None and folder.parent == tmp_path / "models"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "config.json", "encoder.onnx", "front.npz", "manifest.json", "tokenizer.json"]
+
+    cached = MiniLMInt8Embedder(128)
+    assert cached.from_cache and cached.version == fresh.version
+    assert np.array_equal(cached.embed(texts), expected)
+
+    encoder = folder / "encoder.onnx"
+    altered = bytearray(encoder.read_bytes())
+    altered[len(altered) // 2] ^= 0x01
+    encoder.write_bytes(bytes(altered))
+    healed = MiniLMInt8Embedder(128)
+    assert not healed.from_cache and np.array_equal(healed.embed(texts), expected)
+    assert MiniLMInt8Embedder(128).from_cache
+
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("MEMLEDGER_MODEL_CACHE", str(tmp_path / "a-file" / "models"))
+    unwritable = MiniLMInt8Embedder(128)
+    assert not unwritable.from_cache and np.array_equal(unwritable.embed(texts), expected)
+    monkeypatch.setenv("MEMLEDGER_MODEL_CACHE", "")
+    assert cache_folder() is None and not MiniLMInt8Embedder(128).from_cache
 
 
 def test_the_committed_minilm_axes_are_what_the_script_makes() -> None:
