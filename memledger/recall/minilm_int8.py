@@ -266,7 +266,6 @@ def _write_cached(folder: Path, encoder: bytes, front: dict[str, np.ndarray],
     """Write the model's files into a private folder beside `folder`, then rename it into
     place: a reader sees the whole model or none. A cache that cannot be written (a
     read-only home) only costs the next load its ~2 s."""
-
     buffer = io.BytesIO()
     arrays: dict[str, Any] = dict(front)
     np.savez(buffer, **arrays)
@@ -282,8 +281,13 @@ def _write_cached(folder: Path, encoder: bytes, front: dict[str, np.ndarray],
         for name, data in raw.items():
             (staging / name).write_bytes(data)
         (staging / "manifest.json").write_text(json.dumps(manifest, sort_keys=True))
-        shutil.rmtree(folder, ignore_errors=True)  # an unusable one, if it was there
-        os.rename(staging, folder)
+        try:
+            os.rename(staging, folder)
+        except OSError:  # there already: another process's (keep it) or an unusable one
+            if _read_cached(folder) is not None:
+                return
+            shutil.rmtree(folder, ignore_errors=True)
+            os.rename(staging, folder)
         staging = None
         log.info("minilm-int8: quantised model cached at %s", folder)
     except OSError as exc:
