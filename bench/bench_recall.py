@@ -12,8 +12,8 @@ vector index fed by the follower.
 recall@5 = |relevant in top 5| / min(|relevant|, 5); MRR = 1 / rank of the first relevant
 hit (0 if none in the top 10). Also: index build rate and per-query latency.
 
-    .venv/bin/python bench/bench_recall.py                       # wordllama
-    .venv/bin/python bench/bench_recall.py --embedders wordllama minilm  # make install-minilm first
+    .venv/bin/python bench/bench_recall.py                       # the default embedder
+    .venv/bin/python bench/bench_recall.py --embedders wordllama minilm
     .venv/bin/python bench/bench_recall.py --embedders minilm minilm-int8
 """
 
@@ -40,6 +40,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 from memledger.devtools.chain import LocalChain, seeded_key  # noqa: E402
 from memledger.node.api import ApiSettings, create_app  # noqa: E402
 from memledger.node.stats import percentile  # noqa: E402
+from memledger.recall.embedder import DEFAULT_EMBEDDER  # noqa: E402
 
 EVAL = ROOT / "bench" / "data" / "recall_eval.json"
 MODES = ("text", "semantic", "hybrid")
@@ -379,7 +380,7 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--embedders", nargs="+", default=["wordllama"])
+    parser.add_argument("--embedders", nargs="+", default=[DEFAULT_EMBEDDER])
     parser.add_argument("--out", default=None, help="also write the JSON report here")
     parser.add_argument("--scale", type=int, default=0,
                         help="instead: latency, build rate, RAM and disk at this many "

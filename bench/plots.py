@@ -362,11 +362,14 @@ RECALL_RUNS_MINILM = (("recall_scale_1m_minilm_int8_128.json",),
 
 
 def _embedder_of(data: dict[str, Any]) -> str:
-    """The embedder spec a scale run was made with (its recorded command's
-    --embedders), the default when the command names none."""
+    """The embedder a scale run was made with: its recorded command's --embedders, else
+    the model its report names, else wordllama (the default when runs named neither)."""
     words = str(data.get("command", "")).split()
     if "--embedders" in words[:-1]:
         return words[words.index("--embedders") + 1]
+    recorded = data.get("embedder")
+    if isinstance(recorded, dict) and recorded.get("name"):
+        return str(recorded["name"])
     return "wordllama"
 
 
