@@ -8,7 +8,7 @@ its largest component is positive. No memory or query is involved, so the projec
 cannot fit an evaluation set. The file is committed: a node must project the same way
 at every restart, and a recomputed basis could turn within near-equal components.
 
-    .venv/bin/python scripts/make_minilm_axes.py 128     # needs make install-minilm
+    .venv/bin/python scripts/make_minilm_axes.py 128     # needs the model (make install)
 """
 
 from __future__ import annotations

