@@ -13,6 +13,7 @@ quantiser turns it into int8. That takes ~2 s, so the result is kept in a disk c
 from __future__ import annotations
 
 import hashlib
+import importlib
 import io
 import json
 import logging
@@ -109,11 +110,8 @@ def _encoder_graph(encoder: MiniLMEmbedder) -> Any:
     """The encoder layers as an ONNX model: inputs `x` (embedded tokens, [batch, n, dim])
     and `bias` (0 or -1e9 per key, [batch, 1, 1, n]); output the last hidden states.
     The same algebra as MiniLMEmbedder._encoder_layers, op for op."""
-    try:
-        from onnx import TensorProto, helper, numpy_helper
-    except ImportError as exc:
-        raise EmbedderUnavailable(
-            f"minilm-int8 needs onnx: run `make install` ({exc})") from None
+    onnx = _onnx_module("onnx")
+    helper, numpy_helper, TensorProto = onnx.helper, onnx.numpy_helper, onnx.TensorProto
     w, heads, dim = encoder._w, encoder._heads, encoder._hidden
     head_dim = dim // heads
     nodes: list[Any] = []
@@ -179,36 +177,38 @@ def _quantised(model: Any) -> bytes:
     """The float graph with its matrix products quantised to int8 (weights per output
     channel, activations per call) by ONNX Runtime's own quantiser. It works on files, so
     the model passes through a private temporary folder."""
-    try:
-        import onnx
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-    except ImportError as exc:
-        raise EmbedderUnavailable(
-            f"minilm-int8 needs onnxruntime: run `make install` ({exc})") from None
+    onnx = _onnx_module("onnx")
+    quantization = _onnx_module("onnxruntime.quantization")
     with tempfile.TemporaryDirectory(prefix="memledger-minilm-") as folder:
         float_path = os.path.join(folder, "float.onnx")
         int8_path = os.path.join(folder, "int8.onnx")
         onnx.save(model, float_path)
         with _quiet_quantiser():
-            quantize_dynamic(float_path, int8_path, weight_type=QuantType.QInt8,
-                             per_channel=True)
+            quantization.quantize_dynamic(float_path, int8_path, per_channel=True,
+                                          weight_type=quantization.QuantType.QInt8)
         with open(int8_path, "rb") as f:
             return f.read()
 
 
 def _open_session(serialised: bytes) -> Any:
     """One single-threaded ONNX Runtime session on a serialised model."""
-    try:
-        import onnxruntime as ort
-    except ImportError as exc:
-        raise EmbedderUnavailable(
-            f"minilm-int8 needs onnxruntime: run `make install` ({exc})") from None
+    ort = _onnx_module("onnxruntime")
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return ort.InferenceSession(serialised, options, providers=["CPUExecutionProvider"])
+
+
+def _onnx_module(name: str) -> Any:
+    """onnx or ONNX Runtime (or one of their modules), imported when first needed; when
+    missing, the embedder cannot run here, and the message says how to install it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise EmbedderUnavailable(f"minilm-int8 needs {name.partition('.')[0]}: run "
+                                  f"`make install` ({exc})") from None
 
 
 def model_cache_root() -> Path | None:
@@ -266,18 +266,18 @@ def _write_cached(folder: Path, encoder: bytes, front: dict[str, np.ndarray],
     """Write the model's files into a private folder beside `folder`, then rename it into
     place: a reader sees the whole model or none. A cache that cannot be written (a
     read-only home) only costs the next load its ~2 s."""
-    buffer = io.BytesIO()
-    arrays: dict[str, Any] = dict(front)
-    np.savez(buffer, **arrays)
-    raw = {"encoder.onnx": encoder, "front.npz": buffer.getvalue(),
-           "tokenizer.json": tokenizer.to_str().encode(),
-           "config.json": json.dumps(config, sort_keys=True).encode()}
-    manifest = {name: hashlib.sha256(data).hexdigest() for name, data in raw.items()}
     staging: Path | None = None
-    try:
+    try:  # the folder first: where none can be made, nothing is serialised in vain
         folder.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
         staging.chmod(0o755)  # other users (a node in a container) may read it
+        buffer = io.BytesIO()
+        arrays: dict[str, Any] = dict(front)
+        np.savez(buffer, **arrays)
+        raw = {"encoder.onnx": encoder, "front.npz": buffer.getvalue(),
+               "tokenizer.json": tokenizer.to_str().encode(),
+               "config.json": json.dumps(config, sort_keys=True).encode()}
+        manifest = {name: hashlib.sha256(data).hexdigest() for name, data in raw.items()}
         for name, data in raw.items():
             (staging / name).write_bytes(data)
         (staging / "manifest.json").write_text(json.dumps(manifest, sort_keys=True))
