@@ -7,6 +7,7 @@ rather than answer a Commit it could not make durable.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -19,13 +20,14 @@ from memledger.consensus.block import genesis, lifecycle
 from memledger.consensus.block.context import BlockInfo, CommittedView, TxBuffer
 from memledger.consensus.block.execute import TxOutcome, process_tx
 from memledger.consensus.block.proposal import order_by_nonce
-from memledger.consensus.codes import CODESPACE
+from memledger.consensus.codes import CODESPACE, QueryCode
+from memledger.consensus.families.accounts import nonces
 from memledger.consensus.faults import FaultPlan, halt
 from memledger.consensus.gate.pending import PendingNonces
 from memledger.consensus.gate.sigverify import SignatureVerifier
 from memledger.consensus.gate.txcache import DecodedTxCache
 from memledger.consensus.gate.verifypool import VerifyPool
-from memledger.consensus.query import QueryService
+from memledger.consensus.query import BACKLOG_PATH, QueryService, answer
 from memledger.consensus.store import records
 from memledger.consensus.store.snapshots import SnapshotStore, SnapshotTaker
 from memledger.consensus.store.state import BlockOverlay, CanonicalStore
@@ -140,7 +142,8 @@ class MemLedgerApp(BaseApplication):
         """Advisory: the full processTx against committed state, writes discarded.
 
         From the nonce-window rule on, the nonce check also sees what the mempool holds
-        (new txs and rechecks alike add to that view; Commit clears it).
+        (new txs and rechecks alike add to that view; Commit clears it). A recheck that
+        fails drops a tx this node once acknowledged: it is logged, never silent.
         """
         version = self.app_version
         block = BlockInfo(
@@ -150,10 +153,16 @@ class MemLedgerApp(BaseApplication):
             app_version=version,
         )
         pending = self.mempool_nonces if versions.active("nonce_window", version) else None
+        recheck = req.type == pb.RECHECK
         outcome = process_tx(CommittedView(self.store), block, req.tx, apply=False,
-                             check=self.verifier, decoded=self.decoded, pending=pending)
+                             check=self.verifier, decoded=self.decoded, pending=pending,
+                             recheck=recheck)
         if pending is not None and outcome.code == 0:
             pending.add(outcome.signer_key, outcome.nonce)
+        if recheck and outcome.code:
+            log.warning("recheck dropped acknowledged tx %s from the mempool: %s (code %d) %s",
+                        hashlib.sha256(req.tx).hexdigest(), outcome.code.slug,
+                        int(outcome.code), outcome.log)
         return pb.ResponseCheckTx(
             code=int(outcome.code),
             log=outcome.log,
@@ -304,4 +313,24 @@ class MemLedgerApp(BaseApplication):
 
     # ----------------------------------------------------------------- queries
     def query(self, req: pb.RequestQuery) -> pb.ResponseQuery:
+        if req.path == BACKLOG_PATH and not req.prove:
+            return self._backlog(bytes(req.data))
         return self.queries.query(req)
+
+    def _backlog(self, data: bytes) -> pb.ResponseQuery:
+        """`/mempool/backlog` (data `<signer hex>/<nonce>`): may the REST API let this tx
+        into the mempool? This node's view, not committed state: never proven."""
+        height = self.store.last_height
+        try:
+            signer_hex, nonce_text = data.decode("ascii").split("/")
+            signer, nonce = bytes.fromhex(signer_hex), int(nonce_text)
+        except ValueError:
+            return answer(QueryCode.BAD_REQUEST, height, "data must be <signer hex>/<nonce>")
+        state = TxBuffer(CommittedView(self.store))
+        if versions.active("nonce_window", self.app_version):
+            room = nonces.backlog(nonces.load(state, signer).recent,
+                                  self.mempool_nonces.for_signer(signer), nonce,
+                                  nonces.window_size(state))
+        else:  # no mempool view before the window: nothing to bound
+            room = nonces.Backlog(0, 0, 0, 0, 0, "ok")
+        return pb.ResponseQuery(value=json.dumps(room.to_json()).encode(), height=height)

@@ -56,6 +56,10 @@ class Code(_Described):
         13, "nonce at or below the signer's nonce window (v3+): sign again with a fresh nonce")
     NONCE_PENDING = (
         14, 'CheckTx only: a tx with this nonce from this signer is already in the mempool')
+    SIGNER_BACKLOG_FULL = (
+        15, "REST admission only: this node's mempool already holds a quarter window of "
+            "this signer's txs above its oldest pending one; send the same tx again after "
+            "the next block")
     # --- memory submit (30..49) ---
     INVALID_MEMORY_ID = 30, 'memory id empty, longer than 128 bytes or with bad characters'
     INVALID_DOMAIN = 31, 'domain empty, longer than 128 bytes or with bad characters'

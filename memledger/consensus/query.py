@@ -14,6 +14,10 @@ for an absent key, `/account` included), the height H whose app hash (in header 
 covers them, and a proof of inclusion or exclusion in `proof_ops`
 (`memledger.consensus.proofs`). Value, height and proof come from one LMDB snapshot.
 
+`/mempool/backlog` (data `<signer hex>/<nonce>`) is the exception: it reads this node's
+mempool view, not committed state, and is answered by the app itself. The REST API asks it
+before it lets a client's tx in (`memledger.consensus.families.accounts.nonces.backlog`).
+
 A query never takes the node down: any failure inside is answered with `FAILED`.
 """
 
@@ -30,6 +34,7 @@ from memledger.consensus.wire._pb import abci_pb2 as pb
 
 log = logging.getLogger(__name__)
 
+BACKLOG_PATH = "/mempool/backlog"
 #: The longest key any record has (prefix + 128-byte id + NUL + 64 hex chars, with room).
 MAX_QUERY_KEY = 509
 

@@ -12,7 +12,8 @@ Keys never leave the process: every transaction is built and signed here and sen
 bytes. Nonces are `max(time_ns, last + 1)` under a lock, so concurrent calls and process
 restarts never reuse one without a server round trip (the protocol allows gaps).
 Failures raise `MemLedgerError` carrying the server's problem (numeric `code`, `name`);
-429 and 503 answers are first retried with backoff, honouring Retry-After (`RetryPolicy`).
+429 and 503 answers are first retried with backoff, honouring Retry-After (`RetryPolicy`);
+a signer whose backlog is full waits for the chain instead of failing.
 """
 
 from __future__ import annotations
@@ -275,6 +276,11 @@ class NonceSource:
 RETRY_STATUSES = frozenset({429, 503})
 
 
+#: The refusal that means "this signer's backlog is full": the same bytes pass once a block
+#: has taken some of it, so it is waited out (up to `RetryPolicy.backlog_wait`).
+BACKLOG_FULL = Code.SIGNER_BACKLOG_FULL.slug
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """Bounded retries of 429/503 answers, honouring `Retry-After` like HTTP clients do.
@@ -284,20 +290,58 @@ class RetryPolicy:
     did get through is found by hash instead of being applied twice. The wait is the
     server's Retry-After when it gives one, else `backoff * 2**attempt` with jitter; both
     capped at `max_wait`. `retries=0` turns retrying off.
+
+    A full signer backlog (`signer_backlog_full`) is back-pressure, not failure: the
+    signer is writing faster than blocks take its txs, and the node broadcast nothing. It
+    is retried, with jittered waits of at most `backlog_step`, until `backlog_wait`
+    seconds have passed since the first send, so a burst of writes from one key flows at
+    the chain's pace instead of failing. The client's own writes sign each retry with a
+    fresh nonce (a tx that waited long would be old, close to the window's floor, when
+    admitted); already-signed bytes (`broadcast`) are sent again as they are.
     """
 
     retries: int = 4
     backoff: float = 0.25
     max_wait: float = 30.0
+    backlog_wait: float = 60.0
+    backlog_step: float = 1.0
 
-    def delay(self, resp: httpx.Response, attempt: int) -> float | None:
-        """Seconds to wait before retry number `attempt + 1`, or None to stop here."""
-        if resp.status_code not in RETRY_STATUSES or attempt >= self.retries:
+    def delay(self, resp: httpx.Response, attempt: int, elapsed: float = 0.0,
+              wait_backlog: bool = True) -> float | None:
+        """Seconds to wait before retry number `attempt + 1`, or None to stop here.
+
+        `elapsed`: seconds since the first send of this request. `wait_backlog=False`
+        leaves a full backlog to the caller (who re-signs).
+        """
+        if resp.status_code not in RETRY_STATUSES or self.retries <= 0:
+            return None
+        if _problem_name(resp) == BACKLOG_FULL:
+            return self.backlog_delay(attempt, elapsed) if wait_backlog else None
+        if attempt >= self.retries:
             return None
         advised = _retry_after(resp.headers.get("retry-after"))
         if advised is None:
             advised = self.backoff * 2 ** attempt * (0.5 + random.random() / 2)
         return max(0.0, min(self.max_wait, advised))
+
+
+    def backlog_delay(self, attempt: int, elapsed: float) -> float | None:
+        """The wait before trying a write refused for a full backlog again (None: give up)."""
+        if self.retries <= 0 or elapsed >= self.backlog_wait:
+            return None
+        step = min(self.backlog_step, self.backoff * 2 ** min(attempt, 8))
+        return min(step * (0.5 + random.random() / 2), self.backlog_wait - elapsed)
+
+
+def _problem_name(resp: httpx.Response) -> str:
+    """The `name` of a problem+json answer ("" for anything else)."""
+    if "json" not in resp.headers.get("content-type", ""):
+        return ""
+    try:
+        doc = resp.json()
+    except ValueError:
+        return ""
+    return str(doc.get("name", "")) if isinstance(doc, dict) else ""
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -520,15 +564,16 @@ class MemLedgerClient(_Core):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> tuple[httpx.Response, int]:
+    def _call(self, method: str, path: str, wait_backlog: bool = True,
+              **kwargs: Any) -> tuple[httpx.Response, int]:
         """The answer after retrying 429/503 per the policy, and how often it was sent."""
-        attempt = 0
+        attempt, started = 0, time.monotonic()
         while True:
             try:
                 resp = self._http.request(method, path, **kwargs)
             except httpx.HTTPError as exc:
                 raise _connection_error(self.base_url, exc) from None
-            delay = self._retry.delay(resp, attempt)
+            delay = self._retry.delay(resp, attempt, time.monotonic() - started, wait_backlog)
             if delay is None:
                 return resp, attempt + 1
             time.sleep(delay)
@@ -538,10 +583,11 @@ class MemLedgerClient(_Core):
         resp, _ = self._call(method, path, **kwargs)
         return self._raise_for(resp)
 
-    def _post_tx(self, path: str, tx: bytes, wait: str) -> Any:
+    def _post_tx(self, path: str, tx: bytes, wait: str, wait_backlog: bool = True) -> Any:
         """POST signed bytes (the same bytes on every retry). If a retried copy is then
         refused for its nonce, an earlier copy got through: answer with it, found by hash."""
-        resp, sent = self._call("POST", path, params={"wait": wait}, json=self._tx_json(tx))
+        resp, sent = self._call("POST", path, wait_backlog, params={"wait": wait},
+                                json=self._tx_json(tx))
         try:
             return self._raise_for(resp)
         except MemLedgerError as err:
@@ -570,17 +616,25 @@ class MemLedgerClient(_Core):
     def _send(self, path: str, make: MakeTx, wait: str, memory_id: str | None = None) -> TxReceipt:
         key = self._require_key()
         builder = TxBuilder(key, self.chain_id)
-        for attempt in (1, 2):
+        resigned, waits, started = False, 0, time.monotonic()
+        while True:
             tx = make(builder, self._nonces.next())
             try:
-                doc = self._post_tx(path, tx, wait)
+                doc = self._post_tx(path, tx, wait, wait_backlog=False)
             except MemLedgerError as err:
-                if err.code in RESIGN_CODES and attempt == 1:
+                # Refused, so nothing was applied: signing again is safe.
+                if err.name == BACKLOG_FULL:
+                    pause = self._retry.backlog_delay(waits, time.monotonic() - started)
+                    if pause is not None:
+                        time.sleep(pause)
+                        waits += 1
+                        continue
+                elif err.code in RESIGN_CODES and not resigned:
+                    resigned = True
                     self._nonces.at_least(self.account().last_nonce)
-                    continue  # rejected, so nothing was applied: safe to re-sign
+                    continue
                 raise
             return TxReceipt.from_json({**doc, "memory_id": doc.get("memory_id") or memory_id})
-        raise AssertionError("unreachable")
 
     def broadcast(self, tx: bytes, wait: str = "commit") -> TxReceipt:
         """Send already-signed tx bytes."""
@@ -821,14 +875,15 @@ class AsyncMemLedgerClient(_Core):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def _call(self, method: str, path: str, **kwargs: Any) -> tuple[httpx.Response, int]:
-        attempt = 0
+    async def _call(self, method: str, path: str, wait_backlog: bool = True,
+                    **kwargs: Any) -> tuple[httpx.Response, int]:
+        attempt, started = 0, time.monotonic()
         while True:
             try:
                 resp = await self._http.request(method, path, **kwargs)
             except httpx.HTTPError as exc:
                 raise _connection_error(self.base_url, exc) from None
-            delay = self._retry.delay(resp, attempt)
+            delay = self._retry.delay(resp, attempt, time.monotonic() - started, wait_backlog)
             if delay is None:
                 return resp, attempt + 1
             await asyncio.sleep(delay)
@@ -838,8 +893,8 @@ class AsyncMemLedgerClient(_Core):
         resp, _ = await self._call(method, path, **kwargs)
         return self._raise_for(resp)
 
-    async def _post_tx(self, path: str, tx: bytes, wait: str) -> Any:
-        resp, sent = await self._call("POST", path, params={"wait": wait},
+    async def _post_tx(self, path: str, tx: bytes, wait: str, wait_backlog: bool = True) -> Any:
+        resp, sent = await self._call("POST", path, wait_backlog, params={"wait": wait},
                                       json=self._tx_json(tx))
         try:
             return self._raise_for(resp)
@@ -869,17 +924,24 @@ class AsyncMemLedgerClient(_Core):
                     memory_id: str | None = None) -> TxReceipt:
         key = self._require_key()
         builder = TxBuilder(key, await self.chain_id())
-        for attempt in (1, 2):
+        resigned, waits, started = False, 0, time.monotonic()
+        while True:
             tx = make(builder, self._nonces.next())
             try:
-                doc = await self._post_tx(path, tx, wait)
+                doc = await self._post_tx(path, tx, wait, wait_backlog=False)
             except MemLedgerError as err:
-                if err.code in RESIGN_CODES and attempt == 1:
+                if err.name == BACKLOG_FULL:
+                    pause = self._retry.backlog_delay(waits, time.monotonic() - started)
+                    if pause is not None:
+                        await asyncio.sleep(pause)
+                        waits += 1
+                        continue
+                elif err.code in RESIGN_CODES and not resigned:
+                    resigned = True
                     self._nonces.at_least((await self.account()).last_nonce)
                     continue
                 raise
             return TxReceipt.from_json({**doc, "memory_id": doc.get("memory_id") or memory_id})
-        raise AssertionError("unreachable")
 
     async def broadcast(self, tx: bytes, wait: str = "commit") -> TxReceipt:
         """Send already-signed tx bytes."""

@@ -22,6 +22,7 @@ def test_specific_statuses() -> None:
     assert http_status_for_code(Code.DOMAIN_WRITE_DENIED) == 403
     assert http_status_for_code(Code.MEMORY_NOT_FOUND) == 404
     assert http_status_for_code(Code.TX_TOO_LARGE) == 413
+    assert http_status_for_code(Code.SIGNER_BACKLOG_FULL) == 429  # retried by clients
     assert http_status_for_code(Code.INVALID_TAG) == 422
     assert http_status_for_code(9999) == 422 and code_name(9999) == "unknown_9999"
 

@@ -180,3 +180,62 @@ def test_retry_after_as_http_date() -> None:
     resp = httpx.Response(429, headers={"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"})
     assert RetryPolicy().delay(resp, 0) == 0.0  # a date in the past: retry now
     assert RetryPolicy().delay(httpx.Response(500), 0) is None
+
+
+def _backlog_full() -> httpx.Response:
+    return _problem(429, "signer_backlog_full", code=15)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """A clock the client's sleeps advance (both clients), recording each wait."""
+    now = [1000.0]
+    waits: list[float] = []
+
+    def fake_sleep(seconds: float) -> None:
+        waits.append(seconds)
+        now[0] += seconds
+
+    async def fake_async_sleep(seconds: float) -> None:
+        fake_sleep(seconds)
+
+    monkeypatch.setattr(client_module.time, "sleep", fake_sleep)
+    monkeypatch.setattr(client_module.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(client_module.asyncio, "sleep", fake_async_sleep)
+    return waits
+
+
+def test_a_full_signer_backlog_is_waited_out(clock: list[float]) -> None:
+    """Back-pressure, not failure: past the 4 ordinary retries, in short jittered waits.
+    The client's own writes are signed afresh each time (nothing was broadcast); bytes
+    given to `broadcast` are sent again as they are."""
+    script = Script(*[_backlog_full() for _ in range(9)], _committed)
+    with _sync(script) as ml:
+        receipt = ml.submit("m-1", "sent until the backlog has room")
+    assert receipt.committed
+    sent = script.bodies("/v1/memories")
+    assert len(sent) == 10 and len(set(sent)) == 10  # a fresh nonce every time
+    assert all(0 < wait <= 1.0 for wait in clock) and max(clock) > 0.5
+    signed = sent[0]
+    script = Script(*[_backlog_full() for _ in range(6)], _committed)
+    with _sync(script) as ml:
+        assert ml.broadcast(base64.b64decode(json.loads(signed)["tx"])).committed
+    assert set(script.bodies("/v1/txs")) == {signed}
+
+
+def test_a_backlog_that_never_drains_fails_after_backlog_wait(clock: list[float]) -> None:
+    script = Script(*[_backlog_full() for _ in range(40)])
+    policy = RetryPolicy(backlog_wait=5.0)
+
+    async def run() -> None:
+        async with _async(script, retry=policy) as ml:
+            await ml.submit("m-1", "never admitted", wait="sync")
+
+    with pytest.raises(MemLedgerError) as info:
+        asyncio.run(run())
+    assert info.value.status == 429 and info.value.name == "signer_backlog_full"
+    assert sum(clock) == pytest.approx(5.0) and len(script.requests) == len(clock) + 1
+    script = Script(_backlog_full())
+    with _sync(script, retry=RetryPolicy(retries=0)) as ml, pytest.raises(MemLedgerError):
+        ml.submit("m-1", "retrying is off", wait="sync")
+    assert len(script.requests) == 1

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from nacl.signing import SigningKey
 
 from memledger.consensus.block.proposal import order_by_nonce
-from memledger.consensus.codes import Code
+from memledger.consensus.codes import Code, QueryCode
 from memledger.consensus.gate.txcache import DecodedTxCache
 from memledger.consensus.wire._pb import abci_pb2 as pb
 from memledger.node.txbuilder import TxBuilder, param_proposal, upgrade_proposal
@@ -171,19 +171,105 @@ def test_check_tx_sees_the_mempool_and_commit_resets_it(tmp_path: Path) -> None:
     assert chain.check(b).code == Code.NONCE_REPLAYED
 
 
-def test_check_tx_refuses_a_nonce_the_pending_txs_would_push_out(tmp_path: Path) -> None:
+def recheck(chain: LocalChain, tx: bytes) -> pb.ResponseCheckTx:
+    """What CometBFT sends after a Commit for each tx still in its mempool."""
+    return chain.app.check_tx(pb.RequestCheckTx(tx=tx, type=pb.RECHECK))
+
+
+def test_check_tx_refuses_a_new_nonce_the_pending_txs_would_push_out(tmp_path: Path) -> None:
     chain = v3_chain(tmp_path / "c")
-    chain.block([])  # genesis (and its window param) is committed with the first block
-    for n in range(10, 15):
-        assert chain.check(submit(chain, AGENT, n)).code == 0
-    late = chain.check(submit(chain, AGENT, 5))
-    assert late.code == Code.NONCE_BELOW_WINDOW and "behind 5 newer" in late.log
-    # With exactly `window` newer ones pending it is still admitted (it would become the
-    # floor at worst, but it commits).
-    chain.block([])
-    for n in range(10, 14):
-        assert chain.check(submit(chain, AGENT, n)).code == 0
+    assert [r.code for r in chain.block([submit(chain, AGENT, n) for n in range(10, 14)])] \
+        == [0] * 4  # four newer nonces committed: the window is full
+    # With exactly `window` newer ones it is still admitted (it becomes the floor at worst).
     assert chain.check(submit(chain, AGENT, 5)).code == 0
+    late = chain.check(submit(chain, AGENT, 3))
+    assert late.code == Code.NONCE_BELOW_WINDOW and "behind 5 newer" in late.log
+
+
+def backlog(chain: LocalChain, key: SigningKey, nonce: int) -> dict:  # type: ignore[type-arg]
+    """The app's answer to the REST API's admission question."""
+    data = f"{bytes(key.verify_key).hex()}/{nonce}".encode()
+    resp = chain.app.query(pb.RequestQuery(path="/mempool/backlog", data=data))
+    assert resp.code == 0, resp.log
+    return json.loads(resp.value)  # type: ignore[no-any-return]
+
+
+def test_the_rest_admission_bounds_each_signers_backlog_to_a_quarter_window(
+    tmp_path: Path,
+) -> None:
+    """A burst from one key cannot push its own acknowledged txs out of the window: above
+    its oldest pending tx, a node lets in window/4 of a signer's txs; the same nonce fits
+    after the next block. CheckTx itself (which also judges gossip) never refuses for it."""
+    chain = v3_chain(tmp_path / "c", window=16)
+    chain.block([])
+    admitted = [submit(chain, AGENT, n) for n in range(10, 15)]
+    for n, tx in zip(range(10, 15), admitted, strict=True):
+        assert backlog(chain, AGENT, n)["verdict"] == "ok"
+        assert chain.check(tx).code == 0
+    assert backlog(chain, AGENT, 15) == {"pending": 5, "above_oldest": 4, "newer": 0,
+                                         "limit": 4, "window": 16, "verdict": "full"}
+    assert backlog(chain, OTHER, 15)["verdict"] == "ok"  # per signer
+    assert backlog(chain, AGENT, 9)["verdict"] == "ok"  # older than every pending one
+    gossiped = submit(chain, AGENT, 15)
+    assert chain.check(gossiped).code == 0
+    assert [r.code for r in chain.block([*admitted, gossiped])] == [0] * 6
+    assert backlog(chain, AGENT, 16)["verdict"] == "ok"
+
+
+def test_an_old_nonce_is_acknowledged_only_a_backlog_away_from_the_floor(
+    tmp_path: Path,
+) -> None:
+    """A tx whose signer already used window - window/4 newer nonces could be pushed out
+    by one more backlog: the REST API refuses it (sign again), though CheckTx admits it."""
+    chain = v3_chain(tmp_path / "c", window=16)
+    assert [r.code for r in chain.block([submit(chain, AGENT, n) for n in range(20, 32)])] \
+        == [0] * 12
+    assert backlog(chain, AGENT, 5) == {"pending": 0, "above_oldest": 0, "newer": 12,
+                                        "limit": 4, "window": 16, "verdict": "ok"}
+    assert chain.check(submit(chain, AGENT, 5)).code == 0
+    assert backlog(chain, AGENT, 4)["verdict"] == "behind"  # 13 newer + 4 > 16
+    assert chain.check(submit(chain, AGENT, 4)).code == 0
+
+
+def test_the_backlog_question_is_answered_safely(tmp_path: Path) -> None:
+    chain = v3_chain(tmp_path / "c", window=16)
+    chain.block([])
+    for bad in (b"", b"zz/1", b"ab", b"00/x/1"):
+        resp = chain.app.query(pb.RequestQuery(path="/mempool/backlog", data=bad))
+        assert resp.code == QueryCode.BAD_REQUEST and "signer hex" in resp.log
+    old = LocalChain(tmp_path / "v2", app_state={"app_version": 2})
+    assert backlog(old, AGENT, 1)["verdict"] == "ok"
+
+
+def test_overtaken_pending_txs_do_not_hold_the_signer_back(tmp_path: Path) -> None:
+    """Newer nonces that already committed are not backlog: the limit counts what this
+    node would still put into blocks above its oldest pending tx (else every late retry of
+    an old nonce would throttle its signer until the next block)."""
+    chain = v3_chain(tmp_path / "c", window=16)
+    assert [r.code for r in chain.block([submit(chain, AGENT, n) for n in range(20, 30)])] \
+        == [0] * 10
+    assert chain.check(submit(chain, AGENT, 5)).code == 0  # ten committed ones are newer
+    for n in range(30, 34):
+        assert backlog(chain, AGENT, n)["verdict"] == "ok"
+        assert chain.check(submit(chain, AGENT, n)).code == 0
+    assert backlog(chain, AGENT, 34)["verdict"] == "full"
+
+
+def test_a_recheck_keeps_what_the_chain_would_still_accept(tmp_path: Path) -> None:
+    """Rechecks run in mempool (arrival) order: a tx that arrived after newer ones must not
+    be dropped for them — the proposer orders by nonce and it commits. Only what the chain
+    itself now refuses leaves the mempool."""
+    chain = v3_chain(tmp_path / "c")
+    chain.block([])
+    newer = [submit(chain, AGENT, n) for n in range(20, 25)]
+    old = submit(chain, AGENT, 5)
+    assert [recheck(chain, tx).code for tx in [*newer, old]] == [0] * 6
+    duplicate = chain.builder(AGENT).submit(22, "dup", "a second tx with nonce 22")
+    assert recheck(chain, duplicate).code == Code.NONCE_PENDING
+    assert [r.code for r in chain.block(order_by_nonce([*newer, old], chain.app.decoded))] \
+        == [0] * 6
+    assert recheck(chain, duplicate).code == Code.NONCE_REPLAYED
+    assert recheck(chain, submit(chain, AGENT, 4)).code == Code.NONCE_BELOW_WINDOW
 
 
 def test_old_versions_keep_the_committed_only_check(tmp_path: Path) -> None:

@@ -45,12 +45,14 @@ def process_tx(
     check: SignatureCheck | None = None,
     decoded: DecodedTxCache | None = None,
     pending: PendingNonces | None = None,
+    recheck: bool = False,
 ) -> TxOutcome:
     """Run one tx; on success its writes reach `view` (unless `apply` is False).
 
     `decoded` remembers txs that passed the stateless gate (same bytes, same chain id:
     same result), so mempool rechecks and the block do not decode them again. `pending`
-    (CheckTx only) is what the mempool already holds, for the nonce check.
+    (CheckTx only) is what the mempool already holds, for the nonce check; `recheck` says
+    the tx is one CheckTx already admitted.
     """
     signed = None if decoded is None else decoded.get(raw)
     try:
@@ -71,7 +73,8 @@ def process_tx(
     try:
         account = nonces.check_nonce(
             buffer, signed.signer, signed.nonce, version,
-            None if pending is None else pending.for_signer(signed.signer))
+            None if pending is None else nonces.Mempool(pending.for_signer(signed.signer),
+                                                        recheck))
         handler = registry.handler_for(signed.kind, version)
         handler(ctx, getattr(signed.body, signed.kind))
         nonces.advance(buffer, signed.signer, signed.nonce, version, account)

@@ -144,6 +144,24 @@ def decode_tx(raw: bytes, chain_id: str, check: SignatureCheck | None = None,
     )
 
 
+def peek_signer_nonce(raw: bytes) -> tuple[bytes, int] | None:
+    """Signer and nonce of tx bytes, without the gate (None when they do not parse).
+
+    For the REST API's backlog admission only: it trusts nothing it reads here, since
+    CheckTx still applies the whole gate to the same bytes.
+    """
+    if len(raw) > MAX_TX_BYTES:
+        return None
+    try:
+        envelope = tx_pb2.Tx.FromString(raw)
+        body = tx_pb2.TxBody.FromString(envelope.body)
+    except DecodeError:
+        return None
+    if len(envelope.public_key) != PUBLIC_KEY_LEN or body.nonce == 0:
+        return None
+    return bytes(envelope.public_key), int(body.nonce)
+
+
 def encode_tx(body: tx_pb2.TxBody, signing_key: object) -> bytes:
     """Build and sign a canonical Tx (used by the SDK and tests).
 

@@ -13,6 +13,7 @@ index with async sleeps, so slow commits hold no worker thread.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from functools import partial
 from typing import Any
@@ -22,6 +23,8 @@ import anyio.to_thread
 import httpx
 
 from memledger.consensus.codes import Code
+from memledger.consensus.gate.envelope import peek_signer_nonce
+from memledger.consensus.query import BACKLOG_PATH
 from memledger.node.api.deps import ApiState
 from memledger.node.api.problems import Problem, code_name, tx_rejected
 from memledger.node.api.schemas import WaitMode
@@ -98,6 +101,42 @@ def _rpc_problem(exc: RpcError, tx_hash: str) -> Problem | None:
                    hash=tx_hash)
 
 
+async def _admit(state: ApiState, tx: bytes, tx_hash: str) -> None:
+    """Refuse a client's tx while its signer's backlog in this node's mempool is full, or
+    when it is so far behind that acknowledging it would be a promise the window may break.
+
+    The app answers from its mempool view (docs/RULES.md, "Nonces"). Anything that keeps
+    the question from being answered lets the tx through: CheckTx still judges it.
+    """
+    peeked = peek_signer_nonce(tx)
+    if peeked is None:
+        return
+    signer, nonce = peeked
+    try:
+        result = await _blocking(state.rpc.abci_query, BACKLOG_PATH,
+                                 f"{signer.hex()}/{nonce}".encode())
+        if result.code != 0:
+            return
+        room = json.loads(result.value)
+        verdict = room.get("verdict")
+    except (httpx.HTTPError, RpcError, ValueError, AttributeError):
+        return
+    if verdict == "full":
+        raise tx_rejected(
+            int(Code.SIGNER_BACKLOG_FULL),
+            f"this node holds {room['above_oldest']} pending txs of signer "
+            f"{signer.hex()[:16]}… above its oldest pending one; the limit is "
+            f"{room['limit']} (nonce_window / 4): send it again after the next block",
+            tx_hash, stage="admission")
+    if verdict == "behind":
+        raise tx_rejected(
+            int(Code.NONCE_BELOW_WINDOW),
+            f"nonce {nonce} is behind {room['newer']} newer nonces of this signer; with "
+            f"one more backlog ({room['limit']}) it could fall out of the window "
+            f"({room['window']}), so it is not acknowledged: sign again with a fresh nonce",
+            tx_hash, stage="admission")
+
+
 async def submit(state: ApiState, tx: bytes, wait: WaitMode,
                  timeout_s: float | None = None) -> tuple[int, dict[str, Any]]:
     """Broadcast `tx`; returns (HTTP status, TxOutcome body) or raises a Problem."""
@@ -105,6 +144,11 @@ async def submit(state: ApiState, tx: bytes, wait: WaitMode,
     metrics = state.metrics
     if not tx:
         raise Problem(400, "empty_tx", "the transaction is empty")
+    try:
+        await _admit(state, tx, tx_hash)
+    except Problem as refused:
+        metrics.count_tx(wait.value, refused.extra.get("code", ""), refused.name)
+        raise
     try:
         if wait is WaitMode.none:
             await _blocking(state.rpc.broadcast_tx_async, tx)

@@ -41,6 +41,9 @@ _CONFLICT = {Code.NONCE_REPLAYED, Code.NONCE_BELOW_WINDOW, Code.NONCE_PENDING,
              Code.COCOMMIT_DUPLICATE, Code.GOV_ALREADY_VOTED, Code.GOV_PROPOSAL_CLOSED,
              Code.GOV_SCOPE_EXISTS, Code.GOV_VALIDATOR_PINNED}
 _TOO_LARGE = {Code.TX_TOO_LARGE}
+#: "Not now, too many from you": a signer's own backlog, so a per-client limit (clients
+#: retry these like the rate limit's 429).
+_TOO_MANY = {Code.SIGNER_BACKLOG_FULL}
 
 
 def http_status_for_code(code: int) -> int:
@@ -50,7 +53,7 @@ def http_status_for_code(code: int) -> int:
     except ValueError:
         return 422
     for group, status in ((_BAD_REQUEST, 400), (_FORBIDDEN, 403), (_NOT_FOUND, 404),
-                          (_CONFLICT, 409), (_TOO_LARGE, 413)):
+                          (_CONFLICT, 409), (_TOO_LARGE, 413), (_TOO_MANY, 429)):
         if known in group:
             return status
     return 422

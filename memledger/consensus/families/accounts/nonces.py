@@ -12,9 +12,18 @@ a signer's txs commits as long as no tx falls more than `nonce_window` nonces be
 replay (same bytes, or the same nonce re-signed) is refused forever, and the state per
 signer stays bounded by the window. Nothing here reads a clock.
 
-CheckTx also passes the nonces of txs this node's mempool already holds for the signer, so
-a duplicate nonce is refused at the door and an acknowledged tx is one the window will
-still admit when the block executes.
+CheckTx also passes the nonces of txs this node's mempool already holds for the signer
+(`Mempool`). A duplicate nonce is refused at the door, and a new tx that is already too
+far behind. A recheck refuses only what the chain itself would now refuse: a tx this node
+acknowledged is never dropped for newer pending txs that *could* push it out, since the
+proposer orders each signer's txs by nonce.
+
+The REST API admits a client's tx only while the node holds fewer than a quarter window
+of the signer's txs above its oldest pending one (`backlog`): each of those is a newer
+nonce that could commit first, so an unbounded backlog lets a burst push its own
+acknowledged txs out of the window. That limit is not in CheckTx, because CheckTx also
+judges txs gossiped from other nodes, and refusing those would keep a tx away from the
+proposers it needs to reach.
 """
 
 from __future__ import annotations
@@ -64,12 +73,29 @@ def window_size(state: TxBuffer) -> int:
     return int(chain_params.value(state, "nonce_window"))
 
 
+@dataclass(frozen=True, slots=True)
+class Mempool:
+    """What CheckTx knows beyond committed state: the signer's pending nonces (ascending)
+    and whether this is a recheck of a tx the node already admitted."""
+
+    pending: Sequence[int]
+    recheck: bool = False
+
+
+def backlog_limit(window: int) -> int:
+    """How many of a signer's txs a node's REST API lets into its mempool above the oldest
+    pending one: a quarter of the window. Gossip spreads them, so a block carries about
+    that many of a signer's txs, and an acknowledged tx falls behind only if about four
+    blocks in a row commit without it.
+    """
+    return max(1, window // 4)
+
+
 def check_nonce(state: TxBuffer, signer: bytes, nonce: int, app_version: int,
-                pending: Sequence[int] | None = None) -> AccountNonces:
+                mempool: Mempool | None = None) -> AccountNonces:
     """Raise TxError unless `nonce` is fresh for `signer`; return the account for `advance`.
 
-    `pending` (CheckTx only, ascending) are the nonces of this signer's txs already in the
-    mempool.
+    `mempool` is given by CheckTx only (from the nonce-window rule on).
     """
     account = load(state, signer)
     if not versions.active("nonce_window", app_version):
@@ -85,23 +111,69 @@ def check_nonce(state: TxBuffer, signer: bytes, nonce: int, app_version: int,
     at = bisect_left(recent, nonce)
     if at < len(recent) and recent[at] == nonce:
         raise TxError(Code.NONCE_REPLAYED, f"nonce {nonce} already used by this signer")
-    if pending is not None:
-        _check_against_pending(nonce, len(recent) - at, pending, window_size(state))
+    if mempool is not None:
+        _check_against_pending(nonce, recent, mempool, window_size(state))
     return account
 
 
-def _check_against_pending(nonce: int, newer_committed: int, pending: Sequence[int],
+def _newer_committed(recent: Sequence[int], nonce: int) -> int:
+    return len(recent) - bisect_left(recent, nonce)
+
+
+def _check_against_pending(nonce: int, recent: Sequence[int], mempool: Mempool,
                            window: int) -> None:
-    """Refuse a duplicate of a pending nonce, or one the pending txs could push out."""
+    """Refuse a duplicate of a pending nonce; for a new tx, also one that is too far
+    behind."""
+    pending = mempool.pending
     at = bisect_left(pending, nonce)
     if at < len(pending) and pending[at] == nonce:
         raise TxError(Code.NONCE_PENDING,
                       f"nonce {nonce} is already used by a tx in the mempool")
-    newer = newer_committed + len(pending) - at
+    if mempool.recheck:
+        return
+    newer = _newer_committed(recent, nonce) + len(pending) - at
     if newer > window:
         raise TxError(Code.NONCE_BELOW_WINDOW,
                       f"nonce {nonce} is behind {newer} newer nonces of this signer "
                       f"(window {window}): sign again with a fresh nonce")
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """A new tx against its signer's txs in this node's mempool, as the REST API's
+    admission sees it. `verdict`: "ok", "full" (no room above the oldest pending tx) or
+    "behind" (so many newer nonces already that one more backlog could push it out)."""
+
+    pending: int
+    above_oldest: int
+    newer: int
+    limit: int
+    window: int
+    verdict: str
+
+    def to_json(self) -> dict[str, int | str]:
+        return {"pending": self.pending, "above_oldest": self.above_oldest,
+                "newer": self.newer, "limit": self.limit, "window": self.window,
+                "verdict": self.verdict}
+
+
+def backlog(recent: Sequence[int], pending: Sequence[int], nonce: int,
+            window: int) -> Backlog:
+    """Whether a new tx with `nonce` may be acknowledged (`backlog_limit`).
+
+    A tx older than every pending one is newer than none of them, so the backlog never
+    holds it back; but it must itself stay a full backlog away from the floor.
+    """
+    above_oldest = max(0, len(pending) - 1)
+    limit = backlog_limit(window)
+    newer = _newer_committed(recent, nonce) + len(pending) - bisect_left(pending, nonce)
+    if newer + limit > window:
+        verdict = "behind"
+    elif pending and nonce > pending[0] and above_oldest + 1 > limit:
+        verdict = "full"
+    else:
+        verdict = "ok"
+    return Backlog(len(pending), above_oldest, newer, limit, window, verdict)
 
 
 def advance(state: TxBuffer, signer: bytes, nonce: int, app_version: int,
