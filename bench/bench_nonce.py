@@ -9,6 +9,10 @@ figure of merit is the ratio one-key / own-keys committed/s (1.0 = one key costs
 `lost` counts acknowledged writes that never committed.
 
     .venv/bin/python -m bench.bench_nonce [--writers 1 8 64] [--submits 1000]
+        [--validators 4] [--versions 3]
+
+With `--validators 4` the writers spread over four validators' REST APIs, where the REST
+API's per-signer backlog limit (docs/RULES.md, Nonces) shapes what one key can do.
 """
 
 from __future__ import annotations
@@ -27,15 +31,16 @@ from memledger.node.testnet import Testnet
 from memledger.node.waiting import wait_until
 
 
-def _start(root: Path, app_version: int) -> Testnet:
-    net = Testnet.create(root, 1, chain_id=f"bench-nonce-v{app_version}", voter=False,
-                         app_state={"app_version": app_version})
-    node = net.node(0)
-    config = node.node_home.load()
-    config.extra["api_rate_limit_per_s"] = "0"  # one client host sends everything
-    node.node_home.save(config)
+def _start(root: Path, app_version: int, validators: int) -> Testnet:
+    net = Testnet.create(root, validators, chain_id=f"bench-nonce-v{app_version}",
+                         voter=False, app_state={"app_version": app_version})
+    for node in net.nodes:
+        config = node.node_home.load()
+        config.extra["api_rate_limit_per_s"] = "0"  # one client host sends everything
+        node.node_home.save(config)
     net.up(api=True, voter=False)
-    _wait_api(node.api_url)
+    for node in net.nodes:
+        _wait_api(node.api_url)
     return net
 
 
@@ -48,10 +53,13 @@ def _wait_api(url: str, timeout: float = 60.0) -> None:
 
 def _measure(net: Testnet, key: SigningKey | None, writers: int, submits: int,
              label: str) -> dict[str, Any]:
+    """One burst spread over every node's REST API; lost = acknowledged, absent on node 0."""
     node = net.node(0)
     started = time.monotonic()
-    report = run_burst([node.api_url], key, writers=writers, total=submits, label=label)
-    wait_mempool_empty(node.rpc_url)
+    report = run_burst([n.api_url for n in net.nodes], key, writers=writers, total=submits,
+                       label=label)
+    for each in net.nodes:
+        wait_mempool_empty(each.rpc_url)
     drained = time.monotonic() - started
     acknowledged = list(report.acknowledged)
     lost = len(missing(node.api_url, acknowledged))
@@ -61,11 +69,12 @@ def _measure(net: Testnet, key: SigningKey | None, writers: int, submits: int,
             "committed_per_s": round(committed / drained, 1)}
 
 
-def run(writer_counts: list[int], submits: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"submits": submits, "versions": {}}
-    for version in (2, 3):
+def run(writer_counts: list[int], submits: int, validators: int = 1,
+        versions: tuple[int, ...] = (2, 3)) -> dict[str, Any]:
+    out: dict[str, Any] = {"submits": submits, "validators": validators, "versions": {}}
+    for version in versions:
         with tempfile.TemporaryDirectory() as tmp:
-            net = _start(Path(tmp) / "net", version)
+            net = _start(Path(tmp) / "net", version, validators)
             try:
                 rows: dict[str, Any] = {}
                 for writers in writer_counts:
@@ -88,8 +97,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--writers", type=int, nargs="+", default=[1, 8, 64])
     parser.add_argument("--submits", type=int, default=1000)
+    parser.add_argument("--validators", type=int, default=1,
+                        help="validators in the test net; writers spread over their APIs")
+    parser.add_argument("--versions", type=int, nargs="+", default=[2, 3])
     args = parser.parse_args()
-    print(json.dumps(run(args.writers, args.submits), indent=2))
+    print(json.dumps(run(args.writers, args.submits, args.validators, tuple(args.versions)),
+                     indent=2))
 
 
 if __name__ == "__main__":
