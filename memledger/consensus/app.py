@@ -12,7 +12,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from memledger.consensus import versions
@@ -331,6 +331,6 @@ class MemLedgerApp(BaseApplication):
             room = nonces.backlog(nonces.load(state, signer).recent,
                                   self.mempool_nonces.for_signer(signer), nonce,
                                   nonces.window_size(state))
-        else:  # no mempool view before the window: nothing to bound
-            room = nonces.Backlog(0, 0, 0, 0, 0, "ok")
-        return pb.ResponseQuery(value=json.dumps(room.to_json()).encode(), height=height)
+        else:
+            room = nonces.UNBOUNDED
+        return pb.ResponseQuery(value=json.dumps(asdict(room)).encode(), height=height)

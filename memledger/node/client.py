@@ -30,7 +30,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
 import httpx
@@ -324,7 +324,6 @@ class RetryPolicy:
             advised = self.backoff * 2 ** attempt * (0.5 + random.random() / 2)
         return max(0.0, min(self.max_wait, advised))
 
-
     def backlog_delay(self, attempt: int, elapsed: float) -> float | None:
         """The wait before trying a write refused for a full backlog again (None: give up)."""
         if self.retries <= 0 or elapsed >= self.backlog_wait:
@@ -402,6 +401,39 @@ def _memory_params(
 
 def _page(doc: dict[str, Any]) -> MemoryPage:
     return MemoryPage([Memory.from_json(m) for m in doc["items"]], doc.get("next_cursor"))
+
+
+class _Resign(NamedTuple):
+    """What a refused write does next: pause, and first catch the nonce source up with
+    the chain (`resync`) or not."""
+
+    pause: float
+    resync: bool
+
+
+class _Resigning:
+    """One write's answer to refusals (no I/O here). Nothing was applied, so the write may
+    be signed again with a fresh nonce: after a pause while its signer's backlog is full
+    (until `RetryPolicy.backlog_wait`), or once after a refusal of its nonce alone."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+        self.started = time.monotonic()
+        self.waits = 0
+        self.resynced = False
+
+    def after(self, err: MemLedgerError) -> _Resign | None:
+        """The next step after `err`, or None to raise it."""
+        if err.name == BACKLOG_FULL:
+            pause = self.policy.backlog_delay(self.waits, time.monotonic() - self.started)
+            if pause is None:
+                return None
+            self.waits += 1
+            return _Resign(pause, resync=False)
+        if err.code in RESIGN_CODES and not self.resynced:
+            self.resynced = True
+            return _Resign(0.0, resync=True)
+        return None
 
 
 class _Core:
@@ -616,24 +648,20 @@ class MemLedgerClient(_Core):
     def _send(self, path: str, make: MakeTx, wait: str, memory_id: str | None = None) -> TxReceipt:
         key = self._require_key()
         builder = TxBuilder(key, self.chain_id)
-        resigned, waits, started = False, 0, time.monotonic()
+        refusals = _Resigning(self._retry)
         while True:
             tx = make(builder, self._nonces.next())
             try:
                 doc = self._post_tx(path, tx, wait, wait_backlog=False)
             except MemLedgerError as err:
-                # Refused, so nothing was applied: signing again is safe.
-                if err.name == BACKLOG_FULL:
-                    pause = self._retry.backlog_delay(waits, time.monotonic() - started)
-                    if pause is not None:
-                        time.sleep(pause)
-                        waits += 1
-                        continue
-                elif err.code in RESIGN_CODES and not resigned:
-                    resigned = True
+                step = refusals.after(err)
+                if step is None:
+                    raise
+                if step.resync:
                     self._nonces.at_least(self.account().last_nonce)
-                    continue
-                raise
+                if step.pause:
+                    time.sleep(step.pause)
+                continue
             return TxReceipt.from_json({**doc, "memory_id": doc.get("memory_id") or memory_id})
 
     def broadcast(self, tx: bytes, wait: str = "commit") -> TxReceipt:
@@ -924,23 +952,20 @@ class AsyncMemLedgerClient(_Core):
                     memory_id: str | None = None) -> TxReceipt:
         key = self._require_key()
         builder = TxBuilder(key, await self.chain_id())
-        resigned, waits, started = False, 0, time.monotonic()
+        refusals = _Resigning(self._retry)
         while True:
             tx = make(builder, self._nonces.next())
             try:
                 doc = await self._post_tx(path, tx, wait, wait_backlog=False)
             except MemLedgerError as err:
-                if err.name == BACKLOG_FULL:
-                    pause = self._retry.backlog_delay(waits, time.monotonic() - started)
-                    if pause is not None:
-                        await asyncio.sleep(pause)
-                        waits += 1
-                        continue
-                elif err.code in RESIGN_CODES and not resigned:
-                    resigned = True
+                step = refusals.after(err)
+                if step is None:
+                    raise
+                if step.resync:
                     self._nonces.at_least((await self.account()).last_nonce)
-                    continue
-                raise
+                if step.pause:
+                    await asyncio.sleep(step.pause)
+                continue
             return TxReceipt.from_json({**doc, "memory_id": doc.get("memory_id") or memory_id})
 
     async def broadcast(self, tx: bytes, wait: str = "commit") -> TxReceipt:

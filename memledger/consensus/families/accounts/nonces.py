@@ -116,8 +116,9 @@ def check_nonce(state: TxBuffer, signer: bytes, nonce: int, app_version: int,
     return account
 
 
-def _newer_committed(recent: Sequence[int], nonce: int) -> int:
-    return len(recent) - bisect_left(recent, nonce)
+def _newer(recent: Sequence[int], pending: Sequence[int], nonce: int) -> int:
+    """The signer's nonces above `nonce`, committed (in `recent`) or pending."""
+    return len(recent) - bisect_left(recent, nonce) + len(pending) - bisect_left(pending, nonce)
 
 
 def _check_against_pending(nonce: int, recent: Sequence[int], mempool: Mempool,
@@ -131,7 +132,7 @@ def _check_against_pending(nonce: int, recent: Sequence[int], mempool: Mempool,
                       f"nonce {nonce} is already used by a tx in the mempool")
     if mempool.recheck:
         return
-    newer = _newer_committed(recent, nonce) + len(pending) - at
+    newer = _newer(recent, pending, nonce)
     if newer > window:
         raise TxError(Code.NONCE_BELOW_WINDOW,
                       f"nonce {nonce} is behind {newer} newer nonces of this signer "
@@ -151,11 +152,6 @@ class Backlog:
     window: int
     verdict: str
 
-    def to_json(self) -> dict[str, int | str]:
-        return {"pending": self.pending, "above_oldest": self.above_oldest,
-                "newer": self.newer, "limit": self.limit, "window": self.window,
-                "verdict": self.verdict}
-
 
 def backlog(recent: Sequence[int], pending: Sequence[int], nonce: int,
             window: int) -> Backlog:
@@ -166,7 +162,7 @@ def backlog(recent: Sequence[int], pending: Sequence[int], nonce: int,
     """
     above_oldest = max(0, len(pending) - 1)
     limit = backlog_limit(window)
-    newer = _newer_committed(recent, nonce) + len(pending) - bisect_left(pending, nonce)
+    newer = _newer(recent, pending, nonce)
     if newer + limit > window:
         verdict = "behind"
     elif pending and nonce > pending[0] and above_oldest + 1 > limit:
@@ -174,6 +170,10 @@ def backlog(recent: Sequence[int], pending: Sequence[int], nonce: int,
     else:
         verdict = "ok"
     return Backlog(len(pending), above_oldest, newer, limit, window, verdict)
+
+
+#: Before the nonce window there is no mempool view, so nothing to bound.
+UNBOUNDED = Backlog(pending=0, above_oldest=0, newer=0, limit=0, window=0, verdict="ok")
 
 
 def advance(state: TxBuffer, signer: bytes, nonce: int, app_version: int,
