@@ -37,7 +37,8 @@ def new_memories(conn: sa.Connection, lo: int, hi: int, chunk: int = CHUNK
                  ) -> Iterator[tuple[list[sa.Row[Any]], int]]:
     """Memories with content and `lo < submitted_height <= hi`, a chunk at a time in
     (height, id) order, each chunk with the watermark it allows: a height moves only
-    once all of its rows are handed out."""
+    once all of its rows are handed out, so the last mark is always `hi` (an empty
+    chunk carries it when the rows fill the chunks exactly)."""
     after: tuple[int, str] | None = None
     while True:
         query = sa.select(memories.c.id, memories.c.content, memories.c.tags,
@@ -48,6 +49,8 @@ def new_memories(conn: sa.Connection, lo: int, hi: int, chunk: int = CHUNK
         rows = list(conn.execute(query.order_by(memories.c.submitted_height, memories.c.id)
                                  .limit(chunk)).all())
         if not rows:
+            if after is not None:
+                yield [], hi  # the last chunk was full: only now is every row handed out
             return
         last = rows[-1]
         done = len(rows) < chunk

@@ -444,3 +444,25 @@ def test_a_listed_page_through_the_api_is_one_statement_with_its_status_reasons(
     assert len(statements) == 1, statements
     assert len(items) == 5 and cursor is not None
     assert all(item["status_reason"] for item in items)
+
+
+def test_rows_that_fill_the_chunks_exactly_still_move_the_watermark_to_the_top(  # type: ignore[no-untyped-def]
+        chain_and_words, monkeypatch) -> None:
+    """240 memories read 80 at a time: the last full chunk cannot yet say every row is
+    out, so an empty chunk carries the top height. Without it, the watermark stopped a
+    height short and every step re-indexed the same rows until a new memory came."""
+    from memledger.recall import follow, text_indexer
+
+    chain, engine, words = chain_and_words
+    with engine.connect() as conn:
+        marks = [(len(rows), mark) for rows, mark in follow.new_memories(conn, 0, chain.height,
+                                                                         chunk=80)]
+    assert marks[-1] == (0, chain.height) and sum(n for n, _ in marks) == 240
+    _without_follower(words)
+    words.index.reset()
+    real = text_indexer.new_memories
+    monkeypatch.setattr(text_indexer, "new_memories",
+                        lambda conn, lo, hi, chunk=80: real(conn, lo, hi, chunk))
+    assert words.catch_up() == 240
+    assert words.index.indexed_height == chain.height
+    assert words.catch_up() == 0  # nothing read twice
