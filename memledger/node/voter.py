@@ -27,6 +27,9 @@ log = logging.getLogger("memledger.voter")
 MIN_CONTENT_CHARS = 8
 CONFIDENCE_FLOOR_PPM = 100_000
 RESEND_AFTER_S = 10.0
+#: proposed memories one pass looks at, at most (most are not this key's to vote on
+#: only when a pinned scope's members fall behind)
+SCAN_ROWS = 5000
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,8 @@ class Voter:
         self.rpc = RpcClient(rpc_url, timeout=10)
         self.home = home
         self.batch = batch
-        self.sent: dict[str, float] = {}
+        self.sent: dict[str, float] = {}  # memory id -> when its vote was last broadcast
+        self._resume_after: tuple[int, str] | None = None  # where a capped scan stopped
         self.last_nonce = 0
         self.notes: NotesWriter | None = None  # opened on first use (the home may be new)
 
@@ -88,32 +92,59 @@ class Voter:
         return self.last_nonce
 
     def pending(self) -> list[Candidate]:
-        """Proposed memories this key may vote on and has not voted on."""
+        """Proposed memories this key may vote on and has not voted on: up to `batch`,
+        oldest first, looking at most SCAN_ROWS proposed memories per pass.
+
+        Memories this key may not vote on (pinned ballots it is not a member of, or all of
+        them while it is not a validator) are skipped, not counted: if they filled the
+        batch, a backlog of them (a scope whose members are slow) would starve every
+        memory behind it. When a pass looks at SCAN_ROWS without filling the batch, the
+        next pass goes on after the last one looked at, and from the oldest again once it
+        reaches the end, so each proposed memory is looked at within a few passes."""
         mine = sa.select(votes.c.memory_id).where(votes.c.voter == self.me)
         query = (
             sa.select(memories.c.id, memories.c.domain, memories.c.content,
-                      memories.c.content_hash, memories.c.confidence_ppm, memories.c.record)
+                      memories.c.content_hash, memories.c.confidence_ppm, memories.c.record,
+                      memories.c.submitted_height)
             .where(memories.c.status == "proposed", memories.c.id.not_in(mine))
             .order_by(memories.c.submitted_height, memories.c.id)
             .limit(self.batch)
         )
         out: list[Candidate] = []
+        looked = 0
+        after, self._resume_after = self._resume_after, None
         with self.engine.connect() as conn:
             is_validator = conn.execute(
                 sa.select(validators.c.power).where(validators.c.public_key == self.me)
             ).first() is not None
-            rows = conn.execute(query).all()
-            for row in rows:
-                if not self._eligible(row.record, is_validator):
-                    continue
-                dup = conn.execute(
-                    sa.select(memories.c.id).where(
-                        memories.c.content_hash == row.content_hash,
-                        memories.c.status == "committed", memories.c.id != row.id).limit(1)
-                ).first() is not None
-                out.append(Candidate(row.id, row.domain, row.content or "", row.content_hash,
-                                     int(row.confidence_ppm), dup))
+            while len(out) < self.batch:
+                page = query if after is None else query.where(
+                    memories.c.submitted_height >= after[0],
+                    sa.or_(memories.c.submitted_height > after[0], memories.c.id > after[1]))
+                rows = conn.execute(page).all()
+                for row in rows:
+                    looked += 1
+                    after = (int(row.submitted_height), str(row.id))
+                    if self._eligible(row.record, is_validator):
+                        out.append(self._candidate(conn, row))
+                        if len(out) == self.batch:
+                            break
+                if len(rows) < self.batch:
+                    break  # the end of the proposed memories: the next pass starts over
+                if looked >= SCAN_ROWS and len(out) < self.batch:
+                    self._resume_after = after
+                    break
         return out
+
+    @staticmethod
+    def _candidate(conn: sa.Connection, row: Any) -> Candidate:
+        dup = conn.execute(
+            sa.select(memories.c.id).where(
+                memories.c.content_hash == row.content_hash,
+                memories.c.status == "committed", memories.c.id != row.id).limit(1)
+        ).first() is not None
+        return Candidate(row.id, row.domain, row.content or "", row.content_hash,
+                         int(row.confidence_ppm), dup)
 
     def _eligible(self, record_json: str, is_validator: bool) -> bool:
         import json
@@ -138,6 +169,9 @@ class Voter:
         """One pass; returns the number of votes broadcast."""
         now = time.monotonic()
         sent = 0
+        # a vote older than RESEND_AFTER_S is resent if its memory is still proposed, so
+        # its entry is no longer needed; keeping every entry would grow without bound
+        self.sent = {m: t for m, t in self.sent.items() if now - t < RESEND_AFTER_S}
         candidates = [c for c in self.pending()
                       if now - self.sent.get(c.memory_id, -1e9) >= RESEND_AFTER_S]
         on_chain = bool(candidates) and self._reasons_on_chain()
