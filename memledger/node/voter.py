@@ -102,39 +102,34 @@ class Voter:
         next pass goes on after the last one looked at, and from the oldest again once it
         reaches the end, so each proposed memory is looked at within a few passes."""
         mine = sa.select(votes.c.memory_id).where(votes.c.voter == self.me)
-        query = (
-            sa.select(memories.c.id, memories.c.domain, memories.c.content,
-                      memories.c.content_hash, memories.c.confidence_ppm, memories.c.record,
-                      memories.c.submitted_height)
-            .where(memories.c.status == "proposed", memories.c.id.not_in(mine))
-            .order_by(memories.c.submitted_height, memories.c.id)
-            .limit(self.batch)
-        )
-        out: list[Candidate] = []
-        looked = 0
+        # a weighted ballot has no scope, and whether this key votes on it needs no record
+        pinned_record = sa.case((memories.c.scope.is_(None), sa.null()),
+                                else_=memories.c.record).label("pinned_record")
+        scan = (sa.select(memories.c.id, memories.c.submitted_height, pinned_record)
+                .where(memories.c.status == "proposed", memories.c.id.not_in(mine))
+                .order_by(memories.c.submitted_height, memories.c.id)
+                .limit(SCAN_ROWS))
         after, self._resume_after = self._resume_after, None
+        if after is not None:
+            scan = scan.where(memories.c.submitted_height >= after[0], sa.or_(
+                memories.c.submitted_height > after[0], memories.c.id > after[1]))
         with self.engine.connect() as conn:
             is_validator = conn.execute(
                 sa.select(validators.c.power).where(validators.c.public_key == self.me)
             ).first() is not None
-            while len(out) < self.batch:
-                page = query if after is None else query.where(
-                    memories.c.submitted_height >= after[0],
-                    sa.or_(memories.c.submitted_height > after[0], memories.c.id > after[1]))
-                rows = conn.execute(page).all()
-                for row in rows:
-                    looked += 1
-                    after = (int(row.submitted_height), str(row.id))
-                    if self._eligible(row.record, is_validator):
-                        out.append(self._candidate(conn, row))
-                        if len(out) == self.batch:
-                            break
-                if len(rows) < self.batch:
-                    break  # the end of the proposed memories: the next pass starts over
-                if looked >= SCAN_ROWS and len(out) < self.batch:
-                    self._resume_after = after
-                    break
-        return out
+            rows = conn.execute(scan).all()
+            chosen = [row.id for row in rows
+                      if self._eligible(row.pinned_record, is_validator)][:self.batch]
+            if len(chosen) < self.batch and len(rows) == SCAN_ROWS:
+                self._resume_after = (int(rows[-1].submitted_height), str(rows[-1].id))
+            if not chosen:
+                return []
+            details = conn.execute(
+                sa.select(memories.c.id, memories.c.domain, memories.c.content,
+                          memories.c.content_hash, memories.c.confidence_ppm)
+                .where(memories.c.id.in_(chosen))
+                .order_by(memories.c.submitted_height, memories.c.id)).all()
+            return [self._candidate(conn, row) for row in details]
 
     @staticmethod
     def _candidate(conn: sa.Connection, row: Any) -> Candidate:
@@ -146,10 +141,13 @@ class Voter:
         return Candidate(row.id, row.domain, row.content or "", row.content_hash,
                          int(row.confidence_ppm), dup)
 
-    def _eligible(self, record_json: str, is_validator: bool) -> bool:
+    def _eligible(self, pinned_record: str | None, is_validator: bool) -> bool:
+        """Validators vote on weighted ballots; a pinned ballot's frozen members on it."""
         import json
 
-        record: dict[str, Any] = json.loads(record_json)
+        if pinned_record is None:
+            return is_validator
+        record: dict[str, Any] = json.loads(pinned_record)
         ballot = record.get("ballot")
         if ballot is None:
             return is_validator
