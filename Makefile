@@ -84,7 +84,8 @@ test-unit: install cometbft-protos
 
 lint: install
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy memledger
+	$(VENV)/bin/mypy memledger tests bench
+	$(VENV)/bin/mypy scripts
 
 proto: install
 	$(PY) scripts/gen_proto.py

@@ -116,7 +116,7 @@ def test_a_new_node_state_syncs_past_a_corrupt_peer_and_agrees(snapnet: Testnet)
             if not node.running:
                 node.start(voter=False, wait=True)
         snapnet.wait_caught_up([*up, joined], timeout=180)
-        report = snapnet.check([*up, joined], timeout=120)
-        assert report.ok and report.conclusive, report.to_json()
-        assert report.projection_height is not None
-        assert report.projection_height >= earliest
+        check = snapnet.check([*up, joined], timeout=120)
+        assert check.ok and check.conclusive, check.to_json()
+        assert check.projection_height is not None
+        assert check.projection_height >= earliest

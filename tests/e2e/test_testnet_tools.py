@@ -9,6 +9,7 @@ import pytest
 
 from memledger.consensus.store import records
 from memledger.node.consistency import (
+    Dump,
     ProjectionReader,
     compare_dumps,
     compare_headers,
@@ -102,7 +103,7 @@ def test_compare_dumps_names_table_and_key() -> None:
     div = compare_dumps({"n0": same, "n1": changed, "n2": same}, 5)
     assert div is not None
     assert (div.height, div.node, div.field) == (5, "n1", "projection.memories['m1']")
-    missing = {"memories": [], "votes": []}
+    missing: Dump = {"memories": [], "votes": []}
     div = compare_dumps({"n0": same, "n1": same, "n2": missing}, 5)
     assert div is not None and div.node == "n2" and div.found == "None"
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 import sys
 import tempfile
 from pathlib import Path
+from typing import cast
 
 import atheris
 
 with atheris.instrument_imports(include=["abci"]):
-    from memledger.consensus.block.context import BlockInfo
+    from memledger.consensus.block.context import BlockInfo, KeyValueView
     from memledger.consensus.block.execute import process_tx
     from memledger.consensus.codes import TxError
     from memledger.consensus.gate.envelope import decode_tx
@@ -53,7 +54,7 @@ def target(raw: bytes) -> None:
     first = _answer(raw)
     assert _answer(raw) == first
     if not isinstance(first, bytes):
-        assert process_tx(_NoState(), BLOCK, raw, apply=False).code == first
+        assert process_tx(cast("KeyValueView", _NoState()), BLOCK, raw, apply=False).code == first
 
 
 def main() -> None:

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 from nacl.signing import SigningKey
 
-from memledger.consensus.block.context import BlockInfo
+from memledger.consensus.block.context import BlockInfo, KeyValueView
 from memledger.consensus.block.execute import process_tx
 from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.registry import HANDLERS
@@ -59,7 +59,8 @@ def stable_gate(raw: bytes) -> SignedTx | Code:
     first, second = gate(raw), gate(raw)
     if isinstance(first, Code):
         assert second == first
-        outcome = process_tx(NoState(), BLOCK, raw, apply=False, check=SignatureVerifier())
+        outcome = process_tx(cast("KeyValueView", NoState()), BLOCK, raw, apply=False,
+                             check=SignatureVerifier())
         assert outcome.code == first, (outcome.code, first)
     else:
         assert isinstance(second, SignedTx) and second.tx_hash == first.tx_hash

@@ -162,8 +162,8 @@ class Shell:
 
     def run(self, script: str, timeout: float = 90, *, strict: bool = False) -> str:
         """Run `script`; with `strict`, any failing command (or pipe stage) fails it."""
-        strict = "set -e -o pipefail\n" if strict else ""
-        full = (f"source {shlex.quote(str(self.state))}\nexec 2>&1\n{strict}"
+        prelude = "set -e -o pipefail\n" if strict else ""
+        full = (f"source {shlex.quote(str(self.state))}\nexec 2>&1\n{prelude}"
                 f"{self.localize(script)}\nexport -p > {shlex.quote(str(self.state))}\n")
         proc = subprocess.run(["bash", "-c", full], cwd=self.cwd, env=self.env, text=True,
                               capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)

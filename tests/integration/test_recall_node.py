@@ -111,8 +111,10 @@ def env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
                 assert ml.submit(mid, content, domain=domain, tags=tags, type=kind).committed
         with env.client() as ml:
             for mid, *_ in MEMORIES:
-                wait_until(lambda m=mid: ml.get_memory(m).status == "committed", 30, 0.2,
-                           what=f"the voter to commit {mid}")
+                def committed(m: str = mid) -> bool:
+                    return ml.get_memory(m).status == "committed"
+
+                wait_until(committed, 30, 0.2, what=f"the voter to commit {mid}")
         env.wait_indexed()
         yield env
     finally:
@@ -129,8 +131,8 @@ def test_paraphrase_with_no_shared_word(env: Env) -> None:
             assert hits[0]["id"] == want, (q, mode, [h["id"] for h in hits])
             assert hits[0]["mode"] == (mode or "hybrid") and hits[0]["score"] > 0
     with env.client() as ml:
-        hits = ml.recall(PET, limit=3)
-        assert hits[0].id == "r-cat" and hits[0].mode == "hybrid" and hits[0].score
+        recalled = ml.recall(PET, limit=3)
+        assert recalled[0].id == "r-cat" and recalled[0].mode == "hybrid" and recalled[0].score
         assert [m.id for m in ml.recall(PET, mode="semantic", limit=1)] == ["r-cat"]
         assert list(ml.search(PET)) == []  # search() keeps its all-words meaning
     status = env.recall_status()

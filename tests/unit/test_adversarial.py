@@ -16,8 +16,9 @@ suite found (fixed since) and pin the fixed behaviour.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from nacl.signing import SigningKey
@@ -104,14 +105,15 @@ def chain_field(chain_id: str = "memledger-test") -> bytes:
 
 
 def vote_field(memory_id: str = "m-proposed") -> bytes:
-    return len_field(11, tx_pb2.MemoryVote(memory_id=memory_id, decision=1).SerializeToString())
+    return len_field(11, tx_pb2.MemoryVote(memory_id=memory_id,
+                                           decision=tx_pb2.DECISION_ACCEPT).SerializeToString())
 
 
 def submit_msg(memory_id: str, content: str, **kw: object) -> tx_pb2.MemorySubmit:
     return tx_pb2.MemorySubmit(memory_id=memory_id, domain=str(kw.get("domain", "general")),
                                memory_type="fact", content=content,
                                content_hash=hashlib.sha256(content.encode()).digest(),
-                               tags=list(kw.get("tags", [])))  # type: ignore[arg-type]
+                               tags=list(cast("Iterable[str]", kw.get("tags", []))))
 
 
 def nested_groups(depth: int) -> bytes:
@@ -392,8 +394,8 @@ def vote_by_validator_on_scoped(w: World) -> bytes:
 
 def vote_unknown_decision(w: World) -> bytes:
     v = w.validators[3]
-    return signed(v, w.body(v, memory_vote=tx_pb2.MemoryVote(
-        memory_id="m-proposed", decision=7)).SerializeToString(deterministic=True))
+    vote = tx_pb2.MemoryVote(memory_id="m-proposed", decision=7)  # type: ignore[arg-type]
+    return signed(v, w.body(v, memory_vote=vote).SerializeToString(deterministic=True))
 
 
 def double_vote(w: World) -> bytes:
@@ -628,8 +630,9 @@ def grant_to_short_key(w: World) -> bytes:
 
 
 def grant_unknown_level(w: World) -> bytes:
-    return signed(OWNER, w.body(OWNER, access_grant=tx_pb2.AccessGrant(
-        domain="vault", grantee=pk(STRANGER), level=9)).SerializeToString(deterministic=True))
+    grant = tx_pb2.AccessGrant(domain="vault", grantee=pk(STRANGER),
+                               level=9)  # type: ignore[arg-type]
+    return signed(OWNER, w.body(OWNER, access_grant=grant).SerializeToString(deterministic=True))
 
 
 def grant_expired(w: World) -> bytes:
@@ -794,7 +797,10 @@ ATTACKS: list[tuple[str, Attack, Code]] = [
 ]
 
 
-def _snapshot(chain: LocalChain) -> tuple[bytes, list[tuple[bytes, bytes]], dict[str, object]]:
+_Snapshot = tuple[bytes, list[tuple[bytes, bytes]], dict[str, list[tuple[Any, ...]]]]
+
+
+def _snapshot(chain: LocalChain) -> _Snapshot:
     store = chain.app.store
     return store.last_app_hash, list(store.iter_prefix(b"")), chain.app.projection.dump()
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import tomlkit
-import yaml
+import yaml  # type: ignore[import-untyped]
 from click.testing import CliRunner
 
 from memledger.node import cometbft

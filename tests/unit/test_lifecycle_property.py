@@ -38,6 +38,13 @@ def _reachable(a: str, b: str) -> bool:
     return b in seen
 
 
+def _history(chain: LocalChain, key: str) -> list[str]:
+    """The statuses in the stored history of the memory under state key `key`."""
+    record = chain.memory(key.removeprefix("mem/"))
+    assert record is not None, key
+    return [s for _, s in record["history"]]
+
+
 def _allowed(path: list[str]) -> bool:
     if path[0] not in records.INITIAL_STATUSES:
         return False
@@ -57,7 +64,7 @@ def test_two_instances_agree_and_histories_follow_the_table(seed: int, count: in
         assert first.app.projection.dump() == second.app.projection.dump()
         for memory_id, path in seen.items():
             assert all(_reachable(a, b) for a, b in zip(path, path[1:], strict=False)), path
-            record_history = [s for _, s in first.memory(memory_id.removeprefix("mem/"))["history"]]
+            record_history = _history(first, memory_id)
             assert _allowed(record_history), (memory_id, record_history)
         first.close()
         second.close()
@@ -68,6 +75,6 @@ def test_workload_exercises_every_status(tmp_path: Path) -> None:
     plan = blocks(scratch, 8, 60)
     chain, seen = _apply(tmp_path / "one", plan)
     statuses = {s for path in seen.values() for s in path}
-    statuses |= {s for m in seen for _, s in chain.memory(m.removeprefix("mem/"))["history"]}
+    statuses |= {s for m in seen for s in _history(chain, m)}
     assert {"proposed", "committed", "deprecated"} <= statuses
     assert "challenged" in statuses

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -339,9 +340,10 @@ def test_the_window_activates_by_upgrade_and_migrates_accounts(tmp_path: Path) -
 
 
 def test_genesis_app_version_and_window_are_validated(tmp_path: Path) -> None:
-    for i, bad in enumerate([{"app_version": 99}, {"app_version": "3"},
-                             {"app_version": 3, "params": {"nonce_window": 0}},
-                             {"app_version": 3, "params": {"nonce_window": 5000}}]):
+    bad_states: list[dict[str, Any]] = [{"app_version": 99}, {"app_version": "3"},
+                                        {"app_version": 3, "params": {"nonce_window": 0}},
+                                        {"app_version": 3, "params": {"nonce_window": 5000}}]
+    for i, bad in enumerate(bad_states):
         with pytest.raises(HaltCalled):
             LocalChain(tmp_path / f"bad{i}", app_state=bad)
     chain = v3_chain(tmp_path / "ok")

@@ -65,7 +65,8 @@ OPS = {1: (ENTRY_OP, GAP_OP, BUCKET_OP), 2: (ENTRY_OP_V2, GAP_OP_V2, BUCKET_OP_V
 
 def _same_bucket(target: int, prefix: str, count: int) -> list[bytes]:
     """`count` keys starting with `prefix` that land in bucket `target`."""
-    out, i = [], 0
+    out: list[bytes] = []
+    i = 0
     while len(out) < count:
         key = f"{prefix}{i}".encode()
         if bucket_of(key) == target:

@@ -211,9 +211,10 @@ def test_rest_modes_cursors_and_errors(tmp_path: Path) -> None:
     assert app.state.memledger.recall.wait_caught_up(60)
     with TestClient(app, raise_server_exceptions=False) as api:
         seen: list[str] = []
-        cursor = None
+        cursor: str | None = None
         while True:
-            params = {"q": "zebra", "limit": 3, **({"cursor": cursor} if cursor else {})}
+            params: dict[str, str | int] = {"q": "zebra", "limit": 3,
+                                            **({"cursor": cursor} if cursor else {})}
             page = api.get("/v1/memories", params=params).json()
             assert all(m["mode"] == "hybrid" for m in page["items"])
             seen += [m["id"] for m in page["items"]]

@@ -9,12 +9,13 @@ tests/e2e/test_vote_reasons_net.py.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import sqlalchemy as sa
 from nacl.signing import SigningKey
 
 from memledger.consensus import versions
-from memledger.consensus.block.context import BlockInfo
+from memledger.consensus.block.context import BlockInfo, KeyValueView
 from memledger.consensus.block.execute import process_tx
 from memledger.consensus.codes import Code
 from memledger.consensus.gate.txcache import DecodedTxCache
@@ -151,11 +152,11 @@ def test_decoded_once_the_version_gate_still_applies() -> None:
     tx = TxBuilder(key, "reasons-chain").vote(7, "m1", "accept", "fine")
     cache = DecodedTxCache()
     v5 = BlockInfo(height=10, time_ns=10**18, chain_id="reasons-chain", app_version=5)
-    assert process_tx(NoState(), v5, tx, apply=False, decoded=cache).code == \
+    assert process_tx(cast("KeyValueView", NoState()), v5, tx, apply=False, decoded=cache).code == \
         Code.MEMORY_NOT_FOUND  # past the gate: remembered
     assert len(cache) == 1
     v4 = BlockInfo(height=10, time_ns=10**18, chain_id="reasons-chain", app_version=4)
-    assert process_tx(NoState(), v4, tx, apply=False, decoded=cache).code == \
+    assert process_tx(cast("KeyValueView", NoState()), v4, tx, apply=False, decoded=cache).code == \
         Code.BODY_NOT_CANONICAL
 
 

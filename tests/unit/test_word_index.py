@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -175,10 +176,14 @@ def test_searches_share_one_read_of_the_unindexed_memories(chain_and_words, monk
 
     chain, engine, words = chain_and_words
     _without_follower(words)
-    reads = []
+    reads: list[tuple[Any, ...]] = []
     real = text_indexer.new_memories
-    monkeypatch.setattr(text_indexer, "new_memories",
-                        lambda *a, **k: reads.append(a[1:3]) or real(*a, **k))
+
+    def counted_new_memories(*a: Any, **k: Any) -> Any:
+        reads.append(a[1:3])
+        return real(*a, **k)
+
+    monkeypatch.setattr(text_indexer, "new_memories", counted_new_memories)
     key = seeded_key("words-unit")
     for block in range(2):
         chain.block([chain.builder(key).submit(chain.next_nonce(key), f"late-{block}",
@@ -201,10 +206,14 @@ def test_the_follower_hands_its_rows_to_searches_before_indexing_them(  # type: 
     key = seeded_key("words-unit")
     chain.block([chain.builder(key).submit(chain.next_nonce(key), "pending-1",
                                            "zeppelin hangar")])
-    reads = []
+    reads: list[tuple[Any, ...]] = []
     real = text_indexer.new_memories
-    monkeypatch.setattr(text_indexer, "new_memories",
-                        lambda *a, **k: reads.append(a[1:3]) or real(*a, **k))
+
+    def counted_new_memories(*a: Any, **k: Any) -> Any:
+        reads.append(a[1:3])
+        return real(*a, **k)
+
+    monkeypatch.setattr(text_indexer, "new_memories", counted_new_memories)
     seen_mid_commit = []
     real_add = words.index.add
 
@@ -317,7 +326,9 @@ def test_hybrid_and_semantic_check_their_candidates_in_one_statement(  # type: i
 
     _chain, engine, words = chain_and_words
     _without_follower(words)
-    vectors = VectorIndex(tmp_path / "vectors", make_embedder("wordllama"))
+    embedder = make_embedder("wordllama")
+    assert embedder is not None
+    vectors = VectorIndex(tmp_path / "vectors", embedder)
     vectors.open()
     indexer = Indexer(engine, vectors)
     indexer.catch_up()
