@@ -224,6 +224,13 @@ def test_metrics(api: TestClient, chain: LocalChain) -> None:
     assert f"memledger_block_height {float(chain.height)}" in text
     assert "memledger_proposed_backlog 24.0" in text  # m-deploy + the paged ones
     assert 'memledger_api_requests_total{method="GET",route="/v1/memories",status="200"}' in text
+    # a made-up method word is counted, under "other": never a series of its own
+    for word in ("FOO", "BAR", "M0001"):
+        assert api.request(word, "/health").status_code == 405
+    text = api.get("/metrics").text
+    assert 'memledger_api_requests_total{method="other",route="/health",status="405"} 3.0' \
+        in text
+    assert "FOO" not in text and "M0001" not in text
 
 
 def test_openapi_is_valid(api: TestClient) -> None:

@@ -24,6 +24,9 @@ from memledger.recall.text_indexer import TextIndexer
 log = logging.getLogger("memledger.api")
 
 
+#: methods counted under their own name in the request metrics; any other is "other"
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
 class _LedgerCollector(Collector):
     """Block height and the voting backlog, read from the projection per scrape."""
 
@@ -126,6 +129,8 @@ class ApiMetrics:
         self.registry.register(_LedgerCollector(engine))
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        # a label per method word a client makes up would be a new series kept forever
+        method = method if method in HTTP_METHODS else "other"
         self.requests.labels(method, route, str(status)).inc()
         self.latency.labels(method, route).observe(seconds)
 
