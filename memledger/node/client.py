@@ -538,8 +538,26 @@ RECORD_KINDS = {"memory": "/memory", "content": "/content", "account": "/account
                 "cocommit": "/cocommit", "validators": "/validators"}
 
 
-def _served(doc: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in doc.items() if k != "proof"}
+def _served(doc: dict[str, Any], memory_id: str) -> dict[str, Any]:
+    """The memory a proven read served, without its proof."""
+    return {k: v for k, v in _the_memory(doc, memory_id).items() if k != "proof"}
+
+
+#: sub-resources of a memory in the REST paths: an id ending in one of them is routed to it
+_MEMORY_SUBRESOURCES = ("/votes", "/challenges", "/corroborations")
+
+
+def _the_memory(doc: dict[str, Any], memory_id: str) -> dict[str, Any]:
+    """`doc` if it is the memory asked for; a clear error if the node answered for
+    something else (never a memory with another id, or a crash on a vote list)."""
+    if isinstance(doc, dict) and doc.get("id") == memory_id:
+        return doc
+    detail = f"the node did not answer with memory {memory_id!r}"
+    if memory_id.endswith(_MEMORY_SUBRESOURCES):
+        detail += (f": an id ending in {memory_id[memory_id.rindex('/'):]!r} reads as that "
+                   "list of another memory over REST; find it with list_memories or "
+                   "verified_record('memory', id)")
+    raise MemLedgerError(detail, name="unexpected_response", detail=detail)
 
 
 def _memory_doc(memory: Memory) -> dict[str, Any]:
@@ -550,8 +568,10 @@ def _memory_doc(memory: Memory) -> dict[str, Any]:
 
 
 def _q(ident: str) -> str:
-    """Percent-encode an id for a URL path ('/' stays: the server routes ids as paths)."""
-    return quote(ident, safe="/:@")
+    """Percent-encode an id as one URL path segment. A '/' is sent as %2F (the server
+    decodes it back): left as it is, an id such as "a/../b" would be cleaned to "b" by
+    the HTTP client, and the node asked for another memory."""
+    return quote(ident, safe=":@")
 
 
 def _grantee_bytes(grantee: bytes | str) -> bytes:
@@ -732,7 +752,8 @@ class MemLedgerClient(_Core):
         return doc
 
     def get_memory(self, memory_id: str) -> Memory:
-        return Memory.from_json(self._request("GET", f"/v1/memories/{_q(memory_id)}"))
+        return Memory.from_json(_the_memory(
+            self._request("GET", f"/v1/memories/{_q(memory_id)}"), memory_id))
 
     def get(self, memory_id: str, *, verify: bool = False) -> Memory:
         """One memory; with `verify`, only if its record and content prove against a
@@ -750,7 +771,7 @@ class MemLedgerClient(_Core):
             self._absent(memory_id, proof)
             raise
         try:
-            return self._verified(memory_id, _served(doc), doc.get("proof"))
+            return self._verified(memory_id, _served(doc, memory_id), doc.get("proof"))
         except ProofError as exc:
             if exc.reason != "served_differs":
                 raise
@@ -758,7 +779,7 @@ class MemLedgerClient(_Core):
         # that window differs honestly. Ask once more; a second difference stands.
         time.sleep(SERVED_RETRY_S)
         doc = self._request("GET", f"/v1/memories/{_q(memory_id)}", params={"prove": "true"})
-        return self._verified(memory_id, _served(doc), doc.get("proof"))
+        return self._verified(memory_id, _served(doc, memory_id), doc.get("proof"))
 
     def verified_record(self, kind: str, ident: str = "") -> tuple[Any, int]:
         """One canonical record checked against the chain: (value, height H).
@@ -797,8 +818,8 @@ class MemLedgerClient(_Core):
                     return
                 seen += 1
                 yield memory
-            if page.next_cursor is None:
-                return
+            if page.next_cursor is None or (max_items is not None and seen >= max_items):
+                return  # no page more than needed
             cursor = page.next_cursor
 
     def search(self, q: str, *, verify: bool = False, **filters: Any) -> Iterator[Memory]:
@@ -849,7 +870,15 @@ class MemLedgerClient(_Core):
         return [Validator(**v) for v in self._request("GET", "/v1/validators")["validators"]]
 
     def proposals(self) -> list[dict[str, Any]]:
-        return list(self._request("GET", "/v1/proposals", params={"limit": 500})["items"])
+        """Every governance proposal, by id, following the cursor pages."""
+        items: list[dict[str, Any]] = []
+        params: dict[str, Any] = {"limit": 500}
+        while True:
+            doc = self._request("GET", "/v1/proposals", params=params)
+            items.extend(doc["items"])
+            if doc.get("next_cursor") is None:
+                return items
+            params = {"limit": 500, "cursor": doc["next_cursor"]}
 
     def tx(self, tx_hash: str) -> TxReceipt:
         return TxReceipt.from_json(self._request("GET", f"/v1/txs/{tx_hash}"))
@@ -1033,7 +1062,8 @@ class AsyncMemLedgerClient(_Core):
         return doc
 
     async def get_memory(self, memory_id: str) -> Memory:
-        return Memory.from_json(await self._request("GET", f"/v1/memories/{_q(memory_id)}"))
+        return Memory.from_json(_the_memory(
+            await self._request("GET", f"/v1/memories/{_q(memory_id)}"), memory_id))
 
     async def get(self, memory_id: str, *, verify: bool = False) -> Memory:
         """As `MemLedgerClient.get`; verification runs in a worker thread."""
@@ -1049,7 +1079,7 @@ class AsyncMemLedgerClient(_Core):
             await asyncio.to_thread(self._absent, memory_id, proof)
             raise
         try:
-            return await asyncio.to_thread(self._verified, memory_id, _served(doc),
+            return await asyncio.to_thread(self._verified, memory_id, _served(doc, memory_id),
                                            doc.get("proof"))
         except ProofError as exc:
             if exc.reason != "served_differs":
@@ -1057,7 +1087,7 @@ class AsyncMemLedgerClient(_Core):
         await asyncio.sleep(SERVED_RETRY_S)  # see MemLedgerClient.get
         doc = await self._request("GET", f"/v1/memories/{_q(memory_id)}",
                                   params={"prove": "true"})
-        return await asyncio.to_thread(self._verified, memory_id, _served(doc),
+        return await asyncio.to_thread(self._verified, memory_id, _served(doc, memory_id),
                                        doc.get("proof"))
 
     async def verified_record(self, kind: str, ident: str = "") -> tuple[Any, int]:
@@ -1091,8 +1121,8 @@ class AsyncMemLedgerClient(_Core):
                     return
                 seen += 1
                 yield memory
-            if page.next_cursor is None:
-                return
+            if page.next_cursor is None or (max_items is not None and seen >= max_items):
+                return  # no page more than needed
             cursor = page.next_cursor
 
     def search(self, q: str, *, verify: bool = False, **filters: Any) -> AsyncIterator[Memory]:
@@ -1138,8 +1168,14 @@ class AsyncMemLedgerClient(_Core):
         return [Validator(**v) for v in doc["validators"]]
 
     async def proposals(self) -> list[dict[str, Any]]:
-        doc = await self._request("GET", "/v1/proposals", params={"limit": 500})
-        return list(doc["items"])
+        items: list[dict[str, Any]] = []
+        params: dict[str, Any] = {"limit": 500}
+        while True:
+            doc = await self._request("GET", "/v1/proposals", params=params)
+            items.extend(doc["items"])
+            if doc.get("next_cursor") is None:
+                return items
+            params = {"limit": 500, "cursor": doc["next_cursor"]}
 
     async def tx(self, tx_hash: str) -> TxReceipt:
         return TxReceipt.from_json(await self._request("GET", f"/v1/txs/{tx_hash}"))

@@ -1,0 +1,99 @@
+"""The SDK addresses exactly the memory it is asked for, whatever its id holds ('/',
+'.', '..', a sub-resource's name), and reads no page more than it needs."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from memledger.node.api import ApiSettings, create_app
+from memledger.node.client import AsyncMemLedgerClient, MemLedgerClient, MemLedgerError
+from memledger.node.waiting import wait_until
+from tests.support.chain import LocalChain, seeded_key
+from tests.support.ports import free_port
+
+AGENT = seeded_key("sdk-ids")
+# valid ledger ids that an HTTP client would clean ('.', '..') or a router would split
+PATH_LIKE = ["b", "a/../b", "c/./d", "c/d", "e//f", "g/", "x", "x/votes"]
+
+
+@pytest.fixture(scope="module")
+def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    chain = LocalChain(tmp_path_factory.mktemp("sdk-ids"))
+    b = chain.builder(AGENT)
+    chain.block([b.submit(chain.next_nonce(AGENT), mid, f"the memory called {mid!r}")
+                 for mid in PATH_LIKE])
+    assert all(chain.memory(mid) is not None for mid in PATH_LIKE)
+    settings = ApiSettings(db_url=chain.db_url, rpc_url="http://127.0.0.1:9")
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_until(lambda: server.started, 20, 0.05, what="uvicorn to start")
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(10)
+    chain.close()
+
+
+def test_path_like_ids_read_their_own_memory(base_url: str) -> None:
+    with MemLedgerClient(base_url) as ml:
+        for mid in PATH_LIKE[:-1]:
+            memory = ml.get_memory(mid)
+            assert memory.id == mid and memory.content == f"the memory called {mid!r}"
+        # "x/votes" reads over REST as the votes of "x": a clear error, never a crash or
+        # another memory; its own sub-resources are still reached
+        with pytest.raises(MemLedgerError) as info:
+            ml.get_memory("x/votes")
+        assert info.value.name == "unexpected_response" and "'/votes'" in str(info.value)
+        assert ml.votes("x/votes") == [] and ml.votes("a/../b") == []
+
+
+def test_async_client_reads_path_like_ids(base_url: str) -> None:
+    async def run() -> list[str]:
+        async with AsyncMemLedgerClient(base_url) as ml:
+            return [(await ml.get_memory(mid)).id for mid in ("a/../b", "c/./d")]
+    assert asyncio.run(run()) == ["a/../b", "c/./d"]
+
+
+def test_no_page_is_read_beyond_max_items(base_url: str) -> None:
+    asked: list[str] = []
+    transport = httpx.HTTPTransport()
+
+    class Counting(httpx.BaseTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            asked.append(str(request.url))
+            return transport.handle_request(request)
+
+    with MemLedgerClient(base_url, transport=Counting()) as ml:
+        assert len(list(ml.list_memories(page_size=4, max_items=4))) == 4
+        assert len(asked) == 1
+        assert len(list(ml.list_memories(page_size=4, max_items=5))) == 5
+        assert len(asked) == 3
+        assert len(list(ml.list_memories(page_size=4))) == len(PATH_LIKE)
+        assert len(asked) == 3 + 2
+
+
+def test_proposals_follow_every_page() -> None:
+    pages = {None: ([{"id": f"p-{i:03d}"} for i in range(500)], "p-499"),
+             "p-499": ([{"id": "p-500"}], None)}
+
+    def node(request: httpx.Request) -> httpx.Response:
+        items, after = pages[request.url.params.get("cursor")]
+        return httpx.Response(200, json={"items": items, "next_cursor": after})
+
+    with MemLedgerClient("http://node", transport=httpx.MockTransport(node)) as ml:
+        assert [p["id"] for p in ml.proposals()][-2:] == ["p-499", "p-500"]
+
+    async def run() -> list[dict[str, Any]]:
+        async with AsyncMemLedgerClient("http://node",
+                                        transport=httpx.MockTransport(node)) as aml:
+            return await aml.proposals()
+    assert len(asyncio.run(run())) == 501
