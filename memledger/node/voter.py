@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import sqlalchemy as sa
 from nacl.signing import SigningKey
 
@@ -27,6 +28,8 @@ log = logging.getLogger("memledger.voter")
 MIN_CONTENT_CHARS = 8
 CONFIDENCE_FLOOR_PPM = 100_000
 RESEND_AFTER_S = 10.0
+#: what a call to cometbft's RPC may raise when the node is slow, down or restarting
+RPC_FAILURES = (RpcError, httpx.HTTPError, OSError)
 #: proposed memories one pass looks at, at most (most are not this key's to vote on
 #: only when a pinned scope's members fall behind)
 SCAN_ROWS = 5000
@@ -153,14 +156,16 @@ class Voter:
             return is_validator
         return any(member == self.me for member, _ in ballot["members"])
 
-    def _reasons_on_chain(self) -> bool:
+    def _reasons_on_chain(self) -> bool | None:
         """Whether the chain's rules keep a vote's reason (app version 5+): then the
-        reason goes in the vote itself; before, only into this node's notes."""
+        reason goes in the vote itself; before, only into this node's notes. None when
+        the app version cannot be read (the pass waits rather than vote without reasons
+        on a chain that keeps them)."""
         try:
             version = int(self.rpc.abci_info()["response"].get("app_version") or 0)
-        except (RpcError, OSError, KeyError, ValueError) as exc:
+        except (*RPC_FAILURES, KeyError, ValueError) as exc:
             log.warning("could not read the app version: %s", exc)
-            return False
+            return None
         return versions.active("vote_reason", version)
 
     def step(self) -> int:
@@ -172,14 +177,18 @@ class Voter:
         self.sent = {m: t for m, t in self.sent.items() if now - t < RESEND_AFTER_S}
         candidates = [c for c in self.pending()
                       if now - self.sent.get(c.memory_id, -1e9) >= RESEND_AFTER_S]
-        on_chain = bool(candidates) and self._reasons_on_chain()
+        if not candidates:
+            return 0
+        on_chain = self._reasons_on_chain()
+        if on_chain is None:
+            return 0
         for cand in candidates:
             decision, reason = decide(cand)
             tx = self.builder.vote(self._nonce(), cand.memory_id, decision,
                                    reason if on_chain else "")
             try:
                 result = self.rpc.broadcast_tx_sync(tx)
-            except (RpcError, OSError) as exc:
+            except RPC_FAILURES as exc:
                 log.warning("broadcast failed for %s: %s", cand.memory_id, exc)
                 break
             self.sent[cand.memory_id] = now
@@ -210,10 +219,14 @@ class Voter:
         path.touch()
 
     def run(self, interval_s: float, stop: list[int]) -> None:
+        """Pass after pass until `stop`. A failed pass is logged and the next one tries
+        again: the voter only advises, and its exit would stop the whole node."""
         while not stop:
             try:
                 self.step()
             except sa.exc.OperationalError as exc:
                 log.warning("projection not readable yet: %s", exc)
+            except Exception:
+                log.exception("voter pass failed; the next pass tries again")
             self.beat()
             time.sleep(interval_s)

@@ -1,6 +1,6 @@
-"""The auto-voter finds the memories it may vote on behind any number it may not: a
-backlog of pinned ballots it is not a member of (a scope whose members fall behind)
-must not starve the weighted ballots behind it."""
+"""The auto-voter: it finds the memories it may vote on behind any number it may not (a
+backlog of pinned ballots it is not a member of must not starve the weighted ballots
+behind it), and no failure of cometbft's RPC ends it (its exit would stop the node)."""
 
 from __future__ import annotations
 
@@ -78,3 +78,44 @@ def test_sent_votes_are_forgotten_once_they_would_be_resent(tmp_path: Path,
     v.sent = {"old": 1000.0 - voter_module.RESEND_AFTER_S, "fresh": 999.0}
     assert v.step() == 0  # nothing proposed: no broadcast, nothing to resend
     assert v.sent == {"fresh": 999.0}
+
+
+def test_an_rpc_that_is_down_or_slow_never_ends_the_voter(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as closed:  # a port nothing listens on: connection refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    v = _voter(tmp_path)
+    v.rpc = voter_module.RpcClient(f"http://127.0.0.1:{port}", timeout=0.5)
+    _propose(v, 0, 3, height=1, pinned_to=None)
+    assert v.step() == 0  # no app version to read: the pass waits, it does not raise
+    assert v.sent == {}  # nothing was sent, so nothing waits for a resend
+
+    with socket.socket() as silent:  # accepts, never answers: a read timeout
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        v.rpc = voter_module.RpcClient(f"http://127.0.0.1:{silent.getsockname()[1]}",
+                                       timeout=0.3)
+        assert v.step() == 0
+
+
+def test_a_failed_pass_is_logged_and_the_next_one_runs(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      caplog: pytest.LogCaptureFixture
+                                                      ) -> None:
+    v = _voter(tmp_path)
+    stop: list[int] = []
+    passes: list[int] = []
+
+    def step() -> int:
+        passes.append(1)
+        if len(passes) == 1:
+            raise RuntimeError("a bug in one pass")
+        stop.append(1)
+        return 0
+
+    monkeypatch.setattr(v, "step", step)
+    v.run(0.0, stop)
+    assert len(passes) == 2 and voter_module.heartbeat_path(tmp_path).exists()
+    assert "voter pass failed" in caplog.text
