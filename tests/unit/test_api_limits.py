@@ -25,12 +25,19 @@ def _app(**limits: Any) -> FastAPI:
         await asyncio.sleep(5)
         return {"ok": "late"}
 
+    @app.get("/v1/wait")
+    async def wait(timeout: float) -> dict[str, str]:  # a commit wait of `timeout` s
+        await asyncio.sleep(timeout)
+        return {"ok": "unknown outcome, with its hash"}
+
     @app.get("/health")
     async def health() -> dict[str, str]:
         return {"ok": "yes"}
 
     if "seconds" in limits:
-        app.add_middleware(TimeoutMiddleware, seconds=limits["seconds"])
+        app.add_middleware(TimeoutMiddleware, seconds=limits["seconds"],
+                           max_wait_s=limits.get("max_wait_s", 0.0),
+                           wait_margin_s=limits.get("wait_margin_s", 10.0))
     if "rate" in limits:
         app.add_middleware(RateLimitMiddleware, rate=limits["rate"], burst=limits["burst"])
     return app
@@ -62,3 +69,13 @@ def test_request_timeout_is_a_504_problem() -> None:
     assert resp.status_code == 504
     assert resp.json()["name"] == "request_timeout"
     assert client.get("/v1/ping").status_code == 200
+
+
+def test_a_request_may_wait_for_its_own_commit_timeout_but_no_longer_than_allowed() -> None:
+    client = TestClient(_app(seconds=0.2, max_wait_s=1.0, wait_margin_s=0.3))
+    # asked to wait 0.5 s, over the node's 0.2 s: its own answer comes, not a 504
+    assert client.get("/v1/wait", params={"timeout": 0.5}).status_code == 200
+    # a wait above the most a client may ask for is cut at that most plus the margin
+    assert client.get("/v1/wait", params={"timeout": 3}).status_code == 504
+    assert client.get("/v1/slow").status_code == 504  # no wait asked: the node's timeout
+    assert client.get("/v1/slow", params={"timeout": "soon"}).status_code == 504

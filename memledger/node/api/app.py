@@ -188,7 +188,8 @@ def create_app(source: ApiSettings | NodeHome | str | os.PathLike[str]) -> FastA
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["GET", "POST"], allow_headers=["content-type"])
     app.add_middleware(TimeoutMiddleware, seconds=max(settings.request_timeout_s,
-                                                      settings.commit_timeout_s + 10))
+                                                      settings.commit_timeout_s + 10),
+                       max_wait_s=routes_txs.MAX_COMMIT_WAIT_S)
     app.add_middleware(RateLimitMiddleware, rate=settings.rate_limit_per_s,
                        burst=settings.rate_limit_burst)
     app.add_middleware(RequestMetricsMiddleware, observe=state.metrics.observe_request)

@@ -4,7 +4,8 @@ Reads are public and writes cost every validator work, so one client must not be
 to monopolise a node. Each client address gets a token bucket (`rate` requests/s with
 `burst` headroom); an empty bucket answers 429 problem+json with Retry-After. The
 timeout bounds how long any request may hold a worker; `wait=commit` submissions carry
-their own, shorter deadline and report an unknown outcome instead of timing out here.
+their own deadline (`timeout`, or the node's commit wait), this one stretches to it plus a
+margin, so they report an unknown outcome with their tx hash instead of timing out here.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import asyncio
 import math
 import time
 from collections import OrderedDict
+from urllib.parse import parse_qs
 
 from memledger.node.api.middleware import ASGIApp, Message, Receive, Scope, Send, _send_problem
 from memledger.node.api.problems import Problem
@@ -75,16 +77,31 @@ class RateLimitMiddleware:
 
 
 class TimeoutMiddleware:
-    """Answer 504 problem+json when a request runs longer than `seconds`."""
+    """Answer 504 problem+json when a request runs longer than `seconds`, or than its own
+    commit wait (`timeout`, at most `max_wait_s`) plus `wait_margin_s`: a client that asks
+    to wait longer than the node's default gets its 202 "unknown" with the tx hash when
+    that wait ends, not a 504 without one."""
 
-    def __init__(self, app: ASGIApp, seconds: float) -> None:
+    def __init__(self, app: ASGIApp, seconds: float, max_wait_s: float = 0.0,
+                 wait_margin_s: float = 10.0) -> None:
         self.app = app
         self.seconds = seconds
+        self.max_wait_s = max_wait_s
+        self.wait_margin_s = wait_margin_s
+
+    def _deadline(self, scope: Scope) -> float:
+        asked = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("timeout")
+        try:
+            wait = min(float(asked[-1]), self.max_wait_s) if asked else 0.0
+        except ValueError:
+            wait = 0.0  # the route answers 422 for it
+        return max(self.seconds, wait + self.wait_margin_s) if wait > 0 else self.seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or self.seconds <= 0:
             await self.app(scope, receive, send)
             return
+        seconds = self._deadline(scope)
         started = [False]
 
         async def tracking_send(message: Message) -> None:
@@ -93,10 +110,10 @@ class TimeoutMiddleware:
             await send(message)
 
         try:
-            await asyncio.wait_for(self.app(scope, receive, tracking_send), self.seconds)
+            await asyncio.wait_for(self.app(scope, receive, tracking_send), seconds)
         except TimeoutError:
             if started[0]:
                 return  # headers already sent: nothing sound left to say
             await _send_problem(Problem(504, "request_timeout",
-                                        f"request took longer than {self.seconds:.0f} s"),
+                                        f"request took longer than {seconds:.0f} s"),
                                 scope, send)

@@ -36,7 +36,10 @@ router = APIRouter(prefix="/v1", tags=["transactions"])
 
 WaitQuery = Annotated[WaitMode, Query(description="none: fire and forget; sync: CheckTx "
                                       "result; commit: wait for the block")]
-TimeoutQuery = Annotated[float | None, Query(gt=0, le=120, description="commit wait, seconds")]
+#: the longest commit wait a client may ask for (`timeout`)
+MAX_COMMIT_WAIT_S = 120.0
+TimeoutQuery = Annotated[float | None, Query(gt=0, le=MAX_COMMIT_WAIT_S,
+                                             description="commit wait, seconds")]
 HashPath = Annotated[str, Path(pattern=r"^[0-9a-fA-F]{64}$", description="SHA-256 tx hash")]
 
 _TX_BODY = {
