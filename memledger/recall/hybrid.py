@@ -41,6 +41,46 @@ def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K,
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+def fusion_windows(first: int, most: int) -> tuple[int, ...]:
+    """The depths hybrid fuses at: `first`, doubling, and `most` last."""
+    windows = []
+    window = first
+    while window < most:
+        windows.append(window)
+        window *= 2
+    return (*windows, most)
+
+
+def fuse_in_windows(rankings: Sequence[Sequence[str]], windows: Sequence[int], want: int,
+                    k: int = RRF_K, weights: Sequence[float] | None = None) -> Ranked:
+    """One fused order that does not depend on how deep a page reaches.
+
+    Fusing whole lists fetched as deep as each page needs gives every page its own order
+    (a memory deep in one list gains rank as the other list deepens), so following the
+    cursors showed some memories twice and others never. Here the first `windows[0]` hits
+    are the fusion of the lists cut at that depth, the hits up to `windows[1]` the fusion
+    at that depth less the hits already placed, and so on: a deeper page only appends.
+    The top hits are always fused at the first window, the depth measured best.
+
+    A hit's score is its fused score in its window, capped at the score above it (a hit
+    placed by a deeper window may score higher there than one placed before it)."""
+    out: list[tuple[str, float]] = []
+    placed: set[str] = set()
+    ceiling = float("inf")
+    for window in windows:
+        complete = all(len(r) < window for r in rankings)  # no list reaches this depth
+        for doc, score in rrf([r[:window] for r in rankings], k, weights):
+            if len(out) >= window and not complete:
+                break
+            if doc not in placed:
+                ceiling = min(ceiling, score)
+                out.append((doc, ceiling))
+                placed.add(doc)
+        if complete or len(out) >= want:
+            break
+    return out
+
+
 def first_fetch(want: int) -> int:
     """How many candidates a leg fetches from its index at first (then x4 while too few
     pass the filter)."""

@@ -12,6 +12,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
 from memledger.recall.embedder import (
@@ -20,7 +22,13 @@ from memledger.recall.embedder import (
     dist_version_or_zero,
     make_embedder,
 )
-from memledger.recall.hybrid import first_passing, rrf, semantic_ranked
+from memledger.recall.hybrid import (
+    first_passing,
+    fuse_in_windows,
+    fusion_windows,
+    rrf,
+    semantic_ranked,
+)
 from memledger.recall.index import VectorIndex, memory_key
 from memledger.recall.minilm import MiniLMEmbedder
 from memledger.recall.minilm_int8 import MiniLMInt8Embedder, cache_folder
@@ -187,6 +195,34 @@ def test_rrf_fuses_and_breaks_ties_by_id() -> None:
     assert [m for m, _ in rrf([["x"], ["y"]], weights=(0.5, 1.0))] == ["y", "x"]
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 119), max_size=120, unique=True),
+       st.lists(st.integers(0, 119), max_size=120, unique=True),
+       st.integers(1, 100), st.integers(1, 100))
+def test_a_deeper_page_only_appends_to_the_fused_order(words: list[int], meaning: list[int],
+                                                        first: int, second: int) -> None:
+    """Legs fetched as deep as a page needs (the window holding it), fused in windows:
+    the shallower page is a prefix of the deeper one, scores never rise, no id twice."""
+    windows = fusion_windows(5, 101)
+    assert windows == (5, 10, 20, 40, 80, 101)
+    legs = [[f"w{i}" for i in words], [f"w{i}" for i in meaning]]
+    pages = []
+    for want in sorted((first, second)):
+        depth = next(w for w in windows if w >= want)
+        pages.append(fuse_in_windows([leg[:depth] for leg in legs], windows, want,
+                                     weights=(0.5, 1.0)))
+    shallow, deep = pages
+    n = min(first, second)
+    assert [m for m, _ in shallow[:n]] == [m for m, _ in deep[:n]]
+    assert len({m for m, _ in deep}) == len(deep)
+    assert [sc for _, sc in deep] == sorted((sc for _, sc in deep), reverse=True)
+    # the top window is the plain fusion at that depth
+    top = rrf([leg[:5] for leg in legs], weights=(0.5, 1.0))[:5]
+    assert [m for m, _ in deep[:5]] == [m for m, _ in top]
+    union = set(legs[0]) | set(legs[1])
+    assert len(deep) >= min(max(first, second), len(union))  # a full page while any is left
+
+
 def test_rest_modes_cursors_and_errors(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
@@ -240,6 +276,44 @@ def test_rest_modes_cursors_and_errors(tmp_path: Path) -> None:
             assert {m["id"] for m in found["items"]} == {"cat", "dog"}, (mode, found)
         assert recall.index.meta.indexed_height == watermark < chain.height
         recall.pause(False)
+    chain.close()
+
+
+def test_hybrid_pages_are_slices_of_one_order(tmp_path: Path) -> None:
+    """Following the cursors past the first fusion window shows every hit once, in the
+    order one big page has (it showed 19 of 60 twice and skipped 19 others)."""
+    from fastapi.testclient import TestClient
+
+    from memledger.devtools.chain import LocalChain, seeded_key
+    from memledger.node.api import ApiSettings, create_app
+
+    chain = LocalChain(tmp_path / "chain")
+    key = seeded_key("recall-pages")
+    b = chain.builder(key)
+    topics = ["staging database", "deploy restart", "backup window", "pager rota"]
+    chain.block([b.submit(chain.next_nonce(key), f"p-{i:03d}",
+                          f"{topics[i % 4]} note {i}: restart {i % 7} on host {i % 11}")
+                 for i in range(120)])
+    app = create_app(ApiSettings(db_url=chain.db_url, rpc_url="http://127.0.0.1:9",
+                                 chain_id="x", embedder="wordllama",
+                                 index_dir=tmp_path / "recall"))
+    assert app.state.memledger.recall.wait_caught_up(60)
+    with TestClient(app, raise_server_exceptions=False) as api:
+        query = {"q": "staging database restart", "mode": "hybrid"}
+        whole = [m["id"] for m in api.get("/v1/memories",
+                                          params={**query, "limit": 60}).json()["items"]]
+        paged: list[str] = []
+        cursor: str | None = None
+        while len(paged) < 60:
+            params: dict[str, str | int] = {**query, "limit": 7,
+                                            **({"cursor": cursor} if cursor else {})}
+            page = api.get("/v1/memories", params=params).json()
+            scores = [m["score"] for m in page["items"]]
+            assert scores == sorted(scores, reverse=True)
+            paged += [m["id"] for m in page["items"]]
+            cursor = page["next_cursor"]
+            assert cursor is not None
+    assert len(whole) == 60 and paged[:60] == whole
     chain.close()
 
 

@@ -47,7 +47,8 @@ from memledger.recall.hybrid import (
     first_chunk,
     first_fetch,
     first_passing,
-    rrf,
+    fuse_in_windows,
+    fusion_windows,
     semantic_ranked,
     with_unindexed,
 )
@@ -63,6 +64,9 @@ RANKED_CURSOR = "ranked"
 #: 0.57 and keyword 1.00 in all three; deeper legs let incidental word matches displace
 #: semantic hits, and cost more filter checks per query.
 HYBRID_DEPTH = 20
+#: the depths hybrid fuses at (recall.hybrid.fuse_in_windows): the top HYBRID_DEPTH hits
+#: always come from legs of that depth, and a deeper page only appends to them
+HYBRID_WINDOWS = fusion_windows(HYBRID_DEPTH, MAX_RANKED + 1)
 #: weight of the any-word leg in hybrid's fusion (the semantic leg weighs 1); 1.0, 0.5 and
 #: 0.3 measured (BENCHMARKS.md §9): within 0.02 recall@5 of each other on the evaluation set
 TEXT_WEIGHT = 0.5
@@ -271,15 +275,17 @@ def semantic(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
     return with_unindexed(hits, vector, indexer.unindexed(conn, keep.height()), keep, n)
 
 
-def hybrid(conn: sa.Connection, flt: MemoryFilter, text: str, depth: int,
+def hybrid(conn: sa.Connection, flt: MemoryFilter, text: str, want: int,
            indexer: Indexer, words_index: TextIndexer | None, check: FilterCheck
            ) -> Ranked:
-    """Both legs' `depth` best fused. Each leg's first candidates are fetched from its
-    index before either is checked, and checked in one statement: a search that takes
-    one round trip for both legs instead of one each (each is a wait on a busy
-    database, and on PostgreSQL under writes the wait was the tail)."""
+    """The first `want` (at least) of the legs fused in windows: each leg as deep as the
+    window that holds `want`. Each leg's first candidates are fetched from its index
+    before either is checked, and checked in one statement: a search that takes one
+    round trip for both legs instead of one each (each is a wait on a busy database, and
+    on PostgreSQL under writes the wait was the tail)."""
     rare = distinctive_words(conn, text, words_index)
     vector = indexer.embedder.embed([text])[0]
+    depth = next((w for w in HYBRID_WINDOWS if w >= want), HYBRID_WINDOWS[-1])
     fetch, chunk = first_fetch(depth), first_chunk(depth)
     words_first = meaning_first = None
     if rare and words_index is not None and words_index.serving:
@@ -291,7 +297,8 @@ def hybrid(conn: sa.Connection, flt: MemoryFilter, text: str, depth: int,
     words = text_ranked(conn, flt, rare, depth, any_word=True, words_index=words_index,
                         check=check, first=words_first) if rare else []
     meaning = semantic(conn, flt, text, depth, indexer, check, vector, meaning_first)
-    return rrf([[m for m, _ in words], [m for m, _ in meaning]], weights=(TEXT_WEIGHT, 1.0))
+    return fuse_in_windows([[m for m, _ in words], [m for m, _ in meaning]], HYBRID_WINDOWS,
+                           want, weights=(TEXT_WEIGHT, 1.0))
 
 
 def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
@@ -324,8 +331,7 @@ def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
         ranked = semantic(conn, flt, flt.q, want, indexer, check)
     else:
         assert indexer is not None
-        ranked = hybrid(conn, flt, flt.q, max(want, HYBRID_DEPTH), indexer, words_index,
-                        check)[:want]
+        ranked = hybrid(conn, flt, flt.q, want, indexer, words_index, check)[:want]
     window = ranked[offset:offset + limit]
     missing = [m for m, _ in window if m not in rows]
     if missing:
