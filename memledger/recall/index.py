@@ -13,7 +13,8 @@ Files in the index folder (HOME/data/recall/ for a node):
   removed after the switch.
 - `keys.sqlite`: vector key -> memory id. Keys are the first 63 bits of BLAKE2b(id), so
   the same memory has the same key on every backend and after any rebuild. This map is
-  written before the vectors it serves; extra rows are harmless.
+  written before the vectors it serves; extra rows are harmless, fewer rows than the
+  saved vectors (a lost map) rebuild the index at open.
 """
 
 from __future__ import annotations
@@ -151,9 +152,19 @@ class VectorIndex:
             return f"unreadable vectors file: {exc}"
         if len(index) != meta.count:
             return f"vectors file holds {len(index)} vectors, meta says {meta.count}"
+        keys = self._keys_held()
+        if keys < meta.count:  # the map lost (deleted, or its WAL gone): hits unnamed
+            return f"key map holds {keys} keys, meta says {meta.count} vectors"
         with self.lock:
             self._index, self.meta = index, meta
         return None
+
+    def _keys_held(self) -> int:
+        """Rows in the key map. It is written before the vectors it serves and never
+        pruned, so it holds at least one row per saved vector; fewer means it was lost."""
+        assert self._keys is not None
+        with self._keys_lock:
+            return int(self._keys.execute("SELECT COUNT(*) FROM keys").fetchone()[0])
 
     def reset(self) -> None:
         """Forget every vector (a rebuild follows); files change at the next save."""

@@ -104,11 +104,9 @@ class Indexer(Following):
             hi = projection_height(conn)
             self.projection_height = hi
             lo = self.index.meta.indexed_height
-            if hi < lo:
-                # the projection went back (rebuilt or replaced): start over
-                log.warning("projection height %d is below the index's %d: rebuilding", hi, lo)
-                self.index.reset()
-                self.index.rebuilt_reason = "projection behind index"
+            went_back, state = hi < lo, self.state
+            if went_back:
+                self._start_over(hi, lo)
                 lo = 0
             for rows, mark in new_memories(conn, lo, hi):
                 # a (re)build may use every core; following stays on one
@@ -121,7 +119,21 @@ class Indexer(Following):
                     break
             if added == 0:
                 self.index.add([], hi)  # nothing new up to hi
+            if went_back and self.index.meta.indexed_height >= hi:
+                self.state = state  # rebuilt up to the projection (else `_step` says so)
         return added
+
+    def _start_over(self, hi: int, lo: int) -> None:
+        """The projection went back (rebuilt or replaced) below the watermark `lo`: empty
+        the index and rebuild it as a build (every core; not serving the memories above
+        its watermark, and /v1/status says "building"). The empty index is saved at
+        once: a crash during the rebuild must not reload vectors of another projection
+        under the old watermark."""
+        log.warning("projection height %d is below the index's %d: rebuilding", hi, lo)
+        self.state = "building"
+        self.index.reset()
+        self.index.rebuilt_reason = "projection behind index"
+        self.index.save()
 
     # ---------------------------------------------------------------- read-your-writes
     def unindexed(self, conn: sa.Connection, height: int) -> list[tuple[str, np.ndarray]]:

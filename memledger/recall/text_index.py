@@ -7,11 +7,14 @@ common word costs about what a rare one does. It is serving data like the vector
 derived from the projection, never in the app hash, rebuilt when missing or stale.
 
 Files in its folder (HOME/data/recall/text/ for a node): tantivy's own segment files, and
-`watermark.json` (format, tokenizer, `indexed_height`, and the words and documents added,
-whose ratio is the average length `score_unindexed` needs), written atomically after
+`watermark.json` (format, tokenizer, `indexed_height`, the words and documents added,
+whose ratio is the average length `score_unindexed` needs, and `documents`, the count
+tantivy held after the commit the watermark follows), written atomically after
 tantivy's commit. A crash between the two replays a range: adding a memory first deletes
 its id, so nothing is counted twice, and the watermark never claims a height whose
-memories are not committed.
+memories are not committed. At open, files tantivy cannot read, or fewer documents than
+`documents` (lost files), make the index start empty, to be rebuilt; more documents are
+such a crash, and fine.
 
 Documents: `id` (stored, exact) and `body` = content + tags (English stemming, like the
 projection's full-text index). Queries are built from the words the projection's search
@@ -96,6 +99,9 @@ class TextIndex:
         #: words and documents added (an estimate: a replayed range counts twice)
         self.words_added = 0
         self.docs_added = 0
+        #: documents in the index at the watermark (tantivy's count after the commit the
+        #: watermark follows; None: a watermark from before it was kept)
+        self.documents: int | None = 0
         self.rebuilt_reason: str | None = None
         self._index: tantivy.Index | None = None
         self._writer: tantivy.IndexWriter | None = None
@@ -115,19 +121,55 @@ class TextIndex:
         with self.lock:
             self.folder.mkdir(parents=True, exist_ok=True)
             self._take_folder_lock()
-            reason = self._stale_reason()
-            if reason is not None:
-                for entry in self.folder.iterdir():
-                    if entry.name == LOCK_FILE:
-                        continue
-                    if entry.is_dir():
-                        shutil.rmtree(entry)
-                    else:
-                        entry.unlink()
-                self.indexed_height = self.words_added = self.docs_added = 0
-                self.rebuilt_reason = reason
+            try:
+                return self._open_or_empty()
+            except BaseException:
+                self._release_folder_lock()  # a later open (or another process) may own it
+                raise
+
+    def _open_or_empty(self) -> str | None:
+        """The persisted index when it is whole, else an empty one (`open`'s result)."""
+        reason = self._stale_reason()
+        if reason is None:
+            reason = self._open_persisted()
+        if reason is not None:
+            self._wipe()
+            self.indexed_height = self.words_added = self.docs_added = self.documents = 0
+            self.rebuilt_reason = reason
             self._index = tantivy.Index(self._schema(), path=str(self.folder), reuse=True)
-            return reason
+        return reason
+
+    def _open_persisted(self) -> str | None:
+        """Open tantivy's files; why they cannot serve the watermark, or None. A damaged
+        segment (a truncated file, one gone) fails tantivy's open: the index is serving
+        data, so it is rebuilt rather than taking the node down. Fewer documents than
+        the watermark counted means files were lost (tantivy's meta.json gone: tantivy
+        then opens an empty index). More is a crash between tantivy's commit and the
+        watermark's write, which the replay from the watermark makes good."""
+        try:
+            index = tantivy.Index(self._schema(), path=str(self.folder), reuse=True)
+            held = int(index.searcher().num_docs)
+        except ValueError as exc:  # tantivy's error for any damaged or missing file
+            return f"unreadable word index: {exc}"
+        if self.documents is None:  # a watermark from before the count: none is wrong
+            if held == 0 and self.indexed_height > 0:
+                return f"word index holds no documents, its watermark is {self.indexed_height}"
+            self.documents = held
+        elif held < self.documents:
+            return (f"word index holds {held} documents, its watermark counted "
+                    f"{self.documents}")
+        self._index = index
+        return None
+
+    def _wipe(self) -> None:
+        """Remove everything in the folder but the lock this process holds on it."""
+        for entry in self.folder.iterdir():
+            if entry.name == LOCK_FILE:
+                continue
+            if entry.is_dir():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
 
     def _take_folder_lock(self) -> None:
         """An exclusive lock on the folder for as long as the index is open: a second
@@ -140,6 +182,11 @@ class TextIndex:
             raise TextIndexBusy(f"{self.folder} is open in another process") from None
         self._lock_fd = fd
 
+    def _release_folder_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
     def _stale_reason(self) -> str | None:
         meta = self.folder / "watermark.json"
         if not meta.exists():
@@ -151,6 +198,8 @@ class TextIndex:
             self.indexed_height = int(doc["indexed_height"])
             self.words_added = int(doc.get("words_added", 0))
             self.docs_added = int(doc.get("docs_added", 0))
+            documents = doc.get("documents")
+            self.documents = None if documents is None else int(documents)
         except (ValueError, KeyError, TypeError, OSError):
             return "unreadable word index meta"
         return None
@@ -161,7 +210,7 @@ class TextIndex:
             writer = self._require_writer()
             writer.delete_all_documents()
             writer.commit()
-            self.indexed_height = self.words_added = self.docs_added = 0
+            self.indexed_height = self.words_added = self.docs_added = self.documents = 0
             self._write_meta()
             self._reload()
 
@@ -172,9 +221,7 @@ class TextIndex:
                     self._writer.wait_merging_threads()
             self._writer = None
             self._index = None
-            if self._lock_fd is not None:
-                os.close(self._lock_fd)
-                self._lock_fd = None
+            self._release_folder_lock()
 
     # ---------------------------------------------------------------- writes
     def add(self, docs: Sequence[tuple[str, str]], height: int) -> None:
@@ -189,6 +236,7 @@ class TextIndex:
             if docs:
                 writer.commit()
                 self._reload()
+                self.documents = len(self)
             if height != self.indexed_height:
                 self.indexed_height = height
                 self._write_meta()
@@ -198,7 +246,8 @@ class TextIndex:
         with open(tmp, "w") as out:
             json.dump({"format": FORMAT, "tokenizer": TOKENIZER,
                        "indexed_height": self.indexed_height,
-                       "words_added": self.words_added, "docs_added": self.docs_added}, out)
+                       "words_added": self.words_added, "docs_added": self.docs_added,
+                       "documents": self.documents}, out)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, self.folder / "watermark.json")

@@ -35,6 +35,9 @@ log = logging.getLogger("memledger.recall")
 
 #: the most memories above the watermark a search ranks itself (a few blocks' worth)
 UNINDEXED_CAP = 500
+#: how often a search waiting for the follower's catch-up looks whether the index still
+#: serves (a rebuild that began meanwhile sends the search to the projection)
+SERVING_CHECK_S = 0.02
 
 
 def document_body(content: str, tags_json: str | None) -> str:
@@ -85,10 +88,22 @@ class TextIndexer(Following):
 
     def catch_up(self) -> int:
         """Index every memory up to the projection's height; returns documents added."""
-        with self._catch_up_lock, self.engine.connect() as conn:
+        with self._catch_up_lock:
+            return self._catch_up()
+
+    def _catch_up(self, rebuild: bool = True) -> int:
+        """`catch_up` under its lock. A projection below the watermark (rebuilt, replaced)
+        empties the index: it stops serving (searches use the projection's full-text
+        index) until it is rebuilt, here unless `rebuild` is False (a search's catch-up:
+        the follower rebuilds)."""
+        with self.engine.connect() as conn:
             hi = projection_height(conn)
             lo = self.index.indexed_height
-            if hi < lo:
+            went_back, state = hi < lo, self.state
+            if went_back:
+                self.state = "building"
+                if not rebuild:
+                    return 0
                 log.warning("projection height %d is below the word index's %d: rebuilding",
                             hi, lo)
                 self.index.reset()
@@ -109,6 +124,8 @@ class TextIndexer(Following):
                 added += len(rows)
             if added == 0 and hi != lo:
                 self.index.add([], hi)
+            if went_back:
+                self.state = state  # rebuilt up to the projection: serving again
             return added
 
     def _share_pending(self, lo: int, hi: int, bags: list[WordBag]) -> None:
@@ -170,33 +187,48 @@ class TextIndexer(Following):
     def unindexed(self, conn: sa.Connection, height: int | None = None
                   ) -> list[WordBag] | None:
         """The memories committed above the index's watermark, as word bags a search ranks
-        itself; None while the index cannot serve (being built from scratch).
+        itself; None while the index cannot serve (being built from scratch, or the
+        projection went back below its watermark).
 
         Read once per (watermark, projection height) and shared by the searches that
         follow: while the follower lags, every search would otherwise read and analyse
         the same rows. `height` is the projection's, when the search has read it.
         More than UNINDEXED_CAP of them means the follower is far behind
         (a very large block, a starved follower): then the index is caught up here, at
-        the searching thread's priority, and the list is empty."""
+        the searching thread's priority, and the list is empty (None, if a rebuild
+        began meanwhile: a search never waits for one)."""
         if not self.serving:
             return None
         lo = self.index.indexed_height
         hi = projection_height(conn) if height is None else height
-        if hi <= lo:
+        if hi < lo:  # the projection went back: the follower rebuilds the index
+            return None
+        if hi == lo:
             return []
         cached = self._unindexed
         if cached is not None and cached[:2] == (lo, hi):
             return cached[2]
-        first = next(new_memories(conn, lo, hi, chunk=UNINDEXED_CAP), None)
-        if first is None:
-            bags: list[WordBag] = []
-        elif first[1] >= hi:
-            bags = word_bags(documents(first[0]))
-        else:
-            self.catch_up()
-            return []
+        # one row more than the cap tells "exactly the cap" (ranked here) from "more"
+        first = next(new_memories(conn, lo, hi, chunk=UNINDEXED_CAP + 1), None)
+        if first is not None and len(first[0]) > UNINDEXED_CAP:
+            return [] if self._search_catch_up() else None
+        bags = word_bags(documents(first[0])) if first is not None else []
         self._unindexed = (lo, hi, bags)
         return bags
+
+    def _search_catch_up(self) -> bool:
+        """Catch the index up for a search that found it far behind; False when it is not
+        serving (a rebuild began): the search then uses the projection's full-text index
+        instead of waiting for the rebuild (it holds the lock throughout) or doing it."""
+        while not self._catch_up_lock.acquire(timeout=SERVING_CHECK_S):
+            if not self.serving:
+                return False
+        try:
+            if self.serving:
+                self._catch_up(rebuild=False)
+            return self.serving
+        finally:
+            self._catch_up_lock.release()
 
     # ---------------------------------------------------------------- following
     def start(self) -> None:
