@@ -136,17 +136,20 @@ class Indexer(Following):
         self.index.save()
 
     # ---------------------------------------------------------------- read-your-writes
-    def unindexed(self, conn: sa.Connection, height: int) -> list[tuple[str, np.ndarray]]:
+    def unindexed(self, conn: sa.Connection, height: int, since: int | None = None
+                  ) -> list[tuple[str, np.ndarray]]:
         """The newest memories (at most UNINDEXED_CAP) committed above the watermark and
         at most at `height` (the projection height the search reads by), with their
         vectors, for a search to rank beside the index's hits. Empty while the index is
-        being built from scratch (it is not serving then).
+        being built from scratch (it is not serving then). `since`: the watermark the
+        search read before it searched the index; the follower may have moved it since,
+        and the memories it took meanwhile are in neither the hits nor above the new one.
 
         Embedded here, at the searching thread's priority and within UNINDEXED_BUDGET_S,
         newest first, each once: a complete list is shared by the searches at the same
         (watermark, height), a later list reuses the vectors it already has, and the
         follower takes them instead of embedding again."""
-        lo = self.index.meta.indexed_height
+        lo = self.index.meta.indexed_height if since is None else since
         if self.state == "building" or height <= lo or UNINDEXED_CAP <= 0:
             return []
         with self._unindexed_lock:

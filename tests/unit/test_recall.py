@@ -317,6 +317,52 @@ def test_hybrid_pages_are_slices_of_one_order(tmp_path: Path) -> None:
     chain.close()
 
 
+def test_a_follower_step_during_a_search_loses_no_new_memory(tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                             wordllama, monkeypatch) -> None:
+    """The follower may index new memories between the search's walk of the index and
+    its read of the watermark: they must still be ranked (they were in neither list)."""
+    import sqlalchemy as sa
+
+    from memledger.devtools.chain import LocalChain, seeded_key
+    from memledger.node.api.filter_check import FilterCheck
+    from memledger.node.api.queries import MemoryFilter
+    from memledger.node.api.ranked import hybrid, semantic
+    from memledger.recall.indexer import Indexer
+
+    chain = LocalChain(tmp_path / "chain")
+    key = seeded_key("race-unit")
+    chain.block([chain.builder(key).submit(chain.next_nonce(key), f"n-{i}",
+                                           f"note {i} about topic {i % 7} and colour {i % 5}")
+                 for i in range(60)])
+    engine = sa.create_engine(chain.db_url)
+    indexer = Indexer(engine, VectorIndex(tmp_path / "recall", wordllama))
+    indexer.index.open()
+    indexer.catch_up()
+    indexer.state = "following"  # serving, with no follower thread: the test steps it
+    walk = indexer.index.search
+
+    def walk_then_follower_step(*args, **kwargs):  # type: ignore[no-untyped-def]
+        found = walk(*args, **kwargs)
+        indexer.catch_up()  # what the follower thread may do at this moment
+        return found
+
+    monkeypatch.setattr(indexer.index, "search", walk_then_follower_step)
+    question = "what should the pet not eat"
+    for n, mode in enumerate((semantic, hybrid)):
+        chain.block([chain.builder(key).submit(chain.next_nonce(key), f"cat-{n}",
+                                               "Our cat Miso must never eat chicken")])
+        with engine.connect() as conn:
+            flt = MemoryFilter(q=question)
+            if mode is semantic:
+                hits = semantic(conn, flt, question, 5, indexer, FilterCheck(conn, flt))
+            else:
+                hits = hybrid(conn, flt, question, 5, indexer, None, FilterCheck(conn, flt))
+        assert indexer.index.meta.indexed_height == chain.height  # the step did happen
+        assert f"cat-{n}" in [m for m, _ in hits][:2], (mode, hits)
+    engine.dispose()
+    chain.close()
+
+
 def test_followers_yield_the_cpu_to_consensus() -> None:
     """Index work runs at a lower priority than the ABCI process's Commit (Linux nice is
     per thread): the follower thread, and the threads it starts."""

@@ -257,10 +257,15 @@ def text_ranked(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
 
 def semantic(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
              indexer: Indexer, keep: FilterCheck | None = None, vector: Any = None,
-             first: Ranked | None = None) -> Ranked:
+             first: Ranked | None = None, since: int | None = None) -> Ranked:
     """Top `n` memories by meaning among those `flt` passes (`vector`: the text's
-    embedding and `first` the index's first fetch for it, when the caller has them),
-    the ones committed since the index's watermark included (read-your-writes)."""
+    embedding and `first` the index's first fetch for it, when the caller has them, with
+    `since` the watermark read before that fetch), the ones committed since the index's
+    watermark included (read-your-writes). The watermark is read before the index is
+    searched: a follower step in between would otherwise move memories into the index
+    after the search and above the watermark the search reads, and out of both."""
+    if since is None:
+        since = indexer.index.meta.indexed_height
     if vector is None:
         vector = indexer.embedder.embed([text])[0]
     keep = keep or FilterCheck(conn, flt)
@@ -272,7 +277,8 @@ def semantic(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
 
     hits = semantic_ranked(indexer.index, vector, n, keep,
                            narrow if narrowed(flt) else None, first)
-    return with_unindexed(hits, vector, indexer.unindexed(conn, keep.height()), keep, n)
+    return with_unindexed(hits, vector, indexer.unindexed(conn, keep.height(), since),
+                          keep, n)
 
 
 def hybrid(conn: sa.Connection, flt: MemoryFilter, text: str, want: int,
@@ -290,13 +296,14 @@ def hybrid(conn: sa.Connection, flt: MemoryFilter, text: str, want: int,
     words_first = meaning_first = None
     if rare and words_index is not None and words_index.serving:
         words_first = words_index.first_hits(content_words(rare), fetch, any_word=True)
+    since = indexer.index.meta.indexed_height  # before the index is searched: see semantic
     if not narrowed(flt) and len(indexer.index):  # a narrow filter scores its own set
         meaning_first = indexer.index.search(vector, fetch)
     check([m for m, _ in (words_first.hits if words_first else [])[:chunk]] +
           [m for m, _ in (meaning_first or [])[:chunk]])  # answers kept for both legs
     words = text_ranked(conn, flt, rare, depth, any_word=True, words_index=words_index,
                         check=check, first=words_first) if rare else []
-    meaning = semantic(conn, flt, text, depth, indexer, check, vector, meaning_first)
+    meaning = semantic(conn, flt, text, depth, indexer, check, vector, meaning_first, since)
     return fuse_in_windows([[m for m, _ in words], [m for m, _ in meaning]], HYBRID_WINDOWS,
                            want, weights=(TEXT_WEIGHT, 1.0))
 
