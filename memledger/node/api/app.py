@@ -86,7 +86,8 @@ def start_words(settings: ApiSettings, engine: Engine) -> TextIndexer | None:
     words = TextIndexer(engine, TextIndex(Path(settings.index_dir) / "text"))
     try:
         words.start()
-    except TextIndexBusy as exc:
+    except (TextIndexBusy, OSError, ValueError) as exc:
+        # serving data: without it ranked text still answers, from the projection
         log.warning("no word index (%s): ranked text comes from the projection", exc)
         return None
     return words
