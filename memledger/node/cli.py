@@ -7,17 +7,22 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from memledger.consensus.versions import LATEST_APP_VERSION, SUPPORTED_APP_VERSIONS
 from memledger.node import cli_client, cli_gov, cli_testnet
-from memledger.node.cli_root import fail, home_option, main
-from memledger.node.home import NodeConfig, NodeHome
+from memledger.node.cli_root import fail, fail_on_config_errors, home_option, main
+from memledger.node.home import MAX_PORT, NodeConfig, NodeHome
 
 if TYPE_CHECKING:
+    from memledger.consensus.store.state import CanonicalStore
     from memledger.projection.rebuild import RecordSource
+
+
+#: the highest port `init` derives from --base-port is base + this (REST)
+INIT_PORT_SPAN = 24
 
 
 def _fail(message: str) -> NoReturn:
@@ -33,8 +38,10 @@ def _emit(data: Any, as_json: bool, human: str) -> None:
 @click.option("--chain-id", default="memledger-local", show_default=True)
 @click.option("--moniker", default="node0", show_default=True)
 @click.option("--db-url", default="", help="Projection database URL (default: SQLite in home).")
-@click.option("--base-port", type=int, default=26656, show_default=True,
-              help="p2p port; RPC = base+1, ABCI = base+2, REST = base+24.")
+@click.option("--base-port", type=click.IntRange(1, MAX_PORT - INIT_PORT_SPAN), default=26656,
+              show_default=True,
+              help="p2p port; RPC = base+1, ABCI = base+2, REST = base+24 (so at most "
+                   f"{MAX_PORT - INIT_PORT_SPAN}).")
 @click.option("--no-voter", is_flag=True, help="Do not run the auto-voter.")
 @click.option("--force", is_flag=True, help="Re-initialise an existing home's config.")
 @click.option("--app-version", type=click.Choice([str(v) for v in sorted(SUPPORTED_APP_VERSIONS)]),
@@ -61,9 +68,10 @@ def init(home: Path, chain_id: str, moniker: str, db_url: str, base_port: int, n
         p2p_laddr=f"tcp://127.0.0.1:{base_port}",
         rpc_laddr=f"tcp://127.0.0.1:{base_port + 1}",
         abci_address=f"tcp://127.0.0.1:{base_port + 2}",
-        api_port=base_port + 24,
+        api_port=base_port + INIT_PORT_SPAN,
     )
     try:
+        node_home.create_root()
         cometbft.init_home(node_home.cometbft, chain_id, moniker,
                            app_state={"app_version": int(app_version)})
         cometbft.configure(node_home.cometbft, proxy_app=config.abci_address,
@@ -168,7 +176,6 @@ def projection_rebuild(home: Path, db_url: str, as_json: bool) -> None:
     running app writes that projection every block). Into another database (--db-url)
     at any time, e.g. to move to PostgreSQL.
     """
-    from memledger.consensus.store.state import CanonicalStore
     from memledger.node.home import HomeInUseError
     from memledger.projection.writer import Projection
 
@@ -187,7 +194,7 @@ def projection_rebuild(home: Path, db_url: str, as_json: bool) -> None:
             _fail(f"the node at {node_home.root} is running{pid} and writes this projection "
                   "every block: stop it first (Ctrl-C), or rebuild into another database "
                   "with --db-url")
-    store = CanonicalStore(str(node_home.state_dir), readonly=True)
+    store = _open_state(node_home, lock)
     _progress(f"rebuilding {_redact(target)} from canonical state at height "
               f"{store.last_height}")
     proj = Projection(target)
@@ -202,6 +209,27 @@ def projection_rebuild(home: Path, db_url: str, as_json: bool) -> None:
             lock.close()
     _emit(result, as_json, f"rebuilt projection from {count} records at height "
           f"{result['height']}")
+
+
+def _open_state(node_home: NodeHome, lock: IO[str] | None) -> CanonicalStore:
+    """The node's canonical state, read-only; a one-line error when it has none yet (the
+    app creates it at the node's first start) or it cannot be opened."""
+    import lmdb
+
+    from memledger.consensus.store.state import CanonicalStore, StoreError
+
+    problem = ""
+    if not (node_home.state_dir / "data.mdb").is_file():
+        problem = (f"this node has no state yet (start it once: `memledger start --home "
+                   f"{node_home.root}`); nothing to rebuild from in {node_home.state_dir}")
+    else:
+        try:
+            return CanonicalStore(str(node_home.state_dir), readonly=True)
+        except (StoreError, lmdb.Error) as exc:
+            problem = f"cannot open the canonical state in {node_home.state_dir}: {exc}"
+    if lock is not None:
+        lock.close()
+    _fail(problem)
 
 
 @projection.command("reindex")
@@ -318,6 +346,7 @@ class _Counted:
 cli_client.register(main)
 cli_gov.register(main)
 cli_testnet.register(main)
+fail_on_config_errors(main)
 
 if __name__ == "__main__":
     main()

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from memledger.node import cli_root
-from memledger.node.home import DEFAULT_HOME, NodeHome
+from memledger.node.home import DEFAULT_HOME, ConfigError, NodeHome
 
 if TYPE_CHECKING:
     from memledger.node.client import MemLedgerClient, TxReceipt
@@ -48,6 +48,8 @@ def errors_as_messages() -> Iterator[None]:
         fail(str(exc), name=exc.name or None, code=exc.code, status=exc.status or None)
     except KeyFileError as exc:
         fail(str(exc), name="key_file")
+    except ConfigError as exc:
+        fail(str(exc), name="config_error")
     except (ValueError, OSError) as exc:
         fail(str(exc))
 

@@ -120,7 +120,13 @@ def init_cmd(validators: int, out: Path, chain_id: str, base_port: int | None, p
     from memledger.node.cometbft import REPO_ROOT, CometBFTError
     from memledger.node.testnet import SPARE_BLOCKS, Testnet
     from memledger.node.testnet_compose import project_name, write_compose
-    from memledger.node.testnet_layout import COMPOSE, LOCAL, busy_ports, node_specs
+    from memledger.node.testnet_layout import (
+        COMPOSE,
+        LOCAL,
+        busy_ports,
+        check_ports,
+        node_specs,
+    )
 
     if postgres and not compose:
         raise click.UsageError("--postgres needs --compose (local nets take --db-url-template)")
@@ -132,6 +138,10 @@ def init_cmd(validators: int, out: Path, chain_id: str, base_port: int | None, p
         except RuntimeError as exc:
             _fail(str(exc))
     else:
+        try:
+            check_ports(base_port, validators)
+        except ValueError as exc:
+            _fail(f"--base-port: {exc}")
         busy = busy_ports(node_specs(validators, base_port))
         if busy:
             _fail(f"ports {', '.join(map(str, busy))} of --base-port {base_port} are in use; "
@@ -317,7 +327,7 @@ def add_node_cmd(net_dir: Path, state_sync: bool, as_json: bool) -> None:
     net = _load(net_dir)
     try:
         pubkey = net.add_node(state_sync=state_sync)
-    except NodeError as exc:
+    except (NodeError, ValueError) as exc:
         _fail(str(exc))
     node = net.nodes[-1]
     data = {"name": node.name, "home": str(node.home), "validator_pubkey": pubkey.hex(),

@@ -23,6 +23,7 @@ import tomlkit
 from nacl.signing import SigningKey
 
 from memledger.node import rpc
+from memledger.node.home import write_atomic
 from memledger.node.waiting import wait_until
 
 COMETBFT_VERSION = "0.38.25"
@@ -123,10 +124,7 @@ def load_genesis(home: str | os.PathLike[str]) -> dict[str, Any]:
 
 def write_genesis(home: str | os.PathLike[str], doc: dict[str, Any]) -> None:
     """Write genesis atomically; CometBFT reads it on every start."""
-    path = genesis_path(home)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(path)
+    write_atomic(genesis_path(home), json.dumps(doc, indent=2) + "\n")
 
 
 def init_home(
@@ -165,11 +163,12 @@ def init_home(
 
 
 def edit_config(home: Path, mutate: Callable[[Any], None]) -> None:
-    """Apply `mutate` to config.toml (comments and layout kept)."""
+    """Apply `mutate` to config.toml (comments and layout kept), replacing the file in one
+    step: a failed write (a full disk) leaves the old config whole."""
     path = config_path(home)
     doc = tomlkit.parse(path.read_text())
     mutate(doc)
-    path.write_text(tomlkit.dumps(doc))
+    write_atomic(path, tomlkit.dumps(doc))
 
 
 def _duration(value: str | float) -> str:

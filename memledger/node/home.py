@@ -1,25 +1,33 @@
 """A node's home directory: layout and the small JSON config that ties the parts together.
 
-    HOME/config.json      chain id, addresses, projection URL, voter switch
+    HOME/config.json      chain id, addresses, projection URL, voter switch; checked on
+                          every load (NodeHome.load raises ConfigError), mode 0600: the
+                          projection URL may hold a database password
     HOME/cometbft/        cometbft's own home (keys, genesis, config.toml, block store)
     HOME/data/state/      canonical state (LMDB)
     HOME/data/projection.db   default SQLite serving projection
     HOME/data/recall/     vector index for recall by meaning, derived from the projection
     HOME/data/snapshots/  state sync snapshots this node serves (docs/SNAPSHOTS.md)
-    HOME/logs/            one log per child process
+    HOME/logs/            one log per child process (rotated by the supervisor, see
+                          memledger.node.supervisor.LOG_MAX_BYTES)
     HOME/node.lock        held (flock) while a node runs on this home; names its supervisor
 """
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import errno
 import fcntl
 import json
 import logging
+import math
 import os
-from dataclasses import asdict, dataclass, field
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from memledger.recall.embedder import DEFAULT_EMBEDDER
 
@@ -27,6 +35,55 @@ log = logging.getLogger("memledger.node")
 
 DEFAULT_HOME = Path(os.path.expanduser("~/.memledger"))
 DEFAULT_API_PORT = 26680
+MAX_PORT = 65535
+#: /ready reports the auto-voter dead when its heartbeat is older than this
+#: (memledger.node.voter.is_alive); the voter beats once per pass
+VOTER_HEARTBEAT_MAX_AGE_S = 10.0
+#: the longest voter_interval_s config.json may set: half the heartbeat limit, so that a
+#: slow pass (the RPC timeout is 10 s) on top of the sleep does not make /ready call a
+#: healthy voter dead
+VOTER_INTERVAL_MAX_S = VOTER_HEARTBEAT_MAX_AGE_S / 2
+_TCP_ADDRESS = re.compile(r"^tcp://(?P<host>[^\s/]+):(?P<port>[0-9]{1,5})$")
+
+
+class ConfigError(ValueError):
+    """A node's config.json cannot be used: not JSON, an unknown key, or a value of the
+    wrong type or out of range. The message is one line naming the file and every
+    problem found."""
+
+
+def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int | None = None) -> None:
+    """Replace the file at ``path`` with ``data`` in one step: written to a temporary file
+    in the same directory, fsynced, then renamed over the old one. A failed write (a full
+    disk) leaves the old file whole and no temporary behind.
+
+    ``mode``: the new file's permission bits; by default the old file's, or 0644.
+    """
+    path = Path(path)
+    if mode is None:
+        try:
+            mode = path.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o644
+    raw = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):  # make the rename itself durable (best effort)
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
 
 @dataclass
@@ -46,6 +103,113 @@ class NodeConfig:
     # recall by meaning (memledger.recall.embedder specs); "none" = text search only
     embedder: str = DEFAULT_EMBEDDER
     extra: dict[str, str] = field(default_factory=dict)
+
+    def problems(self) -> list[str]:
+        """What is wrong with these values, one phrase each (empty when all is well)."""
+        found: list[str] = []
+
+        def wrong(name: str, wanted: str) -> None:
+            value = getattr(self, name)
+            found.append(f"{name} must be {wanted}, got {_shown(value)}")
+
+        for name in ("chain_id", "moniker", "api_host"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
+                wrong(name, "a non-empty string")
+        for name in ("db_url", "embedder"):
+            if not isinstance(getattr(self, name), str):
+                wrong(name, "a string")
+        for name in ("abci_address", "rpc_laddr", "p2p_laddr"):
+            value = getattr(self, name)
+            match = _TCP_ADDRESS.match(value) if isinstance(value, str) else None
+            if match is None or not 1 <= int(match["port"]) <= MAX_PORT:
+                wrong(name, f"an address tcp://HOST:PORT with PORT in 1..{MAX_PORT}")
+        if not _is_int(self.api_port) or not 1 <= self.api_port <= MAX_PORT:
+            wrong("api_port", f"an integer in 1..{MAX_PORT}")
+        if not isinstance(self.voter, bool):
+            wrong("voter", "true or false")
+        interval = self.voter_interval_s
+        if (not _is_number(interval) or not math.isfinite(interval)
+                or not 0 < interval <= VOTER_INTERVAL_MAX_S):
+            wrong("voter_interval_s",
+                  f"a number of seconds above 0 and at most {VOTER_INTERVAL_MAX_S:g} (half the "
+                  f"{VOTER_HEARTBEAT_MAX_AGE_S:g} s heartbeat limit of /ready)")
+        if not _is_int(self.snapshot_interval) or self.snapshot_interval < 0:
+            wrong("snapshot_interval", "an integer number of blocks, 0 or more (0 = no "
+                  "snapshots)")
+        if not _is_int(self.snapshot_keep) or self.snapshot_keep < 1:
+            wrong("snapshot_keep", "an integer, 1 or more")
+        if not isinstance(self.extra, dict):
+            wrong("extra", "an object of strings")
+        else:
+            for key, value in self.extra.items():
+                if not isinstance(value, str):
+                    found.append(f"extra.{key} must be a string, got {_shown(value)}")
+        return found
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _shown(value: object) -> str:
+    """A wrong value as the operator wrote it in JSON, with its JSON type."""
+    kind = {bool: "a boolean", str: "a string", int: "an integer", float: "a number",
+            list: "a list", dict: "an object", type(None): "null"}.get(type(value), "")
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    if isinstance(value, str):  # say it is a string only where it looks like something else
+        try:
+            json.loads(value)
+        except ValueError:
+            return text
+    return f"{text} ({kind})" if kind and kind not in ("an integer", "a number") else text
+
+
+_KNOWN_KEYS = tuple(f.name for f in fields(NodeConfig))
+
+
+def _unknown_keys(keys: list[str]) -> str:
+    parts = []
+    for key in keys:
+        close = difflib.get_close_matches(key, _KNOWN_KEYS, n=1, cutoff=0.75)
+        parts.append(f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key))
+    noun = "key" if len(keys) == 1 else "keys"
+    text = f"unknown {noun} {', '.join(parts)}"
+    if len(parts) > len([p for p in parts if "did you mean" in p]):
+        text += f"; known keys: {', '.join(_KNOWN_KEYS)}"
+    return text
+
+
+def parse_config(text: str, source: str) -> NodeConfig:
+    """A NodeConfig from the text of a config.json, or ConfigError naming ``source``."""
+    try:
+        data: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{source} is not valid JSON ({exc.msg} at line {exc.lineno}, "
+                          f"column {exc.colno}); fix it, or `memledger init --force` to "
+                          "write a fresh one") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source} must hold a JSON object of settings, got "
+                          f"{_shown(data)}")
+    problems = []
+    unknown = [key for key in data if key not in _KNOWN_KEYS]
+    if unknown:
+        problems.append(_unknown_keys(unknown))
+    config = NodeConfig(**{k: v for k, v in data.items() if k in _KNOWN_KEYS})
+    problems += config.problems()
+    if problems:
+        raise ConfigError(f"invalid node config {source}: {'; '.join(problems)}")
+    if isinstance(config.voter_interval_s, int):
+        config.voter_interval_s = float(config.voter_interval_s)
+    return config
 
 
 class HomeInUseError(RuntimeError):
@@ -137,18 +301,37 @@ class NodeHome:
         handle.flush()
         return handle
 
+    def create_root(self) -> None:
+        """Create the home directory, for its owner only (0700), if it does not exist (an
+        existing directory's mode is left as it is; config.json is 0600 either way)."""
+        if not self.root.exists():
+            self.root.parent.mkdir(parents=True, exist_ok=True)
+            self.root.mkdir(mode=0o700, exist_ok=True)
+
     def exists(self) -> bool:
         return self.config_file.exists()
 
     def load(self) -> NodeConfig:
+        """The node's config, checked: ConfigError (one line, naming the file and every
+        problem) when it is not JSON, has an unknown key or a value of the wrong type or
+        out of range."""
         if not self.exists():
             raise FileNotFoundError(f"no memledger node at {self.root} (run `memledger init`)")
-        data = json.loads(self.config_file.read_text())
-        return NodeConfig(**data)
+        try:
+            text = self.config_file.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read {self.config_file}: {exc}") from None
+        return parse_config(text, str(self.config_file))
 
     def save(self, config: NodeConfig) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.config_file.write_text(json.dumps(asdict(config), indent=2) + "\n")
+        """Write config.json atomically, readable by its owner only (0600: db_url may hold
+        a database password); a new home directory is created 0700. A config with a
+        problem (NodeConfig.problems) is refused with ConfigError, nothing written."""
+        problems = config.problems()
+        if problems:
+            raise ConfigError(f"refusing to write {self.config_file}: {'; '.join(problems)}")
+        self.create_root()
+        write_atomic(self.config_file, json.dumps(asdict(config), indent=2) + "\n", mode=0o600)
 
     def db_url(self, config: NodeConfig) -> str:
         if config.db_url:

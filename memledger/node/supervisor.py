@@ -11,13 +11,22 @@ them share one process group of their own (Ctrl-C reaches only the supervisor, w
 stops them in order; leftovers of the group are killed at the end). The home's lock
 (NodeHome.lock) is held by the supervisor and inherited by the children, so a second
 `memledger start` on a home refuses at once while any process of the node is alive.
+
+Each child writes HOME/logs/NAME.log. None grows without bound: a log larger than
+LOG_MAX_BYTES is rotated to NAME.log.1 (one previous copy kept, replacing the older one)
+when the node starts and, while it runs, within LOG_CHECK_INTERVAL_S of passing the
+limit. A running child keeps writing through its own O_APPEND descriptor, so the running
+rotation copies the log to NAME.log.1 and truncates it in place (copy-truncate) rather
+than renaming it; lines written during the copy itself can be lost.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -34,6 +43,12 @@ from memledger.node.home import HomeInUseError, NodeConfig, NodeHome
 from memledger.node.waiting import wait_until
 
 log = logging.getLogger("memledger.node")
+
+#: a child's log above this size is rotated to NAME.log.1 (one previous copy is kept, so a
+#: child's logs take at most about twice this)
+LOG_MAX_BYTES = 64 * 1024 * 1024
+#: how often a running node checks its children's log sizes
+LOG_CHECK_INTERVAL_S = 10.0
 
 
 class StartupError(RuntimeError):
@@ -83,7 +98,7 @@ def wait_for_tcp(address: str, timeout: float, proc: subprocess.Popen[bytes] | N
 
     def accepts() -> bool:
         if proc is not None and proc.poll() is not None:
-            raise StartupError(f"process exited with code {proc.returncode} during startup")
+            raise StartupError(f"exited with code {proc.returncode} during startup")
         with socket.create_connection((host, int(port)), timeout=0.5):
             return True
 
@@ -111,10 +126,12 @@ class Supervisor:
         self._stopping = False
         self._lock: IO[str] | None = None
         self._pgid = 0  # the children's process group: the first child's pid
+        self.log_max_bytes = LOG_MAX_BYTES
 
     def _spawn(self, name: str, cmd: list[str]) -> Child:
         self.home.logs.mkdir(parents=True, exist_ok=True)
         log_path = self.home.logs / f"{name}.log"
+        rotate_log(log_path, self.log_max_bytes, running=False)
         log_file = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
         proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
@@ -128,7 +145,10 @@ class Supervisor:
     def start(self) -> None:
         home = str(self.home.root)
         app = self._spawn("app", _python_cmd("app", "--home", home, *self.app_args))
-        wait_for_tcp(self.config.abci_address, 60, app.proc)
+        try:
+            wait_for_tcp(self.config.abci_address, 60, app.proc)
+        except StartupError as exc:
+            raise StartupError(startup_failure(app, str(exc))) from exc
         binary = cometbft.find_cometbft()
         self._spawn("cometbft", [str(binary), "start", "--home", str(self.home.cometbft)])
         if self.api:
@@ -136,6 +156,11 @@ class Supervisor:
             self._spawn("api", _python_cmd("api", "--home", home, voter_flag))
         if self.voter:
             self._spawn("voter", _python_cmd("voter", "--home", home))
+
+    def rotate_logs(self) -> None:
+        """Copy-truncate every running child's log that is over the size limit."""
+        for child in self.children:
+            rotate_log(child.log_path, self.log_max_bytes, running=True)
 
     def poll(self) -> Child | None:
         """The first child that has exited, if any."""
@@ -198,7 +223,11 @@ class Supervisor:
         print(f"memledger: node running (home {self.home.root}, REST "
               f"http://{self.config.api_host}:{self.config.api_port}, RPC "
               f"{self.config.rpc_laddr})", flush=True)
+        next_log_check = time.monotonic() + LOG_CHECK_INTERVAL_S
         while not received:
+            if time.monotonic() >= next_log_check:
+                self.rotate_logs()
+                next_log_check = time.monotonic() + LOG_CHECK_INTERVAL_S
             dead = self.poll()
             if dead is not None:
                 code = dead.proc.returncode
@@ -227,3 +256,46 @@ def last_log_line(path: Path, limit: int = 300) -> str:
         return ""
     lines = [line.strip() for line in tail.splitlines() if line.strip()]
     return lines[-1][:limit] if lines else ""
+
+
+def startup_failure(child: Child, what: str) -> str:
+    """One line on a child that failed to start: its name, what happened, the last line of
+    its log (usually the error itself) and where the log is."""
+    last = last_log_line(child.log_path)
+    said = f": {last}" if last else ""
+    return f"{child.name} {what}{said} (see {child.log_path})"
+
+
+def rotate_log(path: Path, max_bytes: int, *, running: bool) -> bool:
+    """Rotate ``path`` to ``path.1`` if it is larger than ``max_bytes``; True if it did.
+
+    Before its child starts (``running=False``) the log is renamed. While a child writes
+    it (``running=True``) it is copied to ``path.1`` and truncated in place instead: the
+    child's O_APPEND descriptor keeps writing to this file, which a rename would not
+    change, and after the truncation its writes land at the new end (offset 0 on). Either
+    way the previous ``path.1`` is replaced. A failed copy (a full disk) still truncates:
+    the limit is what keeps the disk from filling.
+    """
+    try:
+        if path.stat().st_size <= max_bytes:
+            return False
+    except FileNotFoundError:
+        return False
+    old = path.with_name(path.name + ".1")
+    try:
+        if not running:
+            os.replace(path, old)
+            return True
+        tmp = path.with_name(path.name + ".1.tmp")
+        try:
+            shutil.copyfile(path, tmp)
+            os.replace(tmp, old)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            log.warning("could not keep a copy of %s before truncating it: %s", path, exc)
+        os.truncate(path, 0)
+    except OSError as exc:
+        log.warning("could not rotate %s: %s", path, exc)
+        return False
+    return True

@@ -10,8 +10,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import tomlkit
-
 from memledger.node import cometbft
 from memledger.node.home import NodeHome
 from memledger.node.testnet_layout import SPEC_FILE, NodeSpec, TestnetSpec, node_config
@@ -37,10 +35,11 @@ def _configure(spec: TestnetSpec, node: NodeSpec, home: NodeHome, peers: str) ->
         p2p_laddr=config.p2p_laddr, persistent_peers=peers, fast_blocks=True,
         create_empty_blocks=True,
     )
-    path = cometbft.config_path(home.cometbft)
-    doc: Any = tomlkit.parse(path.read_text())
-    doc["p2p"]["external_address"] = spec.topology.external_address(node)
-    path.write_text(tomlkit.dumps(doc))
+
+    def advertise(cfg: Any) -> None:
+        cfg["p2p"]["external_address"] = spec.topology.external_address(node)
+
+    cometbft.edit_config(home.cometbft, advertise)
 
 
 def _peers(spec: TestnetSpec, ids: dict[str, str], exclude: NodeSpec) -> str:

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memledger.node.home import NodeConfig
+from memledger.node.home import MAX_PORT, NodeConfig, write_atomic
 
 PORT_BLOCK = 32
 P2P_OFFSET, RPC_OFFSET, ABCI_OFFSET, API_OFFSET = 0, 1, 2, 24
@@ -118,11 +118,12 @@ class TestnetSpec:
 
     def next_node(self, power: int = 0) -> NodeSpec:
         index = len(self.nodes)
+        check_ports(self.base_port, index + 1)
         return NodeSpec(index, f"node{index}", port_block(self.base_port, index), power)
 
     def save(self, root: Path) -> None:
         data = asdict(self)
-        (root / SPEC_FILE).write_text(json.dumps(data, indent=2) + "\n")
+        write_atomic(root / SPEC_FILE, json.dumps(data, indent=2) + "\n")
 
     @classmethod
     def load(cls, root: Path) -> TestnetSpec:
@@ -138,6 +139,23 @@ def port_block(base_port: int, index: int) -> int:
     return base_port + index * PORT_BLOCK
 
 
+def highest_port(base_port: int, nodes: int) -> int:
+    """The highest port the first ``nodes`` port blocks from ``base_port`` use."""
+    return port_block(base_port, nodes - 1) + max(PORT_OFFSETS)
+
+
+def check_ports(base_port: int, nodes: int) -> None:
+    """ValueError unless every port of ``nodes`` nodes from ``base_port`` is a TCP port."""
+    top = highest_port(base_port, nodes)
+    if base_port < 1 or top > MAX_PORT:
+        highest_base = MAX_PORT - (top - base_port)
+        count = f"{nodes} node{'s' if nodes != 1 else ''}"
+        raise ValueError(
+            f"base port {base_port} with {count} needs ports {base_port}..{top}, outside "
+            f"1..{MAX_PORT} (node i uses base+{PORT_BLOCK}*i up to +{max(PORT_OFFSETS)}); "
+            f"the highest base port for {count} is {highest_base}")
+
+
 def node_specs(n: int, base_port: int, powers: list[int] | None = None) -> list[NodeSpec]:
     """N validators with equal power unless ``powers`` says otherwise."""
     if n < 1:
@@ -147,6 +165,7 @@ def node_specs(n: int, base_port: int, powers: list[int] | None = None) -> list[
         raise ValueError(f"{len(powers)} powers given for {n} validators")
     if any(p <= 0 for p in powers):
         raise ValueError("validator powers must be positive integers")
+    check_ports(base_port, n)
     return [NodeSpec(i, f"node{i}", port_block(base_port, i), p) for i, p in enumerate(powers)]
 
 

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from nacl.signing import SigningKey
 
 from memledger.consensus import versions
+from memledger.node.home import VOTER_HEARTBEAT_MAX_AGE_S
 from memledger.node.rpc import RpcClient, RpcError
 from memledger.node.txbuilder import TxBuilder
 from memledger.node.voter_notes import NotesWriter
@@ -64,7 +65,7 @@ def heartbeat_path(home: Path) -> Path:
     return home / "run" / "voter.heartbeat"
 
 
-def is_alive(home: Path, max_age_s: float = 10.0) -> bool:
+def is_alive(home: Path, max_age_s: float = VOTER_HEARTBEAT_MAX_AGE_S) -> bool:
     """True when the voter wrote its heartbeat recently (used by /ready)."""
     path = heartbeat_path(home)
     try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import socket
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -64,6 +65,10 @@ def test_init_picks_free_ports_and_up_refuses_busy_ones_at_once(
     nodes = json.loads(result.stdout)["nodes"]
     p2p = nodes[0]["p2p_port"]
     assert p2p == base
+    for name in ("node0", "node1"):  # private like a single node's home (db_url secrets)
+        home = tmp_path / "net" / name
+        assert stat.S_IMODE(home.stat().st_mode) == 0o700
+        assert stat.S_IMODE((home / "config.json").stat().st_mode) == 0o600
     with listening(base + 1):
         # An explicit --base-port whose ports are in use is refused, naming them.
         clash = runner.invoke(main, ["testnet", "init", "-n", "1", "--out",

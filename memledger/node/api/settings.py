@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memledger.node.home import NodeConfig, NodeHome
+from memledger.node.home import VOTER_HEARTBEAT_MAX_AGE_S, NodeConfig, NodeHome
 from memledger.node.rpc import laddr_to_url
 
 MAX_BODY_BYTES = 2 * 1024 * 1024  # a 1 MiB tx is ~1.4 MiB as base64 JSON
@@ -32,7 +32,7 @@ class ApiSettings:
     max_body_bytes: int = MAX_BODY_BYTES
     commit_timeout_s: float = 20.0
     rpc_timeout_s: float = 10.0
-    voter_max_age_s: float = 10.0
+    voter_max_age_s: float = VOTER_HEARTBEAT_MAX_AGE_S
     cors_origins: tuple[str, ...] = field(default_factory=tuple)
     rate_limit_per_s: float = 200.0  # per client address; 0 disables
     rate_limit_burst: int = 400
