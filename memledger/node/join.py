@@ -35,12 +35,14 @@ def join(cometbft_home: str | os.PathLike[str], rpc_url: str, *, state_sync: boo
     Writes the net's genesis, makes the node a persistent peer, and (with `state_sync`)
     fills [statesync] with a trust point taken from it. Returns the chain id.
     """
-    try:
+    try:  # everything asked of the net first: a failure leaves the home as it was
         with RpcClient(rpc_url, timeout=15.0) as rpc:
             genesis = rpc.call("genesis")["genesis"]
             status = rpc.status()
+        trust = cometbft.trust_point(rpc_url) if state_sync else None
     except Exception as exc:  # noqa: BLE001 - any failure to ask is one clear error
-        raise JoinError(f"cannot read genesis and status from {rpc_url}: {exc}") from None
+        raise JoinError(f"cannot read genesis, status and a trust point from {rpc_url}: "
+                        f"{exc}") from None
     cometbft.write_genesis(cometbft_home, genesis)
     peer = _peer_address(rpc_url, status["node_info"])
 
@@ -48,7 +50,7 @@ def join(cometbft_home: str | os.PathLike[str], rpc_url: str, *, state_sync: boo
         cfg["p2p"]["persistent_peers"] = peer
 
     cometbft.edit_config(Path(cometbft_home), add_peer)
-    if state_sync:
-        height, block_hash = cometbft.trust_point(rpc_url)
+    if trust is not None:
+        height, block_hash = trust
         cometbft.configure_state_sync(cometbft_home, [rpc_url], height, block_hash)
     return str(genesis["chain_id"])

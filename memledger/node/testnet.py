@@ -338,11 +338,18 @@ class Testnet:
         sources = [n for n in self.nodes if n.running][:2] if state_sync else []
         if state_sync and not sources:
             raise NodeError("state sync needs a running node to take its trust point from")
+        trust = None
+        if sources:  # asked before the home is made: a failure leaves no half-made node
+            try:
+                trust = cometbft.trust_point(sources[0].rpc_url)
+            except Exception as exc:  # noqa: BLE001 - any failure to ask is one clear error
+                raise NodeError(f"cannot take a trust point from {sources[0].name}: "
+                                f"{exc}") from None
         node = generate_extra_node(self.root, self.spec)
         added = TestnetNode(self.root, node)
         self.nodes.append(added)
-        if sources:
-            height, block_hash = cometbft.trust_point(sources[0].rpc_url)
+        if trust is not None:
+            height, block_hash = trust
             cometbft.configure_state_sync(added.node_home.cometbft,
                                           [n.rpc_url for n in sources], height, block_hash)
         return added.validator_pubkey
