@@ -59,6 +59,13 @@ class PinnedRoot:
 TrustRoot = GenesisRoot | PinnedRoot
 
 
+def root_identity(root: TrustRoot) -> str:
+    """What a trust store records of the root its headers were verified from."""
+    if isinstance(root, PinnedRoot):
+        return f"pinned:{root.height}:{root.hash.hex()}"
+    return f"genesis:{root.chain_id}:{root.initial_height}:{root.validators.hash().hex()}"
+
+
 class LightClient:
     """Verifies headers for one chain from one provider, remembering what it verified."""
 
@@ -127,7 +134,9 @@ class LightClient:
     # --- verification --------------------------------------------------------------------
 
     def verify_to(self, height: int) -> LightBlock:
-        """The verified light block at `height` (from the store when already verified)."""
+        """The verified light block at `height` (from the store when already verified,
+        by this client's root: headers another root verified are refused, not used)."""
+        self.store.bind(root_identity(self.root))
         known = self.store.get(height)
         if known is not None:
             return known

@@ -2,7 +2,9 @@
 
 Only blocks that passed verification go in. The optional file is the user's own trust
 state (like a pinned hash), so it is trusted when loaded: keep it where only the user
-can write. It holds the raw JSON and is re-parsed on load.
+can write. It holds the raw JSON and is re-parsed on load, and names the trust root its
+blocks were verified from: a client with another root (another chain, a reset devnet,
+another pin) must not take them as verified (`bind`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import os
 from pathlib import Path
 
+from memledger.light.errors import TrustError
 from memledger.light.header import LightBlock, parse_light_block
 
 
@@ -23,8 +26,11 @@ class TrustedStore:
         self.keep = max(2, keep)
         self._blocks: dict[int, LightBlock] = {}
         self._heights: list[int] = []
+        #: the trust root the blocks were verified from (LightClient's root_identity)
+        self.root: str | None = None
         if path is not None and path.exists():
             doc = json.loads(path.read_text())
+            self.root = doc.get("root")
             for raw in doc.get("blocks", []):
                 self._put(parse_light_block(raw["signed_header"], raw["validators"]))
 
@@ -36,6 +42,20 @@ class TrustedStore:
             # Drop the second lowest: the lowest is the root, the top ones are recent.
             del self._blocks[self._heights.pop(1)]
 
+    def bind(self, root: str) -> None:
+        """Tie the store to the trust root its blocks are verified from: an empty store
+        takes `root`; one that holds blocks of another root, or of a root it does not
+        name (a file written before roots were recorded), is refused."""
+        if self.root == root:
+            return
+        if not self._heights:
+            self.root = root
+            return
+        where = f" {self.path}" if self.path is not None else ""
+        raise TrustError("conflict", f"the trust store{where} holds headers verified from "
+                                     "another trust root (another chain, or another pin); "
+                                     "verify with another trust store, or delete it")
+
     def save(self, lb: LightBlock) -> None:
         self._put(lb)
         if self.path is not None and lb.raw is not None:
@@ -44,7 +64,7 @@ class TrustedStore:
     def _write(self) -> None:
         assert self.path is not None
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        doc = {"blocks": [self._blocks[h].raw for h in self._heights
+        doc = {"root": self.root, "blocks": [self._blocks[h].raw for h in self._heights
                           if self._blocks[h].raw is not None]}
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc))

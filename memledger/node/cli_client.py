@@ -24,6 +24,7 @@ from memledger.node import cli_root
 from memledger.node.home import DEFAULT_HOME, ConfigError, NodeHome
 
 if TYPE_CHECKING:
+    from memledger.light import TrustRoot
     from memledger.node.client import MemLedgerClient, TxReceipt
     from memledger.node.keys import Agent
 
@@ -242,8 +243,9 @@ def status_cmd(api: str | None, home: Path, as_json: bool) -> None:
 def verify_options(func: F) -> F:
     """--verify and the trust root it checks against (docs/VERIFIED_READS.md)."""
     func = click.option("--trust-store", type=click.Path(path_type=Path), default=None,
-                        help="File of verified headers kept between runs "
-                             "[default: HOME/light/trusted.json when the home exists]")(func)
+                        help="File of verified headers kept between runs [default: "
+                             "HOME/light/trusted-<root>.json when the home exists, one "
+                             "per trust root]")(func)
     func = click.option("--rpc", "rpc_url", default=None,
                         help="Fetch headers from this CometBFT RPC instead of the API.")(func)
     func = click.option("--genesis", type=click.Path(path_type=Path, dir_okay=False),
@@ -263,7 +265,7 @@ def verifying_client(api: str | None, home: Path, genesis: Path | None,
                      trust_height: int | None, trust_hash: str | None, rpc_url: str | None,
                      trust_store: Path | None) -> MemLedgerClient:
     """A client with its trust root: a pinned height+hash, else the genesis validators."""
-    from memledger.light import GenesisRoot, PinnedRoot, TrustRoot
+    from memledger.light import GenesisRoot, PinnedRoot
     from memledger.node.client import MemLedgerClient
 
     root: TrustRoot
@@ -284,9 +286,20 @@ def verifying_client(api: str | None, home: Path, genesis: Path | None,
                                    "--trust-height and --trust-hash")
         root = GenesisRoot.from_file(path)
     if trust_store is None and NodeHome(home).exists():
-        trust_store = Path(home) / "light" / "trusted.json"
+        trust_store = default_trust_store(Path(home), root)
     return MemLedgerClient(api_url(api, home), trust=root, trust_store=trust_store,
                            light_rpc=rpc_url)
+
+
+def default_trust_store(home: Path, root: TrustRoot) -> Path:
+    """HOME/light/trusted-<root>.json: one store per trust root, since headers verified
+    from one root are no proof under another (a store refuses them)."""
+    import hashlib
+
+    from memledger.light.client import root_identity
+
+    tag = hashlib.sha256(root_identity(root).encode()).hexdigest()[:16]
+    return home / "light" / f"trusted-{tag}.json"
 
 
 @contextmanager

@@ -15,6 +15,7 @@ import pytest
 from nacl.signing import SigningKey
 
 from memledger.light import GenesisRoot, LightClient, PinnedRoot, TrustOptions
+from memledger.light.client import root_identity
 from memledger.light.encoding import parse_time, time_ns
 from memledger.light.errors import (
     CommitError,
@@ -275,6 +276,27 @@ def test_store_persists_verified_blocks_only_as_given(tmp_path: Path) -> None:
     assert len(store) == 3 and store.get(1) is not None  # the root stays
     assert store.latest_at_or_below(4) is store.get(1)
     assert store.latest() is store.get(6)
+
+
+def test_headers_another_root_verified_are_never_served_from_the_store() -> None:
+    """A store one root filled (chain A) refuses a client with another root (chain B)
+    even at the heights it holds: those headers were never checked against B."""
+    chain = Chain({1: keys("a", 4)}, 5)
+    store = TrustedStore(None)
+    mine = GenesisRoot(CHAIN, valset(keys("a", 4)), 1)
+    now = (T0 + 100) * SEC
+    LightClient(FakeProvider(chain), mine, store=store, wait_s=0,
+                now_ns=lambda: now).verify_to(3)
+    assert store.get(3) is not None and store.root == root_identity(mine)
+    for other in (GenesisRoot(CHAIN, valset(keys("b", 4)), 1),
+                  PinnedRoot(3, chain.blocks[3].header.hash())):  # a pin, even on chain A
+        lc = LightClient(FakeProvider(chain), other, store=store, wait_s=0,
+                         now_ns=lambda: now)
+        with pytest.raises(TrustError) as err:
+            lc.verify_to(3)
+        assert err.value.reason == "conflict"
+    again = LightClient(FakeProvider(chain), mine, store=store, wait_s=0, now_ns=lambda: now)
+    assert again.verify_to(3) is store.get(3)  # its own root: served from the store
 
 
 def test_a_trust_store_from_another_chain_is_refused(tmp_path: Path) -> None:
