@@ -225,7 +225,7 @@ class MemLedgerApp(BaseApplication):
         self._add_events(response.events, effects.events)
         response.validator_updates.extend(
             pb.ValidatorUpdate(pub_key=pb.PublicKey(ed25519=key), power=power)
-            for key, power in effects.validator_updates
+            for key, power in effects.final_validator_updates()
         )
         if effects.new_app_version is not None:
             response.consensus_param_updates.CopyFrom(

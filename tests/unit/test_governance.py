@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -124,6 +125,26 @@ def test_validator_add_and_remove_take_effect_at_h_plus_2(chain: LocalChain) -> 
     assert chain.block([submit])[0].code == 0
     assert run(chain, v[0], "vote", "m2").code == Code.NOT_A_VALIDATOR
     assert chain.height == removed_at + 2
+
+
+def test_two_changes_of_one_key_in_one_block_reach_cometbft_as_one(chain: LocalChain
+                                                                     ) -> None:
+    """CometBFT refuses a block response naming a validator twice ("duplicate entry")
+    and halts every node; the last change is the one the app's own table keeps."""
+    v = chain.validator_keys
+    newbie = bytes(NEWBIE.verify_key)
+    chain.block([tx(chain, v[0], "propose", validator_proposal(newbie, 5)),
+                 tx(chain, v[0], "propose", validator_proposal(newbie, 7))])
+    txs = [tx(chain, v[i], "gov_vote", pid) for i in (3, 2) for pid in ("p1", "p2")]
+    resp = chain.finalize(txs)
+    assert [r.code for r in resp.tx_results] == [0] * 4
+    chain.app.commit(pb.RequestCommit())
+    chain.height += 1
+    assert [(u.pub_key.ed25519, u.power) for u in resp.validator_updates] == [(newbie, 7)]
+    chain.block([])
+    chain.block([])  # from H+2 the app's table holds the change CometBFT was told of
+    table = json.loads(chain.app.store.get(b"sys/validators") or b"{}")
+    assert dict(table.get("validators", [])).get(newbie.hex()) == 7, table
 
 
 def test_pinned_ballot_member_cannot_be_removed(tmp_path: Path) -> None:

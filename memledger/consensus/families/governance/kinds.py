@@ -32,6 +32,17 @@ class BlockEffects:
     new_app_version: int | None = None
     events: list[tuple[str, list[tuple[str, str]]]] = field(default_factory=list)
 
+    def final_validator_updates(self) -> list[tuple[bytes, int]]:
+        """The block's validator changes as CometBFT takes them: one per key, its last
+        (the power the app's own table holds once the block's pending changes apply), in
+        the order keys first changed. Two passed proposals may change one key in one
+        block, and CometBFT refuses a response that names a key twice: it would halt on
+        every node, and again on every replay of the block."""
+        last: dict[bytes, int] = {}
+        for key, power in self.validator_updates:
+            last[key] = power
+        return list(last.items())
+
 
 @dataclass(frozen=True)
 class Execution:
