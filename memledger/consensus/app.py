@@ -94,8 +94,10 @@ class MemLedgerApp(BaseApplication):
         return "" if raw is None else str(json.loads(raw)["chain_id"])
 
     def _restored(self) -> None:
-        """State sync filled the store: pick up the chain facts it now holds."""
+        """State sync filled the store: pick up the chain facts it now holds. The txs
+        CheckTx let in before (under no chain id) are judged again under the real one."""
         self._chain_id = self._load_chain_id()
+        self.decoded = DecodedTxCache()
 
     @property
     def app_version(self) -> int:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from memledger.consensus.app import MemLedgerApp
+from memledger.consensus.codes import Code
 from memledger.consensus.main import catch_up_projection
 from memledger.consensus.store.snapshots import (
     SnapshotError,
@@ -137,6 +138,34 @@ def test_round_trip_gives_identical_state_app_hash_and_projection(
                                                              chain.height + 1)))
     assert got.app_hash == expected.app_hash
     assert [r.code for r in got.tx_results] == [r.code for r in expected.tx_results]
+    target.close()
+    chain.close()
+
+
+def test_a_tx_checked_before_the_restore_is_judged_again_under_the_chain_id(
+        tmp_path: Path) -> None:
+    """Before a snapshot is restored the node has no chain id: a tx signed for chain ""
+    passes CheckTx then. The block must still refuse it as the other nodes do (it was
+    remembered as decoded, and accepted: this node's app hash forked off)."""
+    from memledger.devtools.chain import seeded_key
+    from memledger.node.txbuilder import TxBuilder
+
+    chain = source_chain(tmp_path, count=3)
+    store, info = snapshot_of(chain, tmp_path / "snaps")
+    target = Target(tmp_path / "dst", background=False)
+    unnamed = TxBuilder(seeded_key("no-chain"), "").submit(1, "no-chain-id", "for chain ''")
+    assert target.app.check_tx(pb.RequestCheckTx(tx=unnamed)).code == 0  # while syncing
+    assert target.offer(info, chain.app.store.last_app_hash) == Offer.ACCEPT
+    assert target.restore(store, info) == [Apply.ACCEPT] * info.chunks
+    assert target.app.check_tx(pb.RequestCheckTx(
+        tx=unnamed, type=pb.CheckTxType.RECHECK)).code == Code.WRONG_CHAIN_ID
+    height = chain.height + 1
+    request = pb.RequestFinalizeBlock(txs=[unnamed], height=height,
+                                      time=pb.Timestamp(seconds=1_780_000_000 + height))
+    honest, synced = chain.app.finalize_block(request), target.app.finalize_block(request)
+    assert [r.code for r in synced.tx_results] == [r.code for r in honest.tx_results] == \
+        [Code.WRONG_CHAIN_ID]
+    assert synced.app_hash == honest.app_hash
     target.close()
     chain.close()
 

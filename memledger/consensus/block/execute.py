@@ -54,12 +54,12 @@ def process_tx(
     (CheckTx only) is what the mempool already holds, for the nonce check; `recheck` says
     the tx is one CheckTx already admitted.
     """
-    signed = None if decoded is None else decoded.get(raw)
+    signed = None if decoded is None else decoded.get(raw, block.chain_id)
     try:
         if signed is None:
             signed = decode_tx(raw, block.chain_id, check, block.app_version)
             if decoded is not None:
-                decoded.put(raw, signed)
+                decoded.put(raw, signed, block.chain_id)
         else:  # decoded once under some version: the version part of the gate again
             check_fields_version(signed.fields_version, block.app_version)
     except TxError as err:
