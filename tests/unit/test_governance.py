@@ -147,6 +147,17 @@ def test_two_changes_of_one_key_in_one_block_reach_cometbft_as_one(chain: LocalC
     assert dict(table.get("validators", [])).get(newbie.hex()) == 7, table
 
 
+@pytest.mark.parametrize("name, bad", [("gov_voting_period", 0), ("gov_voting_period", -5),
+                                       ("gov_min_upgrade_delay", -100),
+                                       ("gov_voting_period", 2_000_000)])
+def test_genesis_params_are_held_to_the_bounds_governance_is(tmp_path: Path, name: str,
+                                                             bad: int) -> None:
+    """A voting period of 0 would leave governance dead for the chain's life, and no
+    proposal could repair it: genesis is refused instead."""
+    with pytest.raises(HaltCalled):
+        LocalChain(tmp_path / "c", app_state={"params": {name: bad}})
+
+
 def test_pinned_ballot_member_cannot_be_removed(tmp_path: Path) -> None:
     c = LocalChain(tmp_path / "c", powers=[10, 20, 30, 40])
     v = c.validator_keys
