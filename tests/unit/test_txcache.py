@@ -74,11 +74,29 @@ def test_bounds_evict_least_recently_used(tmp_path: Path) -> None:
         chain.close()
     by_count = DecodedTxCache(max_entries=3)
     for tx, s in zip(txs, signed, strict=True):
-        by_count.put(tx, s)
+        by_count.put(tx, s, chain.chain_id)
     assert len(by_count) == 3 and txs[2] not in by_count and txs[5] in by_count
     by_bytes = DecodedTxCache(max_bytes=2 * len(txs[0]) + 1)
-    by_bytes.put(txs[0], signed[0])
-    by_bytes.put(txs[1], signed[1])
+    by_bytes.put(txs[0], signed[0], chain.chain_id)
+    by_bytes.put(txs[1], signed[1], chain.chain_id)
     assert by_bytes.get(txs[0]) is signed[0]  # refreshes txs[0]
-    by_bytes.put(txs[2], signed[2])
+    by_bytes.put(txs[2], signed[2], chain.chain_id)
     assert txs[0] in by_bytes and txs[1] not in by_bytes and txs[2] in by_bytes
+
+
+def test_an_entry_serves_only_the_chain_id_it_passed_under(tmp_path: Path) -> None:
+    """State sync gives a node its chain id after CheckTx may have let txs in under none:
+    what passed under one chain id is not taken as passed under another."""
+    chain = LocalChain(tmp_path)
+    try:
+        tx = _txs(chain, 1)[0]
+        signed = decode_tx(tx, chain.chain_id)
+    finally:
+        chain.close()
+    cache = DecodedTxCache()
+    cache.put(tx, signed, "")
+    assert cache.get(tx, chain.chain_id) is None and cache.get(tx, "") is signed
+    assert cache.get(tx) is signed  # signer and nonce: the same under any chain id
+    cache.put(tx, signed, chain.chain_id)  # passed again under the real one: replaced
+    assert cache.get(tx, "") is None and cache.get(tx, chain.chain_id) is signed
+    assert len(cache) == 1
