@@ -61,14 +61,16 @@ class Code(_Described):
             "this signer's txs above its oldest pending one; send the same tx again after "
             "the next block")
     # --- memory submit (30..49) ---
-    INVALID_MEMORY_ID = 30, 'memory id empty, longer than 128 bytes or with bad characters'
+    INVALID_MEMORY_ID = 30, ('memory id empty, longer than 128 bytes or with bad characters; '
+                             "from v7 also a plain submit's id starting `cc-` (co-commits' ids)")
     INVALID_DOMAIN = 31, 'domain empty, longer than 128 bytes or with bad characters'
     INVALID_MEMORY_TYPE = 32, 'memory type not one of fact|observation|inference|task'
     CONTENT_TOO_LARGE = 33, 'content larger than 512 KiB'
     CONTENT_HASH_MISMATCH = 34, 'content_hash is not SHA-256(content)'
     INVALID_CONFIDENCE = 35, 'confidence_ppm above 1,000,000'
     TOO_MANY_TAGS = 36, 'more than 32 tags'
-    INVALID_TAG = 37, 'tag empty, too long, duplicated or not sorted'
+    INVALID_TAG = 37, ('tag empty, too long, holding a NUL byte, or duplicated (order does '
+                       'not matter: tags are stored sorted)')
     MEMORY_TERMINAL = 38, 'memory id already committed or deprecated'
     MEMORY_ID_CONFLICT = 39, 'memory id exists with different content or author'
     DOMAIN_WRITE_DENIED = 40, 'signer may not write into this domain'

@@ -11,7 +11,7 @@ from typing import Any
 
 #: App versions this binary can execute. A node whose chain moves past these halts with
 #: "upgrade required" before executing a block under rules it does not know.
-SUPPORTED_APP_VERSIONS: frozenset[int] = frozenset({1, 2, 3, 4, 5, 6})
+SUPPORTED_APP_VERSIONS: frozenset[int] = frozenset({1, 2, 3, 4, 5, 6, 7})
 #: The version a genesis without an explicit `app_version` starts at (chains made before
 #: genesis could name one must replay under the rules they were made with).
 INITIAL_APP_VERSION = 1
@@ -43,6 +43,12 @@ RULES: dict[str, int] = {
     # they had passed 2 KB. The first block run under v6 rehashes every bucket once
     # (docs/APP_HASH.md, "Layout 2").
     "bucket_merkle": 6,
+    # v7: a plain memory submit may not take an id starting "cc-", the prefix of the ids
+    # co-commits derive from their content and coauthors. Before, anyone who saw a
+    # co-commit in the mempool could submit a memory under its id first, and the
+    # co-commit then failed as a duplicate however often it was signed again
+    # (docs/RULES.md, "Co-commits").
+    "cocommit_ids_reserved": 7,
 }
 
 #: (message kind, field) -> the first app version whose rules know that field. Under an

@@ -13,7 +13,11 @@ from memledger.consensus.block.context import TxContext
 from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.access.domains import authorize_write, scope_of
 from memledger.consensus.families.cocommit.record import CoCommitRecord, load
-from memledger.consensus.families.memory.record import new_record, validate_fields
+from memledger.consensus.families.memory.record import (
+    COCOMMIT_ID_PREFIX,
+    new_record,
+    validate_fields,
+)
 from memledger.consensus.gate.envelope import parse_canonical, verify_signature
 from memledger.consensus.limits import MAX_COAUTHORS, MIN_COAUTHORS
 from memledger.consensus.store import records
@@ -29,7 +33,7 @@ def shared_id(content_hash: bytes, coauthors: list[bytes], agreement_nonce: int)
         SHARED_ID_PREFIX + content_hash + b"".join(sorted(coauthors))
         + agreement_nonce.to_bytes(8, "big")
     ).hexdigest()
-    return f"cc-{digest}"
+    return f"{COCOMMIT_ID_PREFIX}{digest}"
 
 
 def _check_coauthors(ctx: TxContext, coauthors: list[bytes]) -> None:

@@ -11,6 +11,7 @@ from memledger.consensus.families.access.domains import authorize_write, check_n
 from memledger.consensus.families.governance import validators
 from memledger.consensus.families.memory import ballots, expiry, quorum
 from memledger.consensus.families.memory.record import (
+    COCOMMIT_ID_PREFIX,
     DECISIONS,
     TERMINAL_OR_DISPUTED,
     Ballot,
@@ -27,6 +28,10 @@ from memledger.consensus.wire._pb import tx_pb2
 def submit(ctx: TxContext, msg: tx_pb2.MemorySubmit) -> None:
     """Propose a memory: validate everything, then write record, content and owner."""
     check_name(msg.memory_id, Code.INVALID_MEMORY_ID, "memory id")
+    if (versions.active("cocommit_ids_reserved", ctx.block.app_version)
+            and msg.memory_id.startswith(COCOMMIT_ID_PREFIX)):
+        raise TxError(Code.INVALID_MEMORY_ID, f"memory ids starting {COCOMMIT_ID_PREFIX!r} "
+                                              "are co-commits' (MemoryCoCommit)")
     data, tags = validate_fields(
         msg.domain, msg.memory_type, msg.content, msg.content_hash, msg.confidence_ppm,
         list(msg.tags),

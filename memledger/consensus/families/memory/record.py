@@ -14,6 +14,9 @@ from memledger.consensus.store import records
 from memledger.consensus.wire._pb import tx_pb2
 
 MEMORY_TYPES = ("fact", "observation", "inference", "task")
+#: the ids co-commits derive (`cocommit.handlers.shared_id`); from v7 no plain submit
+#: may take one
+COCOMMIT_ID_PREFIX = "cc-"
 class Ballot(TypedDict):
     """A pinned electorate, frozen at submit: later roster changes never move it."""
 
