@@ -99,6 +99,19 @@ class MemLedgerConnectionError(MemLedgerError):
     """The node could not be reached (nothing is known about the request's effect)."""
 
 
+class ProvenAbsent(MemLedgerError):
+    """A verified read's 404 that the chain proves: no such memory at `verified_height`.
+    Like a found memory's, the height may be old (a node picks the state it proves
+    from): compare it with what you expect where freshness matters."""
+
+    def __init__(self, not_found: MemLedgerError, verified_height: int) -> None:
+        super().__init__(f"{not_found} (proven absent at height {verified_height})",
+                         status=not_found.status, code=not_found.code, name=not_found.name,
+                         title=not_found.title, detail=not_found.detail,
+                         problem=not_found.problem)
+        self.verified_height = verified_height
+
+
 # ----------------------------------------------------------------------------- results
 @dataclass(frozen=True)
 class TxReceipt:
@@ -476,13 +489,15 @@ class _Core:
             return None, height
         return (raw.decode() if kind == "content" else json.loads(raw)), height
 
-    def _absent(self, memory_id: str, proof: Any) -> None:
-        """A 404 stands only if the chain proves the memory absent (else ProofError)."""
+    def _absent(self, memory_id: str, proof: Any) -> int:
+        """A 404 stands only if the chain proves the memory absent (else ProofError);
+        returns the height it is proven absent at."""
         record = proof.get("record") if isinstance(proof, dict) else None
         value, height = self._verifier().record(record, "/memory", memory_id.encode())
         if value is not None:
             raise ProofError("served_differs", f"memory {memory_id!r} was answered 'not found' "
                                                f"but is committed at height {height}")
+        return height
 
     def _verified(self, memory_id: str, served: dict[str, Any] | None,
                   proof: Any) -> Memory:
@@ -768,8 +783,7 @@ class MemLedgerClient(_Core):
                 raise
             # A node could hide a record behind a 404: ask for the proof of absence.
             proof = self._request("GET", "/v1/proofs/memory", params={"id": memory_id})
-            self._absent(memory_id, proof)
-            raise
+            raise ProvenAbsent(exc, self._absent(memory_id, proof)) from None
         try:
             return self._verified(memory_id, _served(doc, memory_id), doc.get("proof"))
         except ProofError as exc:
@@ -1076,8 +1090,8 @@ class AsyncMemLedgerClient(_Core):
             if exc.status != 404:
                 raise
             proof = await self._request("GET", "/v1/proofs/memory", params={"id": memory_id})
-            await asyncio.to_thread(self._absent, memory_id, proof)
-            raise
+            height = await asyncio.to_thread(self._absent, memory_id, proof)
+            raise ProvenAbsent(exc, height) from None
         try:
             return await asyncio.to_thread(self._verified, memory_id, _served(doc, memory_id),
                                            doc.get("proof"))

@@ -31,7 +31,12 @@ from memledger.light import GenesisRoot, LightClient, PinnedRoot, TrustOptions
 from memledger.light.errors import CommitError, HeaderError, ProofError, TrustError
 from memledger.light.header import FLAG_ABSENT, CommitSig
 from memledger.light.provider import RestProvider, RpcProvider
-from memledger.node.client import AsyncMemLedgerClient, MemLedgerClient, MemLedgerError, Memory
+from memledger.node.client import (
+    AsyncMemLedgerClient,
+    MemLedgerClient,
+    Memory,
+    ProvenAbsent,
+)
 from memledger.node.keys import Agent
 from tests.support.node import REPO, NodeRunner, wait_api_ready
 
@@ -173,9 +178,10 @@ def test_honest_node_passes_sdk_and_cli_verification(env: Env) -> None:
         assert verified.verified_height is not None
         hits = list(ml.search("honest", verify=True))
         assert [h.id for h in hits] == [memory.id]
-        with pytest.raises(MemLedgerError) as err:  # a 404 that the chain proves
+        with pytest.raises(ProvenAbsent) as err:  # a 404 that the chain proves, and where
             ml.get("no-such-memory", verify=True)
-        assert err.value.status == 404
+        assert err.value.status == 404 and verified.verified_height is not None
+        assert err.value.verified_height >= verified.verified_height
 
     async def run() -> Memory:
         async with AsyncMemLedgerClient(env.node.api_url, trust=env.root) as aml:
