@@ -155,6 +155,45 @@ def test_bad_signature_is_code_8(node: NodeRunner) -> None:
         assert api.get("/v1/memories/r-forged").status_code == 404
 
 
+def _at_once(node: NodeRunner, tx: bytes, wait: str, copies: int) -> list[tuple[int, str]]:
+    """POST the same bytes from `copies` threads at once; (status, name) of each answer."""
+    import threading
+
+    answers: list[tuple[int, str]] = []
+
+    def post() -> None:
+        with _api(node) as api:
+            resp = api.post("/v1/txs", params={"wait": wait}, json=_b64(tx))
+            answers.append((resp.status_code, resp.json().get("name", "")))
+
+    threads = [threading.Thread(target=post) for _ in range(copies)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return answers
+
+
+def test_copies_sent_at_once_are_never_acknowledged_unless_checked(node: NodeRunner) -> None:
+    """cometbft caches a tx's bytes before CheckTx runs and drops them when CheckTx
+    refuses it: a second copy arriving meanwhile hears "already in cache". That was
+    answered 202 accepted (code 0) for forged txs: 8 of 16 copies in one run."""
+    agent = TxBuilder(AGENT, CHAIN)
+    for wait in ("sync", "sync", "commit"):
+        forged = _forge(agent.submit(NONCE(), f"r-copies-{wait}", "sent 12 times at once"))
+        answers = _at_once(node, forged, wait, 12)
+        assert answers == [(400, "bad_signature")] * 12, answers
+    # A good tx sent twice at once: both copies acknowledged, and it lands once.
+    good = agent.submit(NONCE(), "r-copies-good", "a valid tx, sent twice")
+    with _api(node) as api, _api(node) as other:
+        first = api.post("/v1/txs", params={"wait": "sync"}, json=_b64(good))
+        second = other.post("/v1/txs", params={"wait": "sync"}, json=_b64(good))
+        assert (first.status_code, second.status_code) in {(202, 202), (202, 200)}, second.text
+        assert second.json()["code"] == 0
+        landed = api.post("/v1/txs", params={"wait": "commit"}, json=_b64(good))
+        assert landed.status_code == 200 and landed.json()["status"] == "included", landed.text
+
+
 def test_nonce_rules(node: NodeRunner) -> None:
     agent = TxBuilder(OTHER, CHAIN)
     pk = bytes(OTHER.verify_key).hex()

@@ -168,29 +168,73 @@ async def submit(state: ApiState, tx: bytes, wait: WaitMode,
         if problem is not None:
             metrics.count_tx(wait.value, problem.extra.get("code", ""), problem.name)
             raise problem from None
-        checked = None  # already in the mempool cache: same bytes were broadcast before
         if wait is WaitMode.none:
             metrics.count_tx(wait.value, "", "submitted")
             return ACCEPTED, {"status": "submitted", "hash": tx_hash,
                               "log": "already in the mempool cache"}
+        # The same bytes are in cometbft's cache: still being checked (and perhaps about
+        # to be refused), in the mempool, or in a block. Never taken as "passed CheckTx".
+        checked, found = await _settle_cached(state, tx, tx_hash, wait)
+        if found is not None:
+            return _from_block(state, wait, tx_hash, found)
     if checked is not None and checked.code != 0:
         metrics.count_tx(wait.value, checked.code, code_name(checked.code))
         raise tx_rejected(checked.code, checked.log, tx_hash)
     if wait is WaitMode.sync:
         metrics.count_tx(wait.value, 0, "ok")
-        log = "passed CheckTx" if checked is not None else "already in the mempool cache"
+        log = ("passed CheckTx" if checked is not None else
+               "an identical tx passed CheckTx here before: it is in this node's mempool")
         return ACCEPTED, {"status": "accepted", "hash": tx_hash, "code": 0, "name": "ok",
                           "log": log}
     found = await wait_for_block(state, tx_hash, timeout_s or state.settings.commit_timeout_s)
     if found is None:
         metrics.count_tx(wait.value, "", "unknown")
         return ACCEPTED, _unknown(tx_hash, "not in a block before the timeout")
+    return _from_block(state, wait, tx_hash, found)
+
+
+def _from_block(state: ApiState, wait: WaitMode, tx_hash: str, found: dict[str, Any]
+                ) -> tuple[int, dict[str, Any]]:
+    """The answer for a tx a block holds: included, or refused by FinalizeBlock."""
     body = outcome_from_tx(found)
-    metrics.count_tx(wait.value, body["code"], body["name"])
+    state.metrics.count_tx(wait.value, body["code"], body["name"])
     if body["code"] != 0:
         raise tx_rejected(body["code"], body["log"], tx_hash, body["height"],
                           stage="finalize_block")
     return INCLUDED, body
+
+
+#: how long a cached tx's fate is looked for before it counts as in the mempool: a
+#: CheckTx takes milliseconds, and cometbft drops a refused tx from its cache at once
+CACHED_SETTLE_S = 0.5
+
+
+async def _settle_cached(state: ApiState, tx: bytes, tx_hash: str, wait: WaitMode
+                         ) -> tuple[Any, dict[str, Any] | None]:
+    """What became of a tx whose bytes cometbft already holds in its cache: (its CheckTx
+    result, when a send after the other copy's CheckTx was judged afresh; or the block
+    that holds it). (None, None): still cached after CACHED_SETTLE_S, so it passed
+    CheckTx and waits in the mempool. A copy refused meanwhile leaves the cache, and the
+    next send gets the refusal: a forged tx sent twice at once is never acknowledged."""
+    deadline = time.monotonic() + CACHED_SETTLE_S
+    while True:
+        try:
+            return None, await _blocking(state.rpc.tx, tx_hash)
+        except (RpcError, httpx.HTTPError):
+            pass  # in no block (yet)
+        await anyio.sleep(0.05)
+        try:
+            return await _blocking(state.rpc.broadcast_tx_sync, tx), None
+        except RpcError as exc:
+            problem = _rpc_problem(exc, tx_hash)
+            if problem is not None:
+                state.metrics.count_tx(wait.value, problem.extra.get("code", ""),
+                                       problem.name)
+                raise problem from None
+        except httpx.HTTPError:
+            pass  # cometbft briefly unreachable: look again
+        if time.monotonic() >= deadline:
+            return None, None
 
 
 async def wait_for_block(state: ApiState, tx_hash: str, timeout_s: float) -> dict[str, Any] | None:
