@@ -206,7 +206,7 @@ def _from_block(state: ApiState, wait: WaitMode, tx_hash: str, found: dict[str, 
 
 #: how long a cached tx's fate is looked for before it counts as in the mempool: a
 #: CheckTx takes milliseconds, and cometbft drops a refused tx from its cache at once
-CACHED_SETTLE_S = 0.5
+CACHED_SETTLE_S = 1.0
 
 
 async def _settle_cached(state: ApiState, tx: bytes, tx_hash: str, wait: WaitMode
