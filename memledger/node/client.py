@@ -520,7 +520,10 @@ class _Core:
         return {"tx": base64.b64encode(tx).decode()}
 
     def _submit_maker(self, memory_id: str | None, content: str, domain: str, type: str,  # noqa: A002
-                      confidence: float | int, tags: Sequence[str]) -> tuple[str, MakeTx]:
+                      confidence: float | int, tags: Sequence[str]
+                      ) -> tuple[str, MakeTx, dict[str, Any]]:
+        """The memory id, the tx maker, and the fields the memory will hold (to know an
+        earlier attempt's memory as this same write)."""
         check_content_size(content)
         mid = memory_id or derive_memory_id(self.public_key or "", domain, content)
         ppm = confidence_to_ppm(confidence)
@@ -529,7 +532,24 @@ class _Core:
             return b.submit(nonce, mid, content, domain=domain, memory_type=type,
                             confidence_ppm=ppm, tags=tags)
 
-        return mid, make
+        fields = {"author": self.public_key, "domain": domain, "type": type,
+                  "content_hash": hashlib.sha256(content.encode()).hexdigest(),
+                  "confidence_ppm": ppm, "tags": sorted(tags)}
+        return mid, make, fields
+
+    @staticmethod
+    def _earlier_write(refused: MemLedgerError, memory: Memory | None,
+                       fields: dict[str, Any]) -> TxReceipt:
+        """A submit refused as `memory_terminal` whose memory is this very write (same
+        author, content and fields: an earlier attempt whose answer was lost, decided
+        since) succeeded: the receipt of the tx that wrote it. Anything else: `refused`."""
+        if memory is None or any(getattr(memory, k) != v for k, v in fields.items()):
+            raise refused
+        return TxReceipt(status="included", hash=memory.tx, code=0, name="ok",
+                         log="already written by this key (an earlier attempt); "
+                             f"the memory is {memory.status}",
+                         height=memory.submitted_height, memory_id=memory.id,
+                         memory_status=memory.status)
 
     @staticmethod
     def _tx_hash(tx: bytes) -> str:
@@ -711,11 +731,16 @@ class MemLedgerClient(_Core):
         is then `proposed`); `wait="decided"` also waits up to `decide_timeout` seconds for
         the validators' decision: `memory_status` is then `committed` or `deprecated`, or
         still `proposed` if they have not decided by then."""
-        mid, make = self._submit_maker(memory_id, content, domain, type, confidence, tags)
-        if wait != "decided":
-            return self._send("/v1/memories", make, wait, mid)
-        receipt = self._send("/v1/memories", make, "commit", mid)
-        if not receipt.included:
+        mid, make, fields = self._submit_maker(memory_id, content, domain, type, confidence,
+                                               tags)
+        try:
+            receipt = self._send("/v1/memories", make, "commit" if wait == "decided" else wait,
+                                 mid)
+        except MemLedgerError as refused:
+            if refused.code != Code.MEMORY_TERMINAL:
+                raise
+            return self._earlier_write(refused, self._memory_or_none(mid), fields)
+        if wait != "decided" or not receipt.included:
             return receipt
         try:
             status = self.wait_decided(mid, decide_timeout).status
@@ -769,6 +794,12 @@ class MemLedgerClient(_Core):
     def get_memory(self, memory_id: str) -> Memory:
         return Memory.from_json(_the_memory(
             self._request("GET", f"/v1/memories/{_q(memory_id)}"), memory_id))
+
+    def _memory_or_none(self, memory_id: str) -> Memory | None:
+        try:
+            return self.get_memory(memory_id)
+        except MemLedgerError:
+            return None
 
     def get(self, memory_id: str, *, verify: bool = False) -> Memory:
         """One memory; with `verify`, only if its record and content prove against a
@@ -1020,11 +1051,16 @@ class AsyncMemLedgerClient(_Core):
                      tags: Sequence[str] = (), wait: str = "commit",
                      decide_timeout: float = 30.0) -> TxReceipt:
         """As `MemLedgerClient.submit` (also `wait="decided"`)."""
-        mid, make = self._submit_maker(memory_id, content, domain, type, confidence, tags)
-        if wait != "decided":
-            return await self._send("/v1/memories", make, wait, mid)
-        receipt = await self._send("/v1/memories", make, "commit", mid)
-        if not receipt.included:
+        mid, make, fields = self._submit_maker(memory_id, content, domain, type, confidence,
+                                               tags)
+        try:
+            receipt = await self._send("/v1/memories", make,
+                                       "commit" if wait == "decided" else wait, mid)
+        except MemLedgerError as refused:
+            if refused.code != Code.MEMORY_TERMINAL:
+                raise
+            return self._earlier_write(refused, await self._memory_or_none(mid), fields)
+        if wait != "decided" or not receipt.included:
             return receipt
         try:
             status = (await self.wait_decided(mid, decide_timeout)).status
@@ -1078,6 +1114,12 @@ class AsyncMemLedgerClient(_Core):
     async def get_memory(self, memory_id: str) -> Memory:
         return Memory.from_json(_the_memory(
             await self._request("GET", f"/v1/memories/{_q(memory_id)}"), memory_id))
+
+    async def _memory_or_none(self, memory_id: str) -> Memory | None:
+        try:
+            return await self.get_memory(memory_id)
+        except MemLedgerError:
+            return None
 
     async def get(self, memory_id: str, *, verify: bool = False) -> Memory:
         """As `MemLedgerClient.get`; verification runs in a worker thread."""

@@ -99,6 +99,16 @@ def test_sdk_submit_voter_commits_search_finds(env: Env) -> None:
         assert [v.decision for v in ml.votes("sdk-1")] == ["accept"]
         assert ml.account().last_nonce > 0
         assert ml.status().chain_id == CHAIN
+        # A retry of the same write after it was decided (its first answer lost) is the
+        # same write, not a failure: the receipt of the tx that wrote it.
+        again = ml.submit("sdk-1", "Otters hold hands while sleeping so they do not drift",
+                          type="fact", confidence=0.95, tags=["sleep", "animals"])
+        assert again.included and again.hash == receipt.hash and again.memory_status == \
+            "committed", again
+        with pytest.raises(MemLedgerError) as refused:  # another write under that id
+            ml.submit("sdk-1", "Otters never hold hands", confidence=0.95,
+                      tags=["animals", "sleep"])
+        assert refused.value.name == "memory_terminal"
     env.committed.append("sdk-1")
 
 

@@ -239,3 +239,38 @@ def test_a_backlog_that_never_drains_fails_after_backlog_wait(clock: list[float]
     with _sync(script, retry=RetryPolicy(retries=0)) as ml, pytest.raises(MemLedgerError):
         ml.submit("m-1", "retrying is off", wait="sync")
     assert len(script.requests) == 1
+
+
+def _written(content: str, tags: list[str], author: str) -> dict[str, Any]:
+    """The memory an earlier attempt of the same submit wrote, since decided."""
+    return {"id": "m-same", "domain": "general", "author": author, "type": "fact",
+            "content": content, "content_hash": hashlib.sha256(content.encode()).hexdigest(),
+            "confidence_ppm": 900_000, "tags": tags, "status": "committed",
+            "submitted_height": 5, "submitted_time_ns": 1, "decided_height": 6,
+            "tx": "ab" * 32}
+
+
+def test_a_retried_submit_of_a_decided_write_returns_its_receipt(slept: list[float]) -> None:
+    me = bytes(KEY.verify_key).hex()
+
+    def terminal(_: httpx.Request) -> httpx.Response:
+        return _problem(409, "memory_terminal", code=38)
+
+    def same(_: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=_written("the same words", ["a", "b"], me))
+
+    def other(_: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=_written("other words", ["a", "b"], me))
+
+    with _sync(Script(terminal, same)) as ml:
+        receipt = ml.submit("m-same", "the same words", tags=["b", "a"])
+    assert receipt.included and receipt.hash == "ab" * 32
+    assert (receipt.height, receipt.memory_status) == (5, "committed")
+    with _sync(Script(terminal, other)) as ml, pytest.raises(MemLedgerError) as refused:
+        ml.submit("m-same", "the same words", tags=["a", "b"])
+    assert refused.value.name == "memory_terminal"
+
+    async def run() -> Any:
+        async with _async(Script(terminal, same)) as aml:
+            return await aml.submit("m-same", "the same words", tags=["a", "b"])
+    assert asyncio.run(run()).memory_status == "committed"
