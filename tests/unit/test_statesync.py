@@ -280,6 +280,36 @@ def test_state_that_does_not_hash_to_the_trusted_app_hash_leaves_nothing(
     chain.close()
 
 
+@pytest.mark.parametrize("made_up", [
+    [(b"mem/" + b"x" * 596, b"{}")],  # a key the store cannot hold (600 bytes)
+    [(b"sys/app_version", b"not json")],  # read before the app hash is checked
+    [(b"sys/app_version", b'{"name": "no version"}')],
+    [(b"sys/app_version", b'{"version": "7"}')],
+])
+def test_a_peer_s_made_up_snapshot_is_rejected_not_a_crash(
+        tmp_path: Path, made_up: list[tuple[bytes, bytes]]) -> None:
+    """Anyone can offer a snapshot that names the trusted app hash (it is public, in the
+    next header) with chunks of its own making: each must end in REJECT_SNAPSHOT with
+    the sender named. Before, these raised, and the node exited as on an app bug, again
+    at every offer of the same snapshot."""
+    import hashlib
+
+    from memledger.consensus.store.snapshots import FORMAT
+
+    chain = source_chain(tmp_path, count=3)
+    trusted = chain.app.store.last_app_hash
+    chunks = list(encode_chunks(made_up))
+    info = SnapshotInfo(chain.height, FORMAT, tuple(hashlib.sha256(c).digest() for c in chunks),
+                        len(made_up), trusted)
+    target = Target(tmp_path / "dst", background=False)
+    assert target.offer(info, trusted) == Offer.ACCEPT
+    answer = target.apply(0, chunks[0], sender="made-up")
+    assert answer.result == Apply.REJECT_SNAPSHOT and list(answer.reject_senders) == ["made-up"]
+    target.assert_empty()
+    target.close()
+    chain.close()
+
+
 def test_a_restore_interrupted_by_a_crash_rolls_back_at_open(tmp_path: Path) -> None:
     chain = source_chain(tmp_path)
     store, info = snapshot_of(chain, tmp_path / "snaps")

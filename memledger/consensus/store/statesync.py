@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from memledger.consensus import versions
 from memledger.consensus.store import records
 from memledger.consensus.store.commitment import LAYOUTS
+from memledger.consensus.store.lmdb_base import MAX_KEY_LEN
 from memledger.consensus.store.snapshots import (
     FORMAT,
     SnapshotError,
@@ -138,6 +139,8 @@ class StateSync:
         try:
             items = decode_chunk(chunk)
             for key, _ in items:
+                if not 1 <= len(key) <= MAX_KEY_LEN:  # the store could not hold it
+                    raise SnapshotError(f"a key of {len(key)} bytes (1..{MAX_KEY_LEN})")
                 if key <= restore.last_key:
                     raise SnapshotError("keys are not strictly ascending")
                 restore.last_key = key
@@ -160,7 +163,10 @@ class StateSync:
         if restore.records != restore.info.records:
             return self._reject(f"snapshot holds {restore.records} records, metadata says "
                                 f"{restore.info.records}")
-        version = _app_version(self.store)
+        try:
+            version = _app_version(self.store)
+        except SnapshotError as exc:
+            return self._reject(str(exc))
         try:
             layout = versions.hash_layout(version)
             self.store.restore_finish(restore.info.height, restore.trusted_app_hash, version,
@@ -215,6 +221,16 @@ class StateSync:
 
 
 def _app_version(store: CanonicalStore) -> int:
-    """The restored chain's app version, from its own (hashed) state."""
+    """The restored chain's app version, from its own state. Read before that state is
+    checked against the trusted app hash (the version picks the hash layout), so a
+    record a peer made up is refused here (SnapshotError), never a crash."""
     raw = store.get(records.APP_VERSION)
-    return INITIAL_APP_VERSION if raw is None else int(json.loads(raw)["version"])
+    if raw is None:
+        return INITIAL_APP_VERSION
+    try:
+        version = json.loads(raw)["version"]
+    except (ValueError, KeyError, TypeError):
+        raise SnapshotError("its app version record is unreadable") from None
+    if type(version) is not int or version < 1:
+        raise SnapshotError(f"its app version record holds {version!r}")
+    return version
