@@ -199,9 +199,11 @@ def projection_rebuild(home: Path, db_url: str, as_json: bool) -> None:
               f"{store.last_height}")
     proj = Projection(target)
     try:
-        with store.snapshot() as view:
-            count = proj.rebuild(_Counted(view), store.last_height, store.last_app_hash)
-        result = {"records": count, "height": store.last_height, "db_url": target}
+        with store.snapshot() as view:  # rows and receipt from one read (a running node
+            # may commit a block meanwhile: the receipt must name the rows' height)
+            count = proj.rebuild(_Counted(view), view.last_height, view.last_app_hash)
+            height = view.last_height
+        result = {"records": count, "height": height, "db_url": target}
     finally:
         proj.close()
         store.close()
