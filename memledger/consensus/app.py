@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import lmdb
+
 from memledger.consensus import versions
 from memledger.consensus.block import genesis, lifecycle
 from memledger.consensus.block.context import BlockInfo, CommittedView, TxBuffer
@@ -283,6 +285,11 @@ class MemLedgerApp(BaseApplication):
             self.store.set_before_commit(lambda: faults.maybe_kill("in_lmdb", height))
             self.store.commit(pending.overlay, pending.height, pending.app_hash,
                               pending.app_version)
+        except lmdb.MapFullError:
+            self.on_halt(f"canonical state is full at height {pending.height} (LMDB map of "
+                         f"{self.store.map_size >> 30} GiB): raise state_max_gib in the "
+                         "node's config.json and start it again")
+            raise
         except Exception as exc:  # noqa: BLE001
             self.on_halt(f"canonical store commit failed at height {pending.height}: {exc!r}")
             raise

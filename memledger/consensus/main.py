@@ -8,7 +8,7 @@ from pathlib import Path
 from memledger.consensus.app import MemLedgerApp
 from memledger.consensus.faults import FaultPlan
 from memledger.consensus.store.snapshots import SnapshotStore
-from memledger.consensus.store.state import CanonicalStore
+from memledger.consensus.store.state import DEFAULT_MAP_SIZE, CanonicalStore
 from memledger.consensus.versions import SUPPORTED_APP_VERSIONS
 from memledger.consensus.wire.server import run
 from memledger.projection.writer import Projection
@@ -26,10 +26,11 @@ def serve(
     snapshots_dir: Path | None = None,
     snapshot_interval: int = 0,
     snapshot_keep: int = 2,
+    state_map_bytes: int = DEFAULT_MAP_SIZE,
 ) -> None:
     """Block serving ABCI on `address` until SIGINT/SIGTERM."""
     state_dir.mkdir(parents=True, exist_ok=True)
-    store = CanonicalStore(str(state_dir))
+    store = CanonicalStore(str(state_dir), map_size=state_map_bytes)
     projection = Projection(db_url)
     receipt = projection.last_receipt()
     log.info(

@@ -100,6 +100,9 @@ class NodeConfig:
     voter_interval_s: float = 0.5
     snapshot_interval: int = 1000  # blocks between state sync snapshots; 0 = none
     snapshot_keep: int = 2
+    #: the most the canonical state (LMDB) may grow to, GiB; raise it when the node halts
+    #: with "canonical state is full" (~1.2 KB per memory: 64 GiB holds ~50M)
+    state_max_gib: int = 64
     # recall by meaning (memledger.recall.embedder specs); "none" = text search only
     embedder: str = DEFAULT_EMBEDDER
     extra: dict[str, str] = field(default_factory=dict)
@@ -138,6 +141,8 @@ class NodeConfig:
                   "snapshots)")
         if not _is_int(self.snapshot_keep) or self.snapshot_keep < 1:
             wrong("snapshot_keep", "an integer, 1 or more")
+        if not _is_int(self.state_max_gib) or not 1 <= self.state_max_gib <= 1 << 20:
+            wrong("state_max_gib", "an integer number of GiB, 1 or more")
         if not isinstance(self.extra, dict):
             wrong("extra", "an object of strings")
         else:

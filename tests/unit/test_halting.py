@@ -148,3 +148,32 @@ def test_rebuild_equals_incremental_projection(tmp_path: Path) -> None:
     assert rebuilt.dump() == ref.app.projection.dump()
     assert len(rebuilt.dump()["memories"]) > 5
     assert rebuilt.last_receipt() == (BLOCKS, store.last_app_hash.hex())
+
+
+def test_a_full_canonical_state_halts_saying_what_to_raise(tmp_path: Path) -> None:
+    """LMDB's map is a fixed ceiling: reaching it halts with the remedy named, and a
+    restart with a larger map (state_max_gib) commits the same block."""
+    from memledger.consensus.app import MemLedgerApp
+    from memledger.consensus.store.state import CanonicalStore
+    from memledger.projection.writer import Projection
+
+    class Sized(LocalChain):
+        map_size = 1 << 20  # 1 MiB
+
+        def _open(self) -> MemLedgerApp:
+            return MemLedgerApp(CanonicalStore(str(self.home / "state"),
+                                               map_size=self.map_size),
+                                Projection(self.db_url), on_halt=self._halt)
+
+    chain = Sized(tmp_path / "small")
+    plan = blocks(chain, seed=3, count=400)
+    with pytest.raises(HaltCalled, match="canonical state is full .*raise state_max_gib"):
+        for txs in plan:
+            chain.block(txs)
+    stopped = chain.app.store.last_height
+    chain.map_size = 8 << 20
+    chain.reopen()
+    assert chain.app.store.last_height == stopped
+    chain.block(plan[stopped])  # the block that did not fit now commits
+    assert chain.app.store.last_height == stopped + 1
+    chain.close()

@@ -97,6 +97,7 @@ class CanonicalStore(StoreOffline):
     ) -> None:
         self.path = path
         self.readonly = readonly
+        self.map_size = map_size
         self._before_commit = before_commit
         self._gen = 0
         self._current: BlockOverlay | None = None
