@@ -19,7 +19,7 @@ from typing import cast
 
 import atheris
 
-with atheris.instrument_imports(include=["abci"]):
+with atheris.instrument_imports(include=["memledger"]):
     from memledger.consensus.block.context import BlockInfo, KeyValueView
     from memledger.consensus.block.execute import process_tx
     from memledger.consensus.codes import TxError
