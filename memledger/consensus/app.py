@@ -286,9 +286,11 @@ class MemLedgerApp(BaseApplication):
             self.store.commit(pending.overlay, pending.height, pending.app_hash,
                               pending.app_version)
         except lmdb.MapFullError:
+            size = self.store.map_size
+            shown = f"{size >> 30} GiB" if size >= 1 << 30 else f"{size >> 20} MiB"
             self.on_halt(f"canonical state is full at height {pending.height} (LMDB map of "
-                         f"{self.store.map_size >> 30} GiB): raise state_max_gib in the "
-                         "node's config.json and start it again")
+                         f"{shown}): raise state_max_gib in the node's config.json and start "
+                         "it again")
             raise
         except Exception as exc:  # noqa: BLE001
             self.on_halt(f"canonical store commit failed at height {pending.height}: {exc!r}")
