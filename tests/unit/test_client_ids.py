@@ -4,19 +4,16 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
-from memledger.node.api import ApiSettings, create_app
+from memledger.node.api import ApiSettings
 from memledger.node.client import AsyncMemLedgerClient, MemLedgerClient, MemLedgerError
-from memledger.node.waiting import wait_until
+from tests.support.api import served_api
 from tests.support.chain import LocalChain, seeded_key
-from tests.support.ports import free_port
 
 AGENT = seeded_key("sdk-ids")
 # valid ledger ids that an HTTP client would clean ('.', '..') or a router would split
@@ -31,15 +28,8 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                  for mid in PATH_LIKE])
     assert all(chain.memory(mid) is not None for mid in PATH_LIKE)
     settings = ApiSettings(db_url=chain.db_url, rpc_url="http://127.0.0.1:9")
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    wait_until(lambda: server.started, 20, 0.05, what="uvicorn to start")
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    with served_api(settings) as url:
+        yield url
     chain.close()
 
 

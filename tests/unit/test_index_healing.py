@@ -56,6 +56,15 @@ def _chain(home: Path, blocks: int, per_block: int) -> LocalChain:
     return chain
 
 
+def _serving_words(engine: sa.Engine, folder: Path) -> TextIndexer:
+    """A word indexer opened on `folder`, caught up and serving, with no follower thread."""
+    words = TextIndexer(engine, TextIndex(folder))
+    words.index.open()
+    words.catch_up()
+    words.state = "following"
+    return words
+
+
 def _chunked(monkeypatch: pytest.MonkeyPatch, module: object, chunk: int) -> None:
     """The module's follower reads the projection `chunk` memories at a time."""
     monkeypatch.setattr(module, "new_memories",
@@ -202,10 +211,7 @@ def test_a_word_index_above_the_projection_rebuilds_without_serving(  # type: ig
         tmp_path: Path, monkeypatch) -> None:
     first = _chain(tmp_path / "a", 6, 10)
     engine = sa.create_engine(first.db_url)
-    built = TextIndexer(engine, TextIndex(tmp_path / "text"))
-    built.index.open()
-    built.catch_up()
-    built.index.close()
+    _serving_words(engine, tmp_path / "text").index.close()
     engine.dispose()
     first.close()
 
@@ -244,10 +250,7 @@ def test_a_search_waiting_to_catch_up_leaves_when_a_rebuild_begins(  # type: ign
         tmp_path: Path, monkeypatch) -> None:
     chain = _chain(tmp_path / "chain", 1, 5)
     engine = sa.create_engine(chain.db_url)
-    words = TextIndexer(engine, TextIndex(tmp_path / "text"))
-    words.index.open()
-    words.catch_up()
-    words.state = "following"
+    words = _serving_words(engine, tmp_path / "text")
     key = seeded_key("healing")
     chain.block([chain.builder(key).submit(chain.next_nonce(key), f"late-{i}", "zeppelin")
                  for i in range(3)])
@@ -317,10 +320,7 @@ def test_exactly_the_cap_of_unindexed_memories_is_ranked_by_the_search(  # type:
     monkeypatch.setattr(text_indexer, "UNINDEXED_CAP", 4)
     chain = _chain(tmp_path / "chain", 1, 1)
     engine = sa.create_engine(chain.db_url)
-    words = TextIndexer(engine, TextIndex(tmp_path / "text"))
-    words.index.open()
-    words.catch_up()
-    words.state = "following"
+    words = _serving_words(engine, tmp_path / "text")
     watermark = words.index.indexed_height
     key = seeded_key("healing")
     chain.block([chain.builder(key).submit(chain.next_nonce(key), f"new-{i}", f"zeppelin {i}")
