@@ -395,3 +395,36 @@ def test_taker_snapshots_every_interval_keeps_the_last_k_and_serves_them(
     assert chain.app.load_snapshot_chunk(pb.RequestLoadSnapshotChunk(
         height=last.height, format=1, chunk=10_000)).chunk == b""
     chain.close()
+
+
+def test_a_snapshot_is_on_disk_before_it_is_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every chunk, the metadata and the directory entries are fsynced before the
+    rename that lists the snapshot, so a power cut never leaves a listed, torn one."""
+    chain = source_chain(tmp_path, count=4)
+    root = tmp_path / "snaps"
+    store = SnapshotStore(root, chunk_bytes=CHUNK)
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(src: object, dst: object) -> None:
+        events.append(("replace", str(dst)))
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    with chain.app.store.snapshot() as view:
+        info = store.write(view)
+    final = root / str(info.height)
+    tmp = f"{final}.tmp"
+    renamed = events.index(("replace", str(final)))
+    synced_before = {path for kind, path in events[:renamed] if kind == "fsync"}
+    expected = {f"{tmp}/{i}" for i in range(info.chunks)} | {f"{tmp}/metadata.json", tmp}
+    assert info.chunks > 1 and expected <= synced_before
+    assert ("fsync", str(root)) in events[renamed:]
+    chain.close()

@@ -149,6 +149,23 @@ def decode_chunk(chunk: bytes) -> list[tuple[bytes, bytes]]:
 
 
 # ----------------------------------------------------------------------------- on disk
+def _write_durably(path: Path, data: bytes) -> None:
+    """Write and fsync, so a snapshot listed after a power cut has every byte it lists."""
+    with open(path, "wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make a directory's entries (new files, a rename into it) survive a power cut."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class SnapshotStore:
     """Snapshots this node serves: `<root>/<height>/{metadata.json, 0, 1, ...}`."""
 
@@ -176,13 +193,15 @@ class SnapshotStore:
                 yield item
 
         for index, chunk in enumerate(encode_chunks(counted(), self.chunk_bytes)):
-            (tmp / str(index)).write_bytes(chunk)
+            _write_durably(tmp / str(index), chunk)
             hashes.append(hashlib.sha256(chunk).digest())
         info = SnapshotInfo(height, FORMAT, tuple(hashes), records, app_hash)
-        (tmp / "metadata.json").write_bytes(info.metadata())
+        _write_durably(tmp / "metadata.json", info.metadata())
+        _fsync_dir(tmp)
         final = self.root / str(height)
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
+        _fsync_dir(self.root)
         self._prune()
         return info
 
