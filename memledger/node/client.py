@@ -578,20 +578,12 @@ def _served(doc: dict[str, Any], memory_id: str) -> dict[str, Any]:
     return {k: v for k, v in _the_memory(doc, memory_id).items() if k != "proof"}
 
 
-#: sub-resources of a memory in the REST paths: an id ending in one of them is routed to it
-_MEMORY_SUBRESOURCES = ("/votes", "/challenges", "/corroborations")
-
-
 def _the_memory(doc: dict[str, Any], memory_id: str) -> dict[str, Any]:
     """`doc` if it is the memory asked for; a clear error if the node answered for
     something else (never a memory with another id, or a crash on a vote list)."""
     if isinstance(doc, dict) and doc.get("id") == memory_id:
         return doc
     detail = f"the node did not answer with memory {memory_id!r}"
-    if memory_id.endswith(_MEMORY_SUBRESOURCES):
-        detail += (f": an id ending in {memory_id[memory_id.rindex('/'):]!r} reads as that "
-                   "list of another memory over REST; find it with list_memories or "
-                   "verified_record('memory', id)")
     raise MemLedgerError(detail, name="unexpected_response", detail=detail)
 
 

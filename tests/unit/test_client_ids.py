@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from memledger.node.api import ApiSettings
-from memledger.node.client import AsyncMemLedgerClient, MemLedgerClient, MemLedgerError
+from memledger.node.client import AsyncMemLedgerClient, MemLedgerClient
 from tests.support.api import served_api
 from tests.support.chain import LocalChain, seeded_key
 
@@ -35,15 +35,31 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def test_path_like_ids_read_their_own_memory(base_url: str) -> None:
     with MemLedgerClient(base_url) as ml:
-        for mid in PATH_LIKE[:-1]:
+        for mid in PATH_LIKE:
             memory = ml.get_memory(mid)
             assert memory.id == mid and memory.content == f"the memory called {mid!r}"
-        # "x/votes" reads over REST as the votes of "x": a clear error, never a crash or
-        # another memory; its own sub-resources are still reached
-        with pytest.raises(MemLedgerError) as info:
-            ml.get_memory("x/votes")
-        assert info.value.name == "unexpected_response" and "'/votes'" in str(info.value)
+        # the sub-resources of an id ending in a sub-resource's name are reached too
         assert ml.votes("x/votes") == [] and ml.votes("a/../b") == []
+        proven = httpx.get(f"{base_url}/v1/memories/x%2Fvotes", params={"prove": "maybe"})
+        assert proven.status_code == 422
+        assert proven.headers["content-type"].startswith("application/problem+json")
+
+
+@pytest.mark.parametrize("sub", ["votes", "challenges", "corroborations"])
+def test_an_encoded_slash_keeps_a_sub_resource_s_name_in_the_id(base_url: str,
+                                                                sub: str) -> None:
+    """Over REST, "/v1/memories/x/votes" is the votes of "x"; "x%2Fvotes" is memory
+    "x/votes", with the same JSON as any memory read."""
+    plain = httpx.get(f"{base_url}/v1/memories/x").json()
+    if sub == "votes":
+        whole = httpx.get(f"{base_url}/v1/memories/x%2F{sub}")
+        assert whole.status_code == 200 and whole.json()["id"] == "x/votes"
+        assert whole.json().keys() == plain.keys()
+        assert httpx.get(f"{base_url}/v1/memories/x/{sub}").json()["votes"] == []
+    else:  # no such memory: a 404 for that id, not the list of "x"
+        missing = httpx.get(f"{base_url}/v1/memories/x%2F{sub}")
+        assert missing.status_code == 404 and f"x/{sub}" in missing.json()["detail"]
+        assert httpx.get(f"{base_url}/v1/memories/x/{sub}").json()["memory_id"] == "x"
 
 
 def test_async_client_reads_path_like_ids(base_url: str) -> None:

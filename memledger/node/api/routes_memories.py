@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import sqlalchemy as sa
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import TypeAdapter, ValidationError
 
 from memledger.node.api import proving, queries, ranked, reasons
 from memledger.node.api.deps import ApiState, State, read, rpc_call
@@ -34,7 +37,9 @@ from memledger.node.api.schemas import (
 router = APIRouter(prefix="/v1", tags=["memories"], responses=PROBLEM_RESPONSES)
 
 # Ids may contain "/", so the id is a path segment run; the suffixed routes are declared
-# before the bare one so that ".../votes" is never swallowed as part of an id.
+# before the bare one so that ".../votes" is never swallowed as part of an id. A client
+# that sends an id's own "/" as %2F (the SDK does) also reaches an id that ends in a
+# sub-resource's name: see `_id_ending_in`.
 MemoryId = Annotated[str, Path(pattern=NAME, description="memory id (may contain '/')")]
 
 
@@ -115,7 +120,9 @@ def _votes(conn: sa.Connection, memory_id: str) -> dict[str, Any]:
 
 @router.get("/memories/{memory_id:path}/votes", response_model=VoteList,
             summary="Votes on a memory")
-async def memory_votes(memory_id: MemoryId, state: State) -> dict[str, Any]:
+async def memory_votes(memory_id: MemoryId, state: State, request: Request) -> Any:
+    if (whole := _id_ending_in(request, memory_id, "votes")) is not None:
+        return await _memory_response(whole, state, request)
     return await read(state, _votes, memory_id)
 
 
@@ -128,7 +135,9 @@ def _challenges(conn: sa.Connection, memory_id: str) -> dict[str, Any]:
 
 @router.get("/memories/{memory_id:path}/challenges", response_model=ChallengeList,
             summary="Dispute rounds of a memory")
-async def memory_challenges(memory_id: MemoryId, state: State) -> dict[str, Any]:
+async def memory_challenges(memory_id: MemoryId, state: State, request: Request) -> Any:
+    if (whole := _id_ending_in(request, memory_id, "challenges")) is not None:
+        return await _memory_response(whole, state, request)
     return await read(state, _challenges, memory_id)
 
 
@@ -140,7 +149,9 @@ def _corroborations(conn: sa.Connection, memory_id: str) -> dict[str, Any]:
 
 @router.get("/memories/{memory_id:path}/corroborations", response_model=CorroborationList,
             summary="Corroborations of a memory")
-async def memory_corroborations(memory_id: MemoryId, state: State) -> dict[str, Any]:
+async def memory_corroborations(memory_id: MemoryId, state: State, request: Request) -> Any:
+    if (whole := _id_ending_in(request, memory_id, "corroborations")) is not None:
+        return await _memory_response(whole, state, request)
     return await read(state, _corroborations, memory_id)
 
 
@@ -160,6 +171,10 @@ async def get_memory(memory_id: MemoryId, state: State,
                          "add `proof`: the canonical record and content with proofs "
                          "against the app hash (docs/VERIFIED_READS.md)"))] = False
                      ) -> dict[str, Any]:
+    return await _the_memory(memory_id, state, prove)
+
+
+async def _the_memory(memory_id: str, state: ApiState, prove: bool) -> dict[str, Any]:
     found = await read(state, reasons.get_memory, memory_id, state.settings.home)
     if found is None:
         raise not_found("memory", memory_id)
@@ -167,6 +182,31 @@ async def get_memory(memory_id: MemoryId, state: State,
         found["proof"] = await rpc_call(proving.memory_proof, state.rpc, memory_id,
                                         state.settings.home)
     return found
+
+
+def _id_ending_in(request: Request, memory_id: str, sub: str) -> str | None:
+    """The whole memory id when the path ended in "%2F<sub>": the client encoded that
+    slash as part of the id (memory "notes/votes"), so it does not name the sub-resource.
+    A literal "/votes" stays the sub-resource, as the routes declare."""
+    raw = bytes(request.scope.get("raw_path") or b"")
+    return f"{memory_id}/{sub}" if raw.lower().endswith(f"%2f{sub}".encode()) else None
+
+
+_PROVE = TypeAdapter(bool)
+
+
+async def _memory_response(memory_id: str, state: ApiState, request: Request) -> JSONResponse:
+    """`get_memory`'s answer, from a route whose declared response is another list."""
+    raw_prove = request.query_params.get("prove", "false")
+    try:
+        prove = _PROVE.validate_python(raw_prove)
+    except ValidationError:
+        raise RequestValidationError([{"type": "bool_parsing", "loc": ("query", "prove"),
+                                       "msg": "Input should be a valid boolean",
+                                       "input": raw_prove}]) from None
+    found = await _the_memory(memory_id, state, prove)
+    model = ProvenMemory if prove else Memory
+    return JSONResponse(model.model_validate(found).model_dump(mode="json"))
 
 
 @router.get("/cocommits/{cocommit_id}", response_model=ProvenRecordDocument | Document,
