@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import sqlalchemy as sa
@@ -13,6 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 from memledger.node.api import proving, queries, ranked, reasons
 from memledger.node.api.deps import ApiState, State, read, rpc_call
 from memledger.node.api.problems import PROBLEM_RESPONSES, not_found
+from memledger.node.api.routes_state import record_document
 from memledger.node.api.schemas import (
     HEX_KEY,
     MAX_QUERY_WORDS,
@@ -121,9 +123,7 @@ def _votes(conn: sa.Connection, memory_id: str) -> dict[str, Any]:
 @router.get("/memories/{memory_id:path}/votes", response_model=VoteList,
             summary="Votes on a memory")
 async def memory_votes(memory_id: MemoryId, state: State, request: Request) -> Any:
-    if (whole := _id_ending_in(request, memory_id, "votes")) is not None:
-        return await _memory_response(whole, state, request)
-    return await read(state, _votes, memory_id)
+    return await _list_or_memory(request, state, memory_id, "votes", _votes)
 
 
 def _challenges(conn: sa.Connection, memory_id: str) -> dict[str, Any]:
@@ -136,9 +136,7 @@ def _challenges(conn: sa.Connection, memory_id: str) -> dict[str, Any]:
 @router.get("/memories/{memory_id:path}/challenges", response_model=ChallengeList,
             summary="Dispute rounds of a memory")
 async def memory_challenges(memory_id: MemoryId, state: State, request: Request) -> Any:
-    if (whole := _id_ending_in(request, memory_id, "challenges")) is not None:
-        return await _memory_response(whole, state, request)
-    return await read(state, _challenges, memory_id)
+    return await _list_or_memory(request, state, memory_id, "challenges", _challenges)
 
 
 def _corroborations(conn: sa.Connection, memory_id: str) -> dict[str, Any]:
@@ -150,9 +148,7 @@ def _corroborations(conn: sa.Connection, memory_id: str) -> dict[str, Any]:
 @router.get("/memories/{memory_id:path}/corroborations", response_model=CorroborationList,
             summary="Corroborations of a memory")
 async def memory_corroborations(memory_id: MemoryId, state: State, request: Request) -> Any:
-    if (whole := _id_ending_in(request, memory_id, "corroborations")) is not None:
-        return await _memory_response(whole, state, request)
-    return await read(state, _corroborations, memory_id)
+    return await _list_or_memory(request, state, memory_id, "corroborations", _corroborations)
 
 
 _MEMORY_LINKS = {
@@ -192,6 +188,14 @@ def _id_ending_in(request: Request, memory_id: str, sub: str) -> str | None:
     return f"{memory_id}/{sub}" if raw.lower().endswith(f"%2f{sub}".encode()) else None
 
 
+async def _list_or_memory(request: Request, state: ApiState, memory_id: str, sub: str,
+                          list_of: Callable[[sa.Connection, str], dict[str, Any]]) -> Any:
+    """A sub-resource list of `memory_id`, or the memory whose id ends in "/<sub>"."""
+    if (whole := _id_ending_in(request, memory_id, sub)) is not None:
+        return await _memory_response(whole, state, request)
+    return await read(state, list_of, memory_id)
+
+
 _PROVE = TypeAdapter(bool)
 
 
@@ -216,11 +220,4 @@ async def get_cocommit(cocommit_id: Annotated[str, Path(pattern=NAME)],
                        prove: Annotated[bool, Query(description=(
                            "add `proof`: the canonical record with its proof against the app "
                            "hash (docs/VERIFIED_READS.md)"))] = False) -> dict[str, Any]:
-    found = await read(state, queries.get_document, "cocommit", cocommit_id)
-    if found is None:
-        raise not_found("co-commit", cocommit_id)
-    doc: dict[str, Any] = {"id": cocommit_id, "record": found}
-    if prove:
-        doc["proof"] = await rpc_call(proving.record_proof, state.rpc, "/cocommit",
-                                      cocommit_id.encode(), state.settings.home)
-    return doc
+    return await record_document(state, "cocommit", "co-commit", cocommit_id, prove)

@@ -121,13 +121,20 @@ async def get_proposal(proposal_id: Annotated[str, Path(pattern=NAME)],
                        prove: Annotated[bool, Query(description=(
                            "add `proof`: the canonical record with its proof against the app "
                            "hash (docs/VERIFIED_READS.md)"))] = False) -> dict[str, Any]:
-    found = await read(state, queries.get_document, "proposal", proposal_id)
+    return await record_document(state, "proposal", "proposal", proposal_id, prove)
+
+
+async def record_document(state: ApiState, kind: str, label: str, ident: str,
+                          prove: bool) -> dict[str, Any]:
+    """`{"id", "record"}` of one canonical record (a 404 naming `label` when there is
+    none), with `proof` against the app hash when asked."""
+    found = await read(state, queries.get_document, kind, ident)
     if found is None:
-        raise not_found("proposal", proposal_id)
-    doc: dict[str, Any] = {"id": proposal_id, "record": found}
+        raise not_found(label, ident)
+    doc: dict[str, Any] = {"id": ident, "record": found}
     if prove:
-        doc["proof"] = await rpc_call(proving.record_proof, state.rpc, "/proposal",
-                                      proposal_id.encode(), state.settings.home)
+        doc["proof"] = await rpc_call(proving.record_proof, state.rpc, f"/{kind}",
+                                      ident.encode(), state.settings.home)
     return doc
 
 
