@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -88,5 +89,41 @@ def test_a_full_backlog_is_refused_before_broadcast_and_the_sdk_waits_it_out(
             for memory_id in ("b-99", "b-100", "b-101", "b-sdk"):
                 assert api.get(f"/v1/memories/{memory_id}").status_code == 200, memory_id
             assert api.get("/v1/memories/b-102").status_code == 404
+    finally:
+        runner.stop()
+
+
+def test_parallel_writes_of_one_signer_never_overrun_the_backlog(
+    tmp_path: Path, cometbft_bin: Path,
+) -> None:
+    """Twenty higher nonces sent at once: each admission sees every earlier one, so one
+    is acknowledged (the limit) and the others are refused with Retry-After; every
+    acknowledged write is then in a block."""
+    runner = _slow_node(tmp_path / "home")
+    runner.start()
+    try:
+        wait_api_ready(runner.api_url)
+        agent = TxBuilder(AGENT, CHAIN)
+        burst = [agent.submit(201 + i, f"p-{i}", f"parallel write {i}") for i in range(20)]
+        limits = httpx.Limits(max_connections=40)
+        with httpx.Client(base_url=runner.api_url, timeout=30, limits=limits) as api:
+            rpc = runner.rpc()
+            height = rpc.status()["sync_info"]["latest_block_height"]
+            rpc.wait_for_height(int(height) + 1)
+            assert _sync(api, agent.submit(200, "p-oldest", "oldest")).status_code == 202
+            with ThreadPoolExecutor(max_workers=20) as pool:
+                answers = list(pool.map(lambda tx: _sync(api, tx), burst))
+            acked = [i for i, r in enumerate(answers) if r.status_code == 202]
+            refused = [r for r in answers if r.status_code != 202]
+            assert len(acked) == 1, [r.status_code for r in answers]
+            assert all(r.status_code == 429 and r.json()["name"] == "signer_backlog_full"
+                       and r.headers.get("retry-after") == "1" for r in refused)
+            assert _in_mempool(runner) == 2
+            deadline = time.monotonic() + 30
+            wanted = ["p-oldest"] + [f"p-{i}" for i in acked]
+            while time.monotonic() < deadline and not all(
+                    api.get(f"/v1/memories/{m}").status_code == 200 for m in wanted):
+                time.sleep(0.5)
+            assert all(api.get(f"/v1/memories/{m}").status_code == 200 for m in wanted)
     finally:
         runner.stop()

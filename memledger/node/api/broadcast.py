@@ -101,14 +101,14 @@ def _rpc_problem(exc: RpcError, tx_hash: str) -> Problem | None:
                    hash=tx_hash)
 
 
-async def _admit(state: ApiState, tx: bytes, tx_hash: str) -> None:
+async def _admit(state: ApiState, peeked: tuple[bytes, int] | None, tx_hash: str) -> None:
     """Refuse a client's tx while its signer's backlog in this node's mempool is full, or
     when it is so far behind that acknowledging it would be a promise the window may break.
 
     The app answers from its mempool view (docs/RULES.md, "Nonces"). Anything that keeps
     the question from being answered lets the tx through: CheckTx still judges it.
+    Called under the signer's admission lock (signer_locks.py).
     """
-    peeked = peek_signer_nonce(tx)
     if peeked is None:
         return
     signer, nonce = peeked
@@ -122,12 +122,14 @@ async def _admit(state: ApiState, tx: bytes, tx_hash: str) -> None:
     except (httpx.HTTPError, RpcError, ValueError, AttributeError):
         return
     if verdict == "full":
-        raise tx_rejected(
+        problem = tx_rejected(
             int(Code.SIGNER_BACKLOG_FULL),
             f"this node holds {room['above_oldest']} pending txs of signer "
             f"{signer.hex()[:16]}… above its oldest pending one; the limit is "
             f"{room['limit']} (nonce_window / 4): send it again after the next block",
             tx_hash, stage="admission")
+        problem.headers.setdefault("Retry-After", "1")
+        raise problem
     if verdict == "behind":
         raise tx_rejected(
             int(Code.NONCE_BELOW_WINDOW),
@@ -137,6 +139,50 @@ async def _admit(state: ApiState, tx: bytes, tx_hash: str) -> None:
             tx_hash, stage="admission")
 
 
+#: what `_send` learnt: CheckTx's answer, or that cometbft already held the same bytes
+_CACHED = object()
+
+
+async def _send(state: ApiState, tx: bytes, tx_hash: str, wait: WaitMode
+                ) -> Any | tuple[int, dict[str, Any]]:
+    """Admit and broadcast `tx` under its signer's lock: CheckTx's result, `_CACHED`, or
+    a final (status, body) for wait=none and a dropped connection; raises a Problem."""
+    metrics = state.metrics
+    peeked = peek_signer_nonce(tx)
+    async with state.admissions.hold(peeked[0] if peeked else None):
+        try:
+            await _admit(state, peeked, tx_hash)
+        except Problem as refused:
+            metrics.count_tx(wait.value, refused.extra.get("code", ""), refused.name)
+            raise
+        try:
+            # wait=none too waits for CheckTx (milliseconds): until it has answered, the
+            # next admission of this signer would not count this tx
+            checked = await _blocking(state.rpc.broadcast_tx_sync, tx)
+            if wait is WaitMode.none and checked.code == 0:
+                metrics.count_tx(wait.value, "", "submitted")
+                return ACCEPTED, {"status": "submitted", "hash": tx_hash}
+            return checked
+        except (httpx.ConnectError, httpx.ConnectTimeout):
+            metrics.count_tx(wait.value, "", "rpc_unavailable")
+            raise Problem(503, "cometbft_unavailable", "cometbft RPC is not reachable; the "
+                          "tx was not submitted", hash=tx_hash) from None
+        except httpx.HTTPError as exc:
+            metrics.count_tx(wait.value, "", "unknown")
+            return ACCEPTED, _unknown(tx_hash, f"connection to cometbft failed mid-request "
+                                      f"({type(exc).__name__})")
+        except RpcError as exc:
+            problem = _rpc_problem(exc, tx_hash)
+            if problem is not None:
+                metrics.count_tx(wait.value, problem.extra.get("code", ""), problem.name)
+                raise problem from None
+            if wait is WaitMode.none:
+                metrics.count_tx(wait.value, "", "submitted")
+                return ACCEPTED, {"status": "submitted", "hash": tx_hash,
+                                  "log": "already in the mempool cache"}
+            return _CACHED
+
+
 async def submit(state: ApiState, tx: bytes, wait: WaitMode,
                  timeout_s: float | None = None) -> tuple[int, dict[str, Any]]:
     """Broadcast `tx`; returns (HTTP status, TxOutcome body) or raises a Problem."""
@@ -144,36 +190,14 @@ async def submit(state: ApiState, tx: bytes, wait: WaitMode,
     metrics = state.metrics
     if not tx:
         raise Problem(400, "empty_tx", "the transaction is empty")
-    try:
-        await _admit(state, tx, tx_hash)
-    except Problem as refused:
-        metrics.count_tx(wait.value, refused.extra.get("code", ""), refused.name)
-        raise
-    try:
-        if wait is WaitMode.none:
-            await _blocking(state.rpc.broadcast_tx_async, tx)
-            metrics.count_tx(wait.value, "", "submitted")
-            return ACCEPTED, {"status": "submitted", "hash": tx_hash}
-        checked = await _blocking(state.rpc.broadcast_tx_sync, tx)
-    except (httpx.ConnectError, httpx.ConnectTimeout):
-        metrics.count_tx(wait.value, "", "rpc_unavailable")
-        raise Problem(503, "cometbft_unavailable", "cometbft RPC is not reachable; the tx "
-                      "was not submitted", hash=tx_hash) from None
-    except httpx.HTTPError as exc:
-        metrics.count_tx(wait.value, "", "unknown")
-        return ACCEPTED, _unknown(tx_hash, f"connection to cometbft failed mid-request "
-                                  f"({type(exc).__name__})")
-    except RpcError as exc:
-        problem = _rpc_problem(exc, tx_hash)
-        if problem is not None:
-            metrics.count_tx(wait.value, problem.extra.get("code", ""), problem.name)
-            raise problem from None
-        if wait is WaitMode.none:
-            metrics.count_tx(wait.value, "", "submitted")
-            return ACCEPTED, {"status": "submitted", "hash": tx_hash,
-                              "log": "already in the mempool cache"}
+    sent = await _send(state, tx, tx_hash, wait)
+    if isinstance(sent, tuple):
+        return sent
+    checked = sent
+    if sent is _CACHED:
         # The same bytes are in cometbft's cache: still being checked (and perhaps about
         # to be refused), in the mempool, or in a block. Never taken as "passed CheckTx".
+        # Waited for outside the signer's lock: a copy takes no new backlog room.
         checked, found = await _settle_cached(state, tx, tx_hash, wait)
         if found is not None:
             return _from_block(state, wait, tx_hash, found)

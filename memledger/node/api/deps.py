@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Annotated, Any, TypeVar
 
@@ -16,6 +16,7 @@ from sqlalchemy.engine import Engine
 from memledger.node.api.metrics import ApiMetrics
 from memledger.node.api.problems import Problem
 from memledger.node.api.settings import ApiSettings
+from memledger.node.api.signer_locks import SignerLocks
 from memledger.node.rpc import RpcClient, RpcError
 from memledger.recall.indexer import Indexer
 from memledger.recall.text_indexer import TextIndexer
@@ -34,6 +35,7 @@ class ApiState:
     metrics: ApiMetrics
     recall: Indexer | None = None  # the vector index follower, when an embedder is set
     words: TextIndexer | None = None  # the word index follower (ranked text search)
+    admissions: SignerLocks = field(default_factory=SignerLocks)
 
     def close(self) -> None:
         if self.recall is not None:
