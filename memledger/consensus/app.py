@@ -43,6 +43,8 @@ log = logging.getLogger("memledger.abci")
 
 APP_NAME = "memledger"
 SOFTWARE_VERSION = "0.1.0"
+#: store meta (outside the app hash): the last committed block's time, for CheckTx
+LAST_BLOCK_TIME_META = "last_block_time_ns"
 
 
 @dataclass
@@ -80,6 +82,7 @@ class MemLedgerApp(BaseApplication):
         self.faults = faults or FaultPlan()
         self.on_halt = on_halt
         self._genesis: list[tuple[bytes, bytes | None]] | None = None
+        self._last_time_ns: int | None = None
         self._genesis_height = 0
         self._pending: _PendingBlock | None = None
         self._genesis_version = INITIAL_APP_VERSION
@@ -150,15 +153,19 @@ class MemLedgerApp(BaseApplication):
         fails drops a tx this node once acknowledged: it is logged, never silent.
         """
         version = self.app_version
+        earliest = self._last_block_time_ns() + 1
         block = BlockInfo(
             height=self.store.last_height + 1,
-            time_ns=time.time_ns(),
+            time_ns=max(time.time_ns(), earliest),
             chain_id=self._chain_id,
             app_version=version,
+            earliest_time_ns=earliest,
         )
         pending = self.mempool_nonces if versions.active("nonce_window", version) else None
         recheck = req.type == pb.RECHECK
-        outcome = process_tx(CommittedView(self.store), block, req.tx, apply=False,
+        genesis_writes = dict(self._genesis) if self._genesis is not None else None
+        view = CommittedView(self.store, genesis_writes)
+        outcome = process_tx(view, block, req.tx, apply=False,
                              check=self.verifier, decoded=self.decoded, pending=pending,
                              recheck=recheck)
         if pending is not None and outcome.code == 0:
@@ -184,6 +191,15 @@ class MemLedgerApp(BaseApplication):
         # Invalid txs get deterministic error codes in FinalizeBlock; rejecting a block
         # for them would let one bad tx stall liveness.
         return pb.ResponseProcessProposal(status=pb.ResponseProcessProposal.ACCEPT)
+
+    def _last_block_time_ns(self) -> int:
+        """The last committed block's time (kept beside the state, outside the app hash):
+        the next block's time is later. 0 before the first block, or after a state-sync
+        restore until the next block: then only the wall clock bounds a window."""
+        if self._last_time_ns is None:
+            raw = self.store.get_meta(LAST_BLOCK_TIME_META)
+            self._last_time_ns = int.from_bytes(raw, "big") if raw else 0
+        return self._last_time_ns
 
     # ----------------------------------------------------------------- execution
     def finalize_block(self, req: pb.RequestFinalizeBlock) -> pb.ResponseFinalizeBlock:
@@ -221,6 +237,7 @@ class MemLedgerApp(BaseApplication):
         # so the first block under a new layout rehashes every bucket (docs/APP_HASH.md),
         # and a binary that lacks the new version halts before it, never mid-way.
         overlay.set_layout(versions.hash_layout(version))
+        overlay.set_meta(LAST_BLOCK_TIME_META, block.time_ns.to_bytes(8, "big"))
         app_hash = overlay.app_hash()
         new_version = effects.new_app_version or version
         self._pending = _PendingBlock(height, overlay, app_hash, new_version)
@@ -297,6 +314,7 @@ class MemLedgerApp(BaseApplication):
             raise
         faults.maybe_kill("after_lmdb", height)
         self._pending = None
+        self._last_time_ns = None  # read again: this block's time is the last one now
         self.mempool_nonces.clear()  # CometBFT rechecks what is left before new txs
         if self.snapshot_taker is not None:
             self.snapshot_taker.after_commit(pending.height)

@@ -6,7 +6,7 @@ guarantee: a rejected tx leaves no trace in the block, whatever the handler did.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -76,6 +76,15 @@ class BlockInfo:
     time_ns: int
     chain_id: str
     app_version: int
+    #: CheckTx only. Its block time is not known yet: `time_ns` is the latest it can
+    #: plausibly be (the wall clock) and this the earliest (just after the last block's),
+    #: so a time window must hold for both ends to be sure to hold in the block.
+    earliest_time_ns: int | None = None
+
+    @property
+    def earliest_ns(self) -> int:
+        """The earliest time this block can carry: its own time, once it has one."""
+        return self.time_ns if self.earliest_time_ns is None else self.earliest_time_ns
 
 
 @dataclass(slots=True)
@@ -99,16 +108,26 @@ class TxContext:
 
 
 class CommittedView:
-    """Committed state seen as a read-only view (CheckTx runs processTx against it)."""
+    """Committed state seen as a read-only view (CheckTx runs processTx against it).
 
-    def __init__(self, store: CanonicalStore) -> None:
+    `pending` lays the genesis writes over the store until the first block commits them,
+    so CheckTx before block 1 judges against the state that block will run on.
+    """
+
+    def __init__(self, store: CanonicalStore,
+                 pending: Mapping[bytes, bytes | None] | None = None) -> None:
         self._store = store
+        self._pending = pending or {}
 
     def get(self, key: bytes) -> bytes | None:
+        if key in self._pending:
+            return self._pending[key]
         return self._store.get(key)
 
     def iter_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        return self._store.iter_prefix(prefix)
+        if not self._pending:
+            return self._store.iter_prefix(prefix)
+        return merged_prefix(self._store.iter_prefix(prefix), self._pending, prefix)
 
     def put(self, key: bytes, value: bytes) -> None:  # pragma: no cover - guarded
         raise RuntimeError("committed view is read-only")

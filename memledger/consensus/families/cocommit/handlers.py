@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 
-from memledger.consensus.block.context import TxContext
+from memledger.consensus.block.context import BlockInfo, TxContext
 from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.access.domains import authorize_write, scope_of
 from memledger.consensus.families.cocommit.record import CoCommitRecord, load
@@ -65,8 +65,11 @@ def submit(ctx: TxContext, msg: tx_pb2.CoCommitSubmit) -> None:
         if not verify_signature(sig.public_key, signed, sig.signature):
             raise TxError(Code.COCOMMIT_BAD_SIGNATURE,
                           f"signature of coauthor {sig.public_key.hex()[:16]}… fails")
-    if not core.not_before_unix_ns <= ctx.block.time_ns < core.not_after_unix_ns:
-        raise TxError(Code.COCOMMIT_OUTSIDE_WINDOW)
+    # In a block both ends meet its one time; in CheckTx the window must already be open
+    # at the earliest time the next block can carry, and still open at the latest.
+    if not (core.not_before_unix_ns <= ctx.block.earliest_ns
+            and ctx.block.time_ns < core.not_after_unix_ns):
+        raise TxError(Code.COCOMMIT_OUTSIDE_WINDOW, _window_log(ctx.block, core))
     if scope_of(ctx.state, core.domain) is not None:
         raise TxError(Code.COCOMMIT_SCOPED_DOMAIN)
     memory_id = shared_id(core.content_hash, coauthors, core.agreement_nonce)
@@ -91,3 +94,15 @@ def submit(ctx: TxContext, msg: tx_pb2.CoCommitSubmit) -> None:
     ctx.state.put_record(records.cocommit_key(memory_id), cocommit)
     ctx.emit("cocommit", id=memory_id, coauthors=len(coauthors))
     ctx.emit("memory", id=memory_id, status=records.STATUS_COMMITTED)
+
+
+def _window_log(block: BlockInfo, core: tx_pb2.CoCommitCore) -> str:
+    """A block keeps the code's own text; CheckTx says which end failed and why."""
+    if block.earliest_time_ns is None:
+        return ""
+    if core.not_before_unix_ns > block.earliest_ns:
+        return (f"the window opens at {core.not_before_unix_ns} ns, after the last block's "
+                f"time ({block.earliest_ns - 1} ns): a block could not take it yet; send "
+                "it again after the next block")
+    return f"the window closed at {core.not_after_unix_ns} ns"
+
