@@ -52,10 +52,11 @@ RULES: dict[str, int] = {
 }
 
 #: (message kind, field) -> the first app version whose rules know that field. Under an
-#: earlier version a message setting it is answered as the binaries of that time answered
-#: it: their canonical-form check dropped the then-unknown field and refused the body
-#: (BODY_NOT_CANONICAL, before the chain id and signature checks), so old heights replay
-#: with the same result codes.
+#: earlier version the body is parsed with the schema of that time, tx.proto without the
+#: field (memledger.consensus.gate.schema), so every body is answered as the binaries of
+#: that time answered it: the then-unknown field, whatever its bytes, made the body not
+#: canonical (BODY_NOT_CANONICAL, before the chain id and signature checks), and old
+#: heights replay with the same result codes. A field added to tx.proto must be listed.
 FIELDS: dict[tuple[str, str], int] = {
     ("memory_vote", "reason"): RULES["vote_reason"],
 }

@@ -17,6 +17,7 @@ from nacl.signing import VerifyKey
 
 from memledger.consensus import versions
 from memledger.consensus.codes import Code, TxError
+from memledger.consensus.gate.schema import body_class
 from memledger.consensus.limits import MAX_TX_BYTES
 from memledger.consensus.wire._pb import tx_pb2
 
@@ -96,7 +97,12 @@ SignatureCheck = Callable[[bytes, bytes, bytes], bool]
 
 def check_fields_version(fields_version: int, app_version: int) -> None:
     """A field newer than the chain's rules: refused as the binaries that predate it
-    refused it (memledger.consensus.versions.FIELDS)."""
+    refused it (memledger.consensus.versions.FIELDS).
+
+    For a tx that already passed the gate under a later version's schema (the decoded-tx
+    cache): its body decoded and was canonical there, so under the older schema the newer
+    fields are unknown ones, which always decode, and the body is not canonical: this code.
+    """
     if fields_version > app_version:
         raise TxError(Code.BODY_NOT_CANONICAL,
                       f"the message sets a field that needs app version {fields_version}; "
@@ -105,23 +111,25 @@ def check_fields_version(fields_version: int, app_version: int) -> None:
 
 def decode_tx(raw: bytes, chain_id: str, check: SignatureCheck | None = None,
               app_version: int | None = None) -> SignedTx:
-    """Apply the stateless gate in spec order: size, decode, canonical (including fields
-    newer than `app_version`, when given), chain, signature.
+    """Apply the stateless gate in spec order: size, decode, canonical, chain, signature.
 
-    `check` may be a cached/parallel verifier (memledger.consensus.gate.sigverify); it must answer
-    exactly
-    what `verify_signature` would.
+    With `app_version`, the body is decoded with the schema that version's binaries had
+    (memledger.consensus.gate.schema): a field newer than the chain is an unknown field, as
+    it was to them, whatever its bytes, so the body gets exactly the code it got then.
+    `check` may be a cached/parallel verifier (memledger.consensus.gate.sigverify); it must
+    answer exactly what `verify_signature` would.
     """
     if len(raw) > MAX_TX_BYTES:
         raise TxError(Code.TX_TOO_LARGE, f"tx is {len(raw)} bytes, limit {MAX_TX_BYTES}")
     envelope = parse_canonical(tx_pb2.Tx, raw, Code.TX_DECODE, Code.TX_NOT_CANONICAL)
     assert isinstance(envelope, tx_pb2.Tx)
-    body = parse_canonical(tx_pb2.TxBody, envelope.body, Code.BODY_DECODE, Code.BODY_NOT_CANONICAL)
+    schema = body_class(app_version)
+    body = parse_canonical(schema, envelope.body, Code.BODY_DECODE, Code.BODY_NOT_CANONICAL)
+    if schema is not tx_pb2.TxBody:  # canonical under a subset of tx.proto: the same fields
+        body = tx_pb2.TxBody.FromString(envelope.body)
     assert isinstance(body, tx_pb2.TxBody)
     kind = body.WhichOneof("msg")
     needs = 1 if kind is None else versions.fields_version(kind, getattr(body, kind))
-    if app_version is not None:
-        check_fields_version(needs, app_version)
     if body.chain_id != chain_id:
         raise TxError(Code.WRONG_CHAIN_ID, f"tx is for chain {body.chain_id!r}, not {chain_id!r}")
     if len(envelope.public_key) != PUBLIC_KEY_LEN:
