@@ -38,8 +38,12 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
+import httpx
+
 from memledger.node import cometbft
 from memledger.node.home import HomeInUseError, NodeConfig, NodeHome
+from memledger.node.rpc import RpcClient, RpcError, laddr_to_url
+from memledger.node.testnet_layout import bindable
 from memledger.node.waiting import wait_until
 
 log = logging.getLogger("memledger.node")
@@ -49,6 +53,14 @@ log = logging.getLogger("memledger.node")
 LOG_MAX_BYTES = 64 * 1024 * 1024
 #: how often a running node checks its children's log sizes
 LOG_CHECK_INTERVAL_S = 10.0
+#: how long a stop waits for cometbft's mempool to empty into blocks: cometbft does not
+#: keep its mempool across a restart, so a tx the API acknowledged as in it (wait=sync)
+#: would be lost by a clean stop on a node whose peers do not hold it
+DRAIN_S = 10.0
+
+
+class StopRequested(RuntimeError):
+    """A signal came while the node was still starting."""
 
 
 class StartupError(RuntimeError):
@@ -61,6 +73,7 @@ class Child:
     proc: subprocess.Popen[bytes]
     log_path: Path
     log_file: IO[bytes]
+    log_start: int = 0  # where this run's lines begin in the log
 
 
 def _python_cmd(*args: str) -> list[str]:
@@ -92,11 +105,15 @@ def die_with_parent() -> Callable[[], None] | None:
     return preexec
 
 
-def wait_for_tcp(address: str, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
-    """Wait until `tcp://host:port` accepts connections (or the process dies)."""
+def wait_for_tcp(address: str, timeout: float, proc: subprocess.Popen[bytes] | None = None,
+                 cancelled: Callable[[], bool] | None = None) -> None:
+    """Wait until `tcp://host:port` accepts connections (or the process dies, or
+    `cancelled` says a stop was asked for: StopRequested)."""
     host, _, port = address.removeprefix("tcp://").rpartition(":")
 
     def accepts() -> bool:
+        if cancelled is not None and cancelled():
+            raise StopRequested("stop requested during startup")
         if proc is not None and proc.poll() is not None:
             raise StartupError(f"exited with code {proc.returncode} during startup")
         with socket.create_connection((host, int(port)), timeout=0.5):
@@ -133,22 +150,30 @@ class Supervisor:
         log_path = self.home.logs / f"{name}.log"
         rotate_log(log_path, self.log_max_bytes, running=False)
         log_file = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
+        log_start = log_file.seek(0, os.SEEK_END)
         proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
             process_group=self._pgid, preexec_fn=die_with_parent(),
             pass_fds=(self._lock.fileno(),) if self._lock is not None else ())
         self._pgid = self._pgid or proc.pid
-        child = Child(name, proc, log_path, log_file)
+        child = Child(name, proc, log_path, log_file, log_start)
         self.children.append(child)
         return child
 
-    def start(self) -> None:
+    def start(self, cancelled: Callable[[], bool] | None = None) -> None:
         home = str(self.home.root)
+        taken = busy_node_ports(self.config, rest=self.api)
+        if taken:
+            raise StartupError("ports already in use: " + ", ".join(taken) + " (another "
+                               "node or program listens there; a cometbft started against "
+                               "another node's app port would replay its blocks into it)")
         app = self._spawn("app", _python_cmd("app", "--home", home, *self.app_args))
         try:
-            wait_for_tcp(self.config.abci_address, 60, app.proc)
+            wait_for_tcp(self.config.abci_address, 60, app.proc, cancelled)
         except StartupError as exc:
             raise StartupError(startup_failure(app, str(exc))) from exc
+        if cancelled is not None and cancelled():
+            raise StopRequested("stop requested during startup")
         binary = cometbft.find_cometbft()
         self._spawn("cometbft", [str(binary), "start", "--home", str(self.home.cometbft)])
         if self.api:
@@ -169,11 +194,16 @@ class Supervisor:
                 return child
         return None
 
-    def stop(self, timeout: float = 15.0) -> None:
-        """Stop in dependency order: clients first, then cometbft, then the app."""
+    def stop(self, timeout: float = 15.0, drain_s: float = 0.0) -> None:
+        """Stop in dependency order: clients first, then cometbft, then the app. With
+        `drain_s`, cometbft and the app keep making blocks until the mempool is empty
+        (at most that long) once nothing new can come in through the API."""
         self._stopping = True
         order = {"voter": 0, "api": 1, "cometbft": 2, "app": 3}
         for child in sorted(self.children, key=lambda c: order.get(c.name, 9)):
+            if child.name == "cometbft" and drain_s > 0 and self._all_running("cometbft",
+                                                                               "app"):
+                self._drain_mempool(drain_s)
             if child.proc.poll() is None:
                 child.proc.send_signal(signal.SIGTERM)
                 try:
@@ -188,6 +218,29 @@ class Supervisor:
                 os.killpg(self._pgid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+
+    def _all_running(self, *names: str) -> bool:
+        running = {c.name for c in self.children if c.proc.poll() is None}
+        return all(name in running for name in names)
+
+    def _drain_mempool(self, timeout: float) -> None:
+        """Wait until cometbft's mempool is empty (its txs are in blocks), at most
+        `timeout`; says so when txs are left (they may still commit through peers)."""
+        deadline = time.monotonic() + timeout
+        left = 0
+        with RpcClient(laddr_to_url(self.config.rpc_laddr), timeout=2.0) as rpc:
+            while True:
+                try:
+                    left = int(rpc.call("num_unconfirmed_txs", {"limit": "1"})["n_txs"])
+                except (RpcError, httpx.HTTPError, KeyError, TypeError, ValueError):
+                    return  # cometbft cannot tell: nothing to wait for
+                if left == 0 or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.2)
+        if left:
+            print(f"memledger: stopping with {left} txs still in the mempool after "
+                  f"{timeout:.0f}s (no block took them; peers that hold them may still "
+                  "commit them)", file=sys.stderr, flush=True)
 
     def run(self) -> int:
         """Supervise until a signal (exit 0) or a child dies (exit 1).
@@ -215,7 +268,11 @@ class Supervisor:
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGHUP, on_signal)  # terminal closed: stop in order, too
         try:
-            self.start()
+            self.start(cancelled=lambda: bool(received))
+        except StopRequested:
+            print("memledger: shutting down (during startup)", flush=True)
+            self.stop()
+            return 0
         except (StartupError, cometbft.CometBFTError) as exc:
             print(f"memledger: startup failed: {exc}", file=sys.stderr)
             self.stop()
@@ -231,7 +288,7 @@ class Supervisor:
             dead = self.poll()
             if dead is not None:
                 code = dead.proc.returncode
-                last = last_log_line(dead.log_path)
+                last = last_log_line(dead.log_path, since=dead.log_start)
                 said = f": {last}" if last else ""
                 print(f"memledger: {dead.name} exited with code {code}{said}; stopping the "
                       f"node (see {dead.log_path})", file=sys.stderr, flush=True)
@@ -239,18 +296,21 @@ class Supervisor:
                 return 1
             time.sleep(0.2)
         print("memledger: shutting down", flush=True)
-        self.stop()
+        self.stop(drain_s=DRAIN_S)
         return 0
 
 
-def last_log_line(path: Path, limit: int = 300) -> str:
+def last_log_line(path: Path, limit: int = 300, since: int = 0) -> str:
     """The last non-empty line of a child's log (where a Python child's traceback ends
     in the error itself, e.g. an embedder that cannot load), cut to `limit` characters:
-    the operator sees why in the one line the node prints, not only where to look."""
+    the operator sees why in the one line the node prints, not only where to look. Only
+    lines from byte `since` on count: an earlier run's last words are not this one's."""
     try:
         with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 8192))
+            end = f.seek(0, os.SEEK_END)
+            if end < since:  # rotated (copy-truncate) meanwhile: all of it is this run's
+                since = 0
+            f.seek(max(since, end - 8192))
             tail = f.read().decode("utf-8", "replace")
     except OSError:
         return ""
@@ -261,9 +321,23 @@ def last_log_line(path: Path, limit: int = 300) -> str:
 def startup_failure(child: Child, what: str) -> str:
     """One line on a child that failed to start: its name, what happened, the last line of
     its log (usually the error itself) and where the log is."""
-    last = last_log_line(child.log_path)
+    last = last_log_line(child.log_path, since=child.log_start)
     said = f": {last}" if last else ""
     return f"{child.name} {what}{said} (see {child.log_path})"
+
+
+def busy_node_ports(config: NodeConfig, rest: bool = True) -> list[str]:
+    """The node's listening addresses that something else already holds, as `name port`."""
+    wanted = [("ABCI", config.abci_address), ("RPC", config.rpc_laddr),
+              ("P2P", config.p2p_laddr)]
+    if rest:
+        wanted.append(("REST", f"tcp://{config.api_host}:{config.api_port}"))
+    taken = []
+    for name, address in wanted:
+        host, _, port = address.removeprefix("tcp://").rpartition(":")
+        if not bindable(int(port), host or "0.0.0.0"):
+            taken.append(f"{name} {host}:{port}")
+    return taken
 
 
 def rotate_log(path: Path, max_bytes: int, *, running: bool) -> bool:

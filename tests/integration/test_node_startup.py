@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 import stat
 from pathlib import Path
@@ -28,18 +29,45 @@ def test_init_writes_a_private_home(tmp_path: Path, cometbft_bin: Path) -> None:
 
 def test_start_names_the_part_that_failed_and_why(tmp_path: Path, cometbft_bin: Path) -> None:
     runner = NodeRunner(tmp_path / "home", chain_id="memledger-startup")
-    abci_port = runner.base + 2
-    with socket.socket() as taken:  # bound, not listening: the app cannot bind, and
-        taken.bind(("127.0.0.1", abci_port))  # nothing answers there while it tries
-        out = memledger("start", "--home", str(runner.home), "--no-api", "--no-voter",
-                        check=False, timeout=90)
+    logs = runner.home / "logs"
+    logs.mkdir()
+    (logs / "app.log").write_text("an earlier run's last words\n")
+    state = runner.home / "data" / "state"
+    shutil.rmtree(state, ignore_errors=True)
+    state.parent.mkdir(parents=True, exist_ok=True)
+    state.write_text("not a directory: the canonical store cannot open")
+    out = memledger("start", "--home", str(runner.home), "--no-api", "--no-voter",
+                    check=False, timeout=90)
     assert out.returncode == 1, out.stdout + out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr
-    log = runner.home / "logs" / "app.log"
+    log = logs / "app.log"
     assert lines[0].startswith("memledger: startup failed: app exited with code ")
     assert "during startup: " in lines[0] and lines[0].endswith(f"(see {log})")
-    assert "ddress already in use" in lines[0], lines[0]
+    assert "earlier run" not in lines[0], lines[0]  # only this run's lines are quoted
+
+
+def test_start_refuses_ports_another_node_holds_before_starting_anything(
+    tmp_path: Path, cometbft_bin: Path,
+) -> None:
+    """A cometbft started against another node's ABCI port would replay its own blocks
+    into that node's app and halt it: `start` refuses first, naming the ports."""
+    runner = NodeRunner(tmp_path / "home", chain_id="memledger-startup")
+    abci_port = runner.base + 2
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", abci_port))
+        other.listen()
+        out = memledger("start", "--home", str(runner.home), "--no-api", "--no-voter",
+                        check=False, timeout=90)
+        other.settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            other.accept()  # nobody connected to it
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stderr.strip() == (
+        f"memledger: startup failed: ports already in use: ABCI 127.0.0.1:{abci_port} "
+        "(another node or program listens there; a cometbft started against another "
+        "node's app port would replay its blocks into it)"), out.stderr
+    assert not (runner.home / "logs" / "app.log").exists()
 
 
 def test_an_oversized_log_is_rotated_when_the_node_starts(tmp_path: Path,

@@ -1,0 +1,86 @@
+"""A clean stop keeps what the API acknowledged, and a stop during startup is prompt
+(real cometbft).
+
+CometBFT does not keep its mempool across a restart: a tx acknowledged with wait=sync
+and still in the mempool when the node stopped was gone after the restart, on a node
+whose peers did not hold it. A stop now lets the node make blocks until its mempool is
+empty (at most supervisor.DRAIN_S) once the API no longer takes txs.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from memledger.node import cometbft
+from memledger.node.home import NodeHome
+from memledger.node.testnet_procs import node_processes
+from memledger.node.txbuilder import TxBuilder
+from memledger.node.waiting import wait_until
+from tests.support.chain import seeded_key
+from tests.support.node import NodeRunner, wait_api_ready
+
+pytestmark = pytest.mark.cometbft
+CHAIN = "memledger-clean-stop"
+AGENT = seeded_key("clean-stop-agent")
+
+
+def test_a_clean_stop_commits_what_was_acknowledged_first(tmp_path: Path,
+                                                         cometbft_bin: Path) -> None:
+    runner = NodeRunner(tmp_path / "home", chain_id=CHAIN)
+
+    def slow(cfg: Any) -> None:  # a 4 s gap between blocks: acked txs wait in the mempool
+        cfg["consensus"]["timeout_commit"] = "4s"
+
+    cometbft.edit_config(NodeHome(runner.home).cometbft, slow)
+    runner.start()
+    agent = TxBuilder(AGENT, CHAIN)
+    try:
+        wait_api_ready(runner.api_url)
+        rpc = runner.rpc()
+        rpc.wait_for_height(rpc.latest_height() + 1)  # just committed: ~4 s to the next
+        with httpx.Client(base_url=runner.api_url, timeout=30) as api:
+            for i in range(3):
+                tx = base64.b64encode(agent.submit(10 + i, f"s-{i}", f"acked {i}")).decode()
+                answer = api.post("/v1/txs", params={"wait": "sync"}, json={"tx": tx})
+                assert answer.status_code == 202 and answer.json()["status"] == "accepted"
+        assert runner.stop() == 0
+        runner.start()
+        wait_api_ready(runner.api_url)
+        with httpx.Client(base_url=runner.api_url, timeout=30) as api:
+            assert [api.get(f"/v1/memories/s-{i}").status_code for i in range(3)] == [200] * 3
+    finally:
+        runner.stop()
+
+
+def test_a_stop_during_startup_stops_at_once(tmp_path: Path, cometbft_bin: Path) -> None:
+    runner = NodeRunner(tmp_path / "home", chain_id=CHAIN)
+    runner.start(wait=False)
+    assert runner.proc is not None
+    try:
+        wait_until(lambda: "app" in node_processes(runner.home), 30, 0.05,
+                   what="the app process")
+        app_pid = node_processes(runner.home)["app"][0]
+        os.kill(app_pid, signal.SIGSTOP)  # a slow start (a long projection catch-up)
+        try:
+            started = time.monotonic()
+            runner.proc.send_signal(signal.SIGTERM)
+            time.sleep(1.0)
+        finally:
+            os.kill(app_pid, signal.SIGCONT)
+        code = runner.proc.wait(30)
+        took = time.monotonic() - started
+        output = runner.proc.stdout.read() if runner.proc.stdout else ""
+    finally:
+        runner.stop()
+    assert code == 0, output
+    assert took < 20, took
+    assert "node running" not in output, output
+    assert not (runner.home / "logs" / "cometbft.log").exists()
