@@ -66,15 +66,26 @@ def genesis_defaults() -> dict[str, Any]:
     return {name: _copy(spec.default) for name, spec in PARAMS.items() if spec.rule is None}
 
 
-def genesis_record(overrides: dict[str, Any]) -> dict[str, Any]:
-    """The `sys/params` record for a genesis naming `overrides`; raises ParamError."""
+def genesis_record(overrides: Any) -> dict[str, Any]:
+    """The `sys/params` record for a genesis naming `overrides`; raises ParamError.
+
+    `overrides` is hand-written JSON, so every JSON type is checked here: a wrong shape
+    must halt InitChain with a message naming the field, never a TypeError."""
+    if not isinstance(overrides, dict):
+        raise ParamError("genesis params must be a JSON object of name: value, not "
+                         f"{json_type(overrides)}")
     chosen = genesis_defaults()
     for name, given in sorted(overrides.items()):
         spec = PARAMS.get(name)
         if spec is None:
             raise ParamError(f"unknown genesis param {name!r}")
         if type(given) is not type(spec.default):
-            raise ParamError(f"genesis param {name!r} has the wrong type")
+            raise ParamError(f"genesis param {name!r} has the wrong type: "
+                             f"{json_type(given)}, not {json_type(spec.default)}")
+        if isinstance(given, list) and not all(isinstance(item, str) for item in given):
+            bad = next(item for item in given if not isinstance(item, str))
+            raise ParamError(f"genesis param {name!r} must be a list of strings, not one "
+                             f"holding {json_type(bad)}")
         if spec.bounds is not None:  # what governance may set, genesis may too; no more
             low, high = spec.bounds
             if not isinstance(given, int) or not low <= given <= high:
@@ -100,6 +111,16 @@ def set_value(state: RecordView, name: str, new: int) -> None:
     params = current(state)
     params[name] = new
     state.put_record(records.PARAMS, params)
+
+
+def json_type(value: Any) -> str:
+    """A JSON value's type as a genesis author would name it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return {int: "an integer", str: "a string", list: "a list", dict: "an object"}.get(
+        type(value), type(value).__name__)
 
 
 def _copy(default: int | list[str]) -> int | list[str]:

@@ -158,6 +158,58 @@ def test_genesis_params_are_held_to_the_bounds_governance_is(tmp_path: Path, nam
         LocalChain(tmp_path / "c", app_state={"params": {name: bad}})
 
 
+KEY_HEX = "ab" * 32
+
+
+@pytest.mark.parametrize("app_state, says", [
+    ({"scopes": 5}, "scopes must be a list of scope objects, not an integer"),
+    ({"scopes": "ops"}, "scopes must be a list of scope objects, not a string"),
+    ({"scopes": {"id": "s"}}, "scopes must be a list of scope objects, not an object"),
+    ({"params": ["gov_voting_period"]}, "genesis params must be a JSON object"),
+    ({"params": None}, "genesis params must be a JSON object of name: value, not null"),
+    ({"params": {"shared_domains": [1]}}, "'shared_domains' must be a list of strings"),
+    ({"params": {"shared_domains": ["a", 1]}}, "not one holding an integer"),
+    ({"params": {"shared_domains": [{"x": 1}]}}, "not one holding an object"),
+    ({"params": {"shared_domains": ["a", ["b"]]}}, "not one holding a list"),
+    ({"params": {"shared_domains": {"a": 1}}}, "'shared_domains' has the wrong type: an object"),
+    ({"scopes": [{"id": "s", "domains": 5, "members": [[KEY_HEX, 1]]}]},
+     "scopes[0]: scope 's': domains must be a list of strings, not an integer"),
+    ({"scopes": [{"id": "s", "domains": "ops", "members": [[KEY_HEX, 1]]}]},
+     "domains must be a list of strings, not a string"),
+    ({"scopes": [{"id": "s", "domains": ["a", 1], "members": [[KEY_HEX, 1]]}]},
+     "domains must be strings, not an integer"),
+    ({"scopes": [{"id": "s", "domains": [{"d": 1}], "members": [[KEY_HEX, 1]]}]},
+     "domains must be strings, not an object"),
+    ({"scopes": [{"id": 7, "domains": ["d"], "members": [[KEY_HEX, 1]]}]},
+     "scope id must be a string, not an integer"),
+    ({"scopes": [{"id": "s", "domains": ["d"], "members": 3}]},
+     "members must be a list of [hex key, weight], not an integer"),
+    ({"scopes": [{"id": "s", "domains": ["d"], "members": {KEY_HEX: 1}}]},
+     "members must be a list of [hex key, weight], not an object"),
+    ({"scopes": [{"id": "s", "domains": ["d"], "members": [[KEY_HEX, "1"]]}]},
+     "member weight must be a positive integer"),
+    ({"scopes": [{"id": "s", "domains": ["d"], "members": [[1, 1]]}]},
+     "member key must be 64 lowercase hex chars"),
+])
+def test_malformed_genesis_app_state_halts_naming_the_field(
+        tmp_path: Path, app_state: dict[str, object], says: str) -> None:
+    """A hand-written genesis of the wrong shape halts InitChain with one message naming
+    the field (it raised a raw TypeError/AttributeError, or took `[1]` as a domain)."""
+    with pytest.raises(HaltCalled) as halted:
+        LocalChain(tmp_path / "c", app_state=app_state)
+    assert says in str(halted.value)
+
+
+def test_genesis_scope_of_the_right_shape_still_starts(tmp_path: Path) -> None:
+    chain = LocalChain(tmp_path / "c", app_state={
+        "params": {"shared_domains": ["general", "news"]},
+        "scopes": [{"id": "s", "domains": ["ops"], "members": [[KEY_HEX, 2]]}]})
+    chain.block([])  # genesis is written with the first block
+    assert json.loads(chain.app.store.get(b"sys/params") or b"{}")["shared_domains"] == \
+        ["general", "news"]
+    assert json.loads(chain.app.store.get(b"scope/s") or b"{}")["domains"] == ["ops"]
+
+
 def test_pinned_ballot_member_cannot_be_removed(tmp_path: Path) -> None:
     c = LocalChain(tmp_path / "c", powers=[10, 20, 30, 40])
     v = c.validator_keys

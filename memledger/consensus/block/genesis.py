@@ -5,7 +5,9 @@
      "params": {"shared_domains": [...], ...},
      "scopes": [{"id": str, "domains": [str], "members": [[hex key, weight], ...]}]}
 Every key is optional. Without `app_version` the chain starts at version 1, so genesis
-files written before the key existed replay exactly as they did.
+files written before the key existed replay exactly as they did. Every field's JSON type
+is checked before it is read: a wrong shape halts InitChain with one message naming the
+field (GenesisError), never a TypeError.
 """
 
 from __future__ import annotations
@@ -75,8 +77,12 @@ def apply_genesis(
     if not genesis_validators:
         raise GenesisError("genesis has no validators")
     validators.store(state, genesis_validators)
-    for spec in app_state.get("scopes", []):
+    specs = app_state.get("scopes", [])
+    if not isinstance(specs, list):
+        raise GenesisError("genesis app_state scopes must be a list of scope objects, not "
+                           f"{chain_params.json_type(specs)}")
+    for index, spec in enumerate(specs):
         try:
             scopes.apply_scope(state, scopes.parse_spec(spec), height=initial_height)
         except scopes.ScopeError as exc:
-            raise GenesisError(f"genesis scope invalid: {exc}") from None
+            raise GenesisError(f"genesis scope invalid: scopes[{index}]: {exc}") from None

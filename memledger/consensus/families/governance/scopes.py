@@ -33,15 +33,33 @@ class ScopeSpec:
 
 
 def parse_spec(spec: Any) -> ScopeSpec:
-    """Validate a scope spec from JSON (genesis) form."""
+    """Validate a scope spec from JSON (genesis) form.
+
+    A genesis file is hand-written, so each field's JSON type is checked before make_spec
+    reads it: a wrong shape is a ScopeError naming the field (a clean halt), never a
+    TypeError from iterating or sorting it.
+    """
     if not isinstance(spec, dict) or set(spec) != {"id", "domains", "members"}:
         raise ScopeError("scope needs exactly the keys id, domains, members")
+    if not isinstance(spec["id"], str):
+        raise ScopeError(f"scope id must be a string, not {chain_params.json_type(spec['id'])}")
+    domains = spec["domains"]
+    if not isinstance(domains, list):
+        raise ScopeError(f"scope {spec['id']!r}: domains must be a list of strings, not "
+                         f"{chain_params.json_type(domains)}")
+    for domain in domains:
+        if not isinstance(domain, str):
+            raise ScopeError(f"scope {spec['id']!r}: domains must be strings, not "
+                             f"{chain_params.json_type(domain)}")
+    if not isinstance(spec["members"], list):
+        raise ScopeError(f"scope {spec['id']!r}: members must be a list of [hex key, weight], "
+                         f"not {chain_params.json_type(spec['members'])}")
     members = []
     for entry in spec["members"]:
         if not (isinstance(entry, list) and len(entry) == 2):
             raise ScopeError("member must be [hex key, weight]")
         members.append((entry[0], entry[1]))
-    return make_spec(spec["id"], list(spec["domains"]), members)
+    return make_spec(spec["id"], domains, members)
 
 
 def make_spec(scope_id: Any, domains: list[Any], members: list[tuple[Any, Any]]) -> ScopeSpec:
