@@ -13,7 +13,7 @@ import click
 
 from memledger.consensus.versions import LATEST_APP_VERSION, SUPPORTED_APP_VERSIONS
 from memledger.node import cli_client, cli_gov, cli_testnet
-from memledger.node.cli_root import fail, fail_on_config_errors, home_option, main
+from memledger.node.cli_root import fail, fail_on_known_errors, home_option, main
 from memledger.node.home import MAX_PORT, NodeConfig, NodeHome
 
 if TYPE_CHECKING:
@@ -349,7 +349,7 @@ class _Counted:
 cli_client.register(main)
 cli_gov.register(main)
 cli_testnet.register(main)
-fail_on_config_errors(main)
+fail_on_known_errors(main)
 
 if __name__ == "__main__":
     main()

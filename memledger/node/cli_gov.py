@@ -2,7 +2,9 @@
 
 Proposals are signed with the node's validator key (HOME/cometbft/config/
 priv_validator_key.json) and broadcast over cometbft RPC; reads go through ABCI queries,
-so the commands work against any node of the net.
+so the commands work against any node of the net. A node that cannot be reached or answers
+an RPC error ends a command with one error line (cli_root.fail_on_known_errors), as does a
+number outside what its protobuf field holds (click.IntRange, before anything is signed).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from memledger.consensus.wire._pb import tx_pb2
 from memledger.node import cometbft
 from memledger.node.cli_root import fail, home_option
 from memledger.node.home import NodeHome
-from memledger.node.rpc import RpcClient, RpcError, laddr_to_url
+from memledger.node.rpc import RpcClient, laddr_to_url
 from memledger.node.txbuilder import (
     TxBuilder,
     param_proposal,
@@ -30,6 +32,11 @@ from memledger.node.txbuilder import (
 )
 
 TERMINAL = ("executed", "rejected", "expired", "cancelled", "failed")
+
+#: power, weight, value, app_version and activation_height are uint64 protobuf fields: a
+#: number outside this range cannot even be encoded (protobuf raised ValueError)
+UINT64_MAX = (1 << 64) - 1
+UINT64 = click.IntRange(0, UINT64_MAX)
 
 
 class GovContext:
@@ -41,7 +48,12 @@ class GovContext:
         self.rpc = RpcClient(rpc_url or laddr_to_url(self.config.rpc_laddr), timeout=60)
 
     def builder(self) -> TxBuilder:
-        return TxBuilder(cometbft.validator_signing_key(self.home.cometbft), self.config.chain_id)
+        """A signer with the validator key; an unreadable key file is one error line."""
+        try:
+            key = cometbft.validator_signing_key(self.home.cometbft)
+        except (OSError, ValueError, KeyError, TypeError, cometbft.CometBFTError) as exc:
+            _fail(f"cannot load the validator key of {self.home.root}: {exc}")
+        return TxBuilder(key, self.config.chain_id)
 
     def record(self, key: bytes) -> Any:
         result = self.rpc.abci_query("/key", key)
@@ -79,11 +91,7 @@ def _submit(ctx: GovContext, proposal: tx_pb2.GovPropose, summary: str, yes: boo
             as_json: bool) -> None:
     if not yes and not click.confirm(f"Propose {summary}?", default=False):
         _fail("aborted")
-    builder = ctx.builder()
-    try:
-        result = ctx.broadcast(builder.propose(time.time_ns(), proposal))
-    except (RpcError, OSError) as exc:
-        _fail(f"broadcast failed: {exc}")
+    result = ctx.broadcast(ctx.builder().propose(time.time_ns(), proposal))
     if result["code"]:
         _fail(f"proposal rejected (code {result['code']}): {result['log']}")
     pid = next((a["value"] for e in result["events"] if e["type"] == "proposal"
@@ -109,7 +117,7 @@ def propose() -> None:
 @home_option
 @rpc_option
 @click.option("--pubkey", required=True, help="Validator Ed25519 public key (hex or base64).")
-@click.option("--power", type=int, required=True, help="New voting power; 0 removes.")
+@click.option("--power", type=UINT64, required=True, help="New voting power; 0 removes.")
 @click.option("--title", default="")
 @yes_option
 @json_option
@@ -135,12 +143,7 @@ def propose_scope(home: Path, rpc: str | None, action: str, scope_id: str,
                   domains: tuple[str, ...], members: tuple[str, ...], title: str, yes: bool,
                   as_json: bool) -> None:
     """Create, revise, pause, resume or retire a scope."""
-    parsed = []
-    for member in members:
-        key, _, weight = member.partition(":")
-        if not weight.isdigit():
-            _fail(f"--member must be KEY:WEIGHT, got {member!r}")
-        parsed.append((_parse_key(key), int(weight)))
+    parsed = [_parse_member(member) for member in members]
     _submit(_ctx(home, rpc), scope_proposal(action, scope_id, domains, parsed, title),
             f"scope {action} {scope_id!r}", yes, as_json)
 
@@ -151,7 +154,7 @@ def propose_scope(home: Path, rpc: str | None, action: str, scope_id: str,
 @home_option
 @rpc_option
 @click.argument("key")
-@click.argument("value", type=int)
+@click.argument("value", type=UINT64)
 @click.option("--title", default="")
 @yes_option
 @json_option
@@ -165,8 +168,8 @@ def propose_param(home: Path, rpc: str | None, key: str, value: int, title: str,
 @home_option
 @rpc_option
 @click.argument("name")
-@click.option("--app-version", type=int, required=True)
-@click.option("--height", "activation_height", type=int, default=0,
+@click.option("--app-version", type=UINT64, required=True)
+@click.option("--height", "activation_height", type=UINT64, default=0,
               help="Activation height (default: current + minimum delay + 5).")
 @click.option("--binary-sha256", default="", help="Checksum operators should verify.")
 @click.option("--title", default="")
@@ -200,10 +203,7 @@ def vote(home: Path, rpc: str | None, proposal_id: str, decision: str, yes: bool
     if not yes and not click.confirm(f"Vote {decision} on {proposal_id}?", default=False):
         _fail("aborted")
     mapped = {"yes": "accept", "no": "reject", "abstain": "abstain"}[decision]
-    try:
-        result = ctx.broadcast(ctx.builder().gov_vote(time.time_ns(), proposal_id, mapped))
-    except (RpcError, OSError) as exc:
-        _fail(f"broadcast failed: {exc}")
+    result = ctx.broadcast(ctx.builder().gov_vote(time.time_ns(), proposal_id, mapped))
     if result["code"]:
         _fail(f"vote rejected (code {result['code']}): {result['log']}")
     click.echo(json.dumps(result, indent=2) if as_json else
@@ -299,6 +299,17 @@ def watch(home: Path, rpc: str | None, proposal_id: str, timeout: float, as_json
             sys.exit(0 if state in ("executed", "activated") else 2)
         time.sleep(0.5)
     _fail(f"timed out waiting for {proposal_id}")
+
+
+def _parse_member(text: str) -> tuple[bytes, int]:
+    """--member KEY:WEIGHT; the weight is held to its uint64 field's range here (click
+    cannot: it is half of one string)."""
+    key, _, weight = text.partition(":")
+    if not (weight.isascii() and weight.isdigit()):
+        _fail(f"--member must be KEY:WEIGHT, got {text[:80]!r}")
+    if len(weight) > len(str(UINT64_MAX)) or int(weight) > UINT64_MAX:
+        _fail(f"--member weight {weight[:40]} is out of range: at most {UINT64_MAX}")
+    return _parse_key(key), int(weight)
 
 
 def _parse_key(text: str) -> bytes:

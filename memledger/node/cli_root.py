@@ -13,11 +13,14 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from memledger.node.home import DEFAULT_HOME, ConfigError
+
+if TYPE_CHECKING:
+    import httpx
 
 home_option = click.option(
     "--home", type=click.Path(path_type=Path), default=DEFAULT_HOME, show_default=True,
@@ -49,28 +52,61 @@ def main() -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-def fail_on_config_errors(command: click.Command) -> None:
-    """Make every command under ``command`` answer a bad config.json (ConfigError, raised
-    wherever a node home is loaded) with `fail`'s one line, never a traceback.
+def fail_on_known_errors(command: click.Command) -> None:
+    """Make every command under ``command`` answer the errors any command can meet with
+    `fail`'s one line, never a traceback: a bad config.json (ConfigError, raised wherever a
+    node home is loaded) and a node that cannot be reached or answers an RPC error
+    (httpx.HTTPError, RpcError: raised wherever a command talks to CometBFT's RPC).
 
     Each command's callback is wrapped, not the group's invocation: inside the callback
     the command's context (its --json) is still current, so the error is JSON when asked.
     """
     if isinstance(command, click.Group):
         for sub in command.commands.values():
-            fail_on_config_errors(sub)
-    if command.callback is not None and not getattr(command.callback, "_fails_on_config",
+            fail_on_known_errors(sub)
+    if command.callback is not None and not getattr(command.callback, "_fails_on_known",
                                                      False):
-        command.callback = _failing_on_config(command.callback)
+        command.callback = _failing_on_known(command.callback)
 
 
-def _failing_on_config(callback: Callable[..., Any]) -> Callable[..., Any]:
+def _failing_on_known(callback: Callable[..., Any]) -> Callable[..., Any]:
+    import httpx
+
+    from memledger.node.rpc import RpcError
+
     @functools.wraps(callback)
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
             return callback(*args, **kwargs)
         except ConfigError as exc:
             fail(str(exc), name="config_error")
+        except httpx.HTTPError as exc:
+            fail(http_failure(exc), name="connection_error")
+        except RpcError as exc:
+            fail(one_line(f"cometbft RPC {exc}"), name="rpc_error", code=exc.code)
 
-    run._fails_on_config = True  # type: ignore[attr-defined]
+    run._fails_on_known = True  # type: ignore[attr-defined]
     return run
+
+
+def http_failure(exc: httpx.HTTPError) -> str:
+    """One line for an httpx.HTTPError: which address, and whether it was unreachable,
+    silent, or answered with an HTTP error (e.g. a REST port given as the RPC URL)."""
+    import httpx
+
+    try:
+        url = str(exc.request.url)
+    except RuntimeError:  # an error raised before any request was made
+        url = "the node"
+    if isinstance(exc, httpx.HTTPStatusError):
+        return (f"{url} answered HTTP {exc.response.status_code} (is it a CometBFT RPC "
+                "address?)")
+    verb = ("cannot reach" if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+            else "no answer from")
+    detail = one_line(str(exc))
+    return f"{verb} {url}: {type(exc).__name__}" + (f": {detail}" if detail else "")
+
+
+def one_line(text: str) -> str:
+    """``text`` with its line breaks and runs of blanks as single spaces."""
+    return " ".join(text.split())

@@ -105,7 +105,13 @@ class RpcClient:
             payload = resp.json()
         except ValueError:
             resp.raise_for_status()
-            raise
+            raise RpcError(method, 0, "not a JSON-RPC answer",
+                           f"{self.url} answered {resp.text[:80]!r}") from None
+        if not isinstance(payload, dict) or ("result" not in payload
+                                             and not payload.get("error")):
+            # e.g. the REST API's address given as the RPC URL: JSON, but not JSON-RPC
+            raise RpcError(method, 0, "not a JSON-RPC answer",
+                           f"{self.url} answered {resp.text[:80]!r}")
         if payload.get("error"):
             err = payload["error"]
             raise RpcError(

@@ -1,0 +1,200 @@
+"""`memledger gov ...` errors without a node: every command ends in one line, never a
+traceback (an unreachable RPC raised httpx.ConnectError; numbers outside a uint64 raised
+protobuf's ValueError)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from click.testing import CliRunner, Result
+from nacl.signing import SigningKey
+
+from memledger.node import cli_gov
+from memledger.node.cli import main
+from memledger.node.home import NodeConfig, NodeHome
+
+CLOSED_PORT = 9  # nothing listens: a command that reaches the network fails
+KEY = "ab" * 32
+U64_MAX = str((1 << 64) - 1)
+U64_OVER = str(1 << 64)
+
+#: one invocation per gov command: each must reach the network (the node is down)
+NETWORK_COMMANDS: dict[str, list[str]] = {
+    "propose validator": ["propose", "validator", "--pubkey", KEY, "--power", "5"],
+    "propose scope": ["propose", "scope", "create", "s1", "--domain", "d", "--member",
+                      f"{KEY}:3"],
+    "propose param": ["propose", "param", "gov_voting_period", "50"],
+    "propose upgrade": ["propose", "upgrade", "v9", "--app-version", "9"],
+    "vote": ["vote", "p1", "yes"],
+    "cancel": ["cancel", "p1"],
+    "list": ["list"],
+    "show": ["show", "p1"],
+    "watch": ["watch", "p1", "--timeout", "2"],
+}
+
+
+def _make_home(root: Path, rpc_port: int) -> Path:
+    """A node home with config.json and a validator key, as `memledger init` leaves it."""
+    NodeHome(root).save(NodeConfig(rpc_laddr=f"tcp://127.0.0.1:{rpc_port}"))
+    key = SigningKey(b"\x07" * 32)
+    config = root / "cometbft" / "config"
+    config.mkdir(parents=True)
+    raw = bytes(key) + bytes(key.verify_key)
+    (config / "priv_validator_key.json").write_text(json.dumps(
+        {"priv_key": {"type": "tendermint/PrivKeyEd25519",
+                      "value": base64.b64encode(raw).decode()}}))
+    return root
+
+
+@pytest.fixture()
+def home(tmp_path: Path) -> Path:
+    return _make_home(tmp_path / "home", CLOSED_PORT)
+
+
+def _gov(home: Path, args: list[str], *extra: str) -> Result:
+    yes = ["--yes"] if args[0] in ("propose", "vote", "cancel") else []
+    return CliRunner().invoke(main, ["gov", *args, "--home", str(home), *yes, *extra])
+
+
+def _error_line(result: Result) -> str:
+    assert result.exception is None or isinstance(result.exception, SystemExit), \
+        repr(result.exception)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def _leaf_commands(group: click.Group, prefix: str = "") -> set[str]:
+    found: set[str] = set()
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            found |= _leaf_commands(command, f"{prefix}{name} ")
+        else:
+            found.add(prefix + name)
+    return found
+
+
+def test_every_gov_command_is_exercised_below() -> None:
+    assert _leaf_commands(cli_gov.gov) == set(NETWORK_COMMANDS)
+
+
+@pytest.mark.parametrize("name", sorted(NETWORK_COMMANDS))
+def test_node_down_is_one_error_line(home: Path, name: str) -> None:
+    result = _gov(home, NETWORK_COMMANDS[name])
+    assert result.exit_code == 1
+    assert _error_line(result).startswith(
+        f"memledger: error: cannot reach http://127.0.0.1:{CLOSED_PORT}: ConnectError")
+
+
+def test_node_down_with_json_is_a_json_error(home: Path) -> None:
+    result = _gov(home, ["list", "--json"])
+    assert result.exit_code == 1 and result.stdout == ""
+    doc = json.loads(_error_line(result))
+    assert doc["name"] == "connection_error" and "cannot reach" in doc["error"]
+
+
+@pytest.mark.parametrize("args, option", [
+    (["propose", "validator", "--pubkey", KEY, "--power", "-1"], "--power"),
+    (["propose", "validator", "--pubkey", KEY, "--power", U64_OVER], "--power"),
+    (["propose", "upgrade", "v9", "--app-version", "-3", "--height", "100"], "--app-version"),
+    (["propose", "upgrade", "v9", "--app-version", U64_OVER], "--app-version"),
+    (["propose", "upgrade", "v9", "--app-version", "9", "--height", "-1"], "--height"),
+    (["propose", "upgrade", "v9", "--app-version", "9", "--height", U64_OVER], "--height"),
+    (["propose", "param", "gov_voting_period", U64_OVER], "VALUE"),
+])
+def test_numbers_outside_uint64_are_refused_by_name(home: Path, args: list[str],
+                                                    option: str) -> None:
+    result = _gov(home, args)
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{option}'" in result.stderr
+    assert f"0<=x<={U64_MAX}" in result.stderr
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("member, says", [
+    (f"{KEY}:99999999999999999999999", f"weight 99999999999999999999999 is out of range: "
+                                       f"at most {U64_MAX}"),
+    (f"{KEY}:{U64_OVER}", "is out of range"),
+    (f"{KEY}:{'9' * 5000}", "is out of range"),  # int() refuses over 4300 digits
+    (f"{KEY}:-1", "--member must be KEY:WEIGHT"),
+    (f"{KEY}:\u00b2", "--member must be KEY:WEIGHT"),  # isdigit() but not int()-able
+    (f"{KEY}", "--member must be KEY:WEIGHT"),
+])
+def test_member_weight_outside_uint64_is_one_line(home: Path, member: str, says: str) -> None:
+    result = _gov(home, ["propose", "scope", "create", "s1", "--domain", "d",
+                         "--member", member])
+    assert result.exit_code == 1
+    assert says in _error_line(result)
+
+
+def test_the_largest_uint64_values_are_taken(home: Path) -> None:
+    """The ranges are exact: 2**64-1 gets as far as the network."""
+    for args in (["propose", "validator", "--pubkey", KEY, "--power", U64_MAX],
+                 ["propose", "scope", "create", "s1", "--domain", "d", "--member",
+                  f"{KEY}:{U64_MAX}"],
+                 ["propose", "upgrade", "v9", "--app-version", U64_MAX, "--height", U64_MAX]):
+        result = _gov(home, args)
+        assert result.exit_code == 1
+        assert "cannot reach" in _error_line(result)
+
+
+def test_an_unreadable_validator_key_is_one_line(home: Path) -> None:
+    (home / "cometbft" / "config" / "priv_validator_key.json").unlink()
+    for args in (NETWORK_COMMANDS["vote"], NETWORK_COMMANDS["propose validator"]):
+        result = _gov(home, args)
+        assert result.exit_code == 1
+        assert _error_line(result).startswith(
+            f"memledger: error: cannot load the validator key of {home}: ")
+
+
+class _NotRpc(BaseHTTPRequestHandler):
+    """An HTTP server that is not a CometBFT RPC: /json answers JSON, anything else 404."""
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.path == "/json":
+            body, status = b'{"type": "about:blank", "status": 404}', 200
+        else:
+            body, status = b"<html>not here</html>", 404
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture()
+def not_rpc() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NotRpc)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_an_address_that_is_no_rpc_is_one_line(home: Path, not_rpc: str) -> None:
+    """E.g. the REST API's port given as --rpc: it raised KeyError or JSONDecodeError."""
+    answered_json = _gov(home, ["list", "--rpc", f"{not_rpc}/json"])
+    assert answered_json.exit_code == 1
+    assert "not a JSON-RPC answer" in _error_line(answered_json)
+    answered_404 = _gov(home, ["show", "p1", "--rpc", f"{not_rpc}/nothing"])
+    assert answered_404.exit_code == 1
+    assert _error_line(answered_404) == (
+        f"memledger: error: {not_rpc}/nothing answered HTTP 404 (is it a CometBFT RPC "
+        "address?)")
+
