@@ -38,6 +38,11 @@ TERMINAL = ("executed", "rejected", "expired", "cancelled", "failed")
 UINT64_MAX = (1 << 64) - 1
 UINT64 = click.IntRange(0, UINT64_MAX)
 
+#: blocks added to the default activation height beyond the voting period (or the minimum
+#: delay, if longer): a proposal lands a block or more after the height read, and one that
+#: passes in its last voting block must still be before its activation height
+UPGRADE_MARGIN_BLOCKS = 10
+
 
 class GovContext:
     """Resolved node home, RPC client and signer for one command."""
@@ -54,6 +59,15 @@ class GovContext:
         except (OSError, ValueError, KeyError, TypeError, cometbft.CometBFTError) as exc:
             _fail(f"cannot load the validator key of {self.home.root}: {exc}")
         return TxBuilder(key, self.config.chain_id)
+
+    def default_activation_height(self) -> int:
+        """Latest height + the longer of the voting period and the minimum upgrade delay +
+        a margin: votes count until voting_end, and an upgrade that passes at or after
+        its activation height fails, so the whole voting period must come before it."""
+        params = self.record(b"sys/params") or {}
+        wait = max(int(params.get(name, PARAMS[name].default))
+                   for name in ("gov_min_upgrade_delay", "gov_voting_period"))
+        return self.rpc.latest_height() + wait + UPGRADE_MARGIN_BLOCKS
 
     def record(self, key: bytes) -> Any:
         result = self.rpc.abci_query("/key", key)
@@ -170,7 +184,9 @@ def propose_param(home: Path, rpc: str | None, key: str, value: int, title: str,
 @click.argument("name")
 @click.option("--app-version", type=UINT64, required=True)
 @click.option("--height", "activation_height", type=UINT64, default=0,
-              help="Activation height (default: current + minimum delay + 5).")
+              help="Activation height (default: current height + the longer of "
+                   f"gov_voting_period and gov_min_upgrade_delay + {UPGRADE_MARGIN_BLOCKS}, "
+                   "so that a vote cast until the voting period ends still counts).")
 @click.option("--binary-sha256", default="", help="Checksum operators should verify.")
 @click.option("--title", default="")
 @yes_option
@@ -181,9 +197,7 @@ def propose_upgrade(home: Path, rpc: str | None, name: str, app_version: int,
     """Schedule a software upgrade to APP_VERSION at a height."""
     ctx = _ctx(home, rpc)
     if not activation_height:
-        params = ctx.record(b"sys/params") or {}
-        delay = int(params.get("gov_min_upgrade_delay", 20))
-        activation_height = ctx.rpc.latest_height() + delay + 5
+        activation_height = ctx.default_activation_height()
     _submit(ctx, upgrade_proposal(name, app_version, activation_height, binary_sha256, title),
             f"upgrade {name!r} to app version {app_version} at height {activation_height}",
             yes, as_json)

@@ -7,19 +7,27 @@ from pathlib import Path
 
 import pytest
 
+from memledger.node import cometbft
 from tests.support.chain import seeded_key
 from tests.support.node import NodeRunner, memledger
 
 pytestmark = pytest.mark.cometbft
 
+#: short enough to wait through, long enough to vote in after the old default activation
+VOTING_PERIOD = 20
+UPGRADE_DELAY = 4
+
 
 def test_cli_upgrade_activates_and_old_binary_halts(tmp_path: Path, cometbft_bin: Path) -> None:
     runner = NodeRunner(tmp_path / "home", chain_id="gov-it", app_version=1)
     home = str(runner.home)
+    genesis = cometbft.load_genesis(runner.home / "cometbft")
+    genesis["app_state"]["params"] = {"gov_voting_period": VOTING_PERIOD}
+    cometbft.write_genesis(runner.home / "cometbft", genesis)
     runner.start("--no-api")
     try:
-        out = memledger("gov", "propose", "param", "gov_min_upgrade_delay", "4", "--home", home,
-                        "--yes", "--json")
+        out = memledger("gov", "propose", "param", "gov_min_upgrade_delay", str(UPGRADE_DELAY),
+                        "--home", home, "--yes", "--json")
         pid = json.loads(out.stdout)["proposal_id"]
         assert pid == "p1"
         memledger("gov", "vote", pid, "yes", "--home", home, "--yes")
@@ -37,7 +45,17 @@ def test_cli_upgrade_activates_and_old_binary_halts(tmp_path: Path, cometbft_bin
         out = memledger("gov", "propose", "upgrade", "memledger-v2", "--app-version", "2",
                         "--home", home, "--yes", "--json")
         upgrade_id = json.loads(out.stdout)["proposal_id"]
+        shown = json.loads(memledger("gov", "show", upgrade_id, "--home", home, "--json").stdout)
+        submitted, voting_end = shown["submit_height"], shown["voting_end"]
+        assert voting_end == submitted + VOTING_PERIOD
+        # The default activation height leaves the whole voting period: vote past where
+        # the old default (latest + delay + 5 <= submitted + delay + 4) put it.
+        assert shown["payload"]["activation_height"] > voting_end
+        with runner.rpc() as rpc:
+            rpc.wait_for_height(submitted + UPGRADE_DELAY + 5, timeout=60)
         memledger("gov", "vote", upgrade_id, "yes", "--home", home, "--yes")
+        shown = json.loads(memledger("gov", "show", upgrade_id, "--home", home, "--json").stdout)
+        assert min(h for _, h, *_ in shown["votes"].values()) > submitted + UPGRADE_DELAY + 4
         watched = memledger("gov", "watch", upgrade_id, "--home", home, "--timeout", "90",
                             "--json")
         assert json.loads(watched.stdout)["watch_state"] == "activated"

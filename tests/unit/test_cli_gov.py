@@ -1,6 +1,7 @@
 """`memledger gov ...` errors without a node: every command ends in one line, never a
 traceback (an unreachable RPC raised httpx.ConnectError; numbers outside a uint64 raised
-protobuf's ValueError)."""
+protobuf's ValueError), and the default upgrade activation height leaves the whole voting
+period before it."""
 
 from __future__ import annotations
 
@@ -198,3 +199,42 @@ def test_an_address_that_is_no_rpc_is_one_line(home: Path, not_rpc: str) -> None
         f"memledger: error: {not_rpc}/nothing answered HTTP 404 (is it a CometBFT RPC "
         "address?)")
 
+
+class _Height:
+    """Stands in for the RPC client: only the latest height is asked."""
+
+    def __init__(self, height: int) -> None:
+        self.height = height
+
+    def latest_height(self) -> int:
+        return self.height
+
+
+@pytest.mark.parametrize("params, expected", [
+    ({"gov_voting_period": 100, "gov_min_upgrade_delay": 20}, 1000 + 100 + 10),
+    ({"gov_voting_period": 5, "gov_min_upgrade_delay": 30}, 1000 + 30 + 10),
+    ({"gov_voting_period": 40, "gov_min_upgrade_delay": 40}, 1000 + 40 + 10),
+    (None, 1000 + 100 + 10),  # no params record yet: the defaults
+])
+def test_default_activation_height_leaves_the_whole_voting_period(
+        home: Path, monkeypatch: pytest.MonkeyPatch, params: dict[str, int] | None,
+        expected: int) -> None:
+    """Votes count until voting_end = submit height + gov_voting_period, and an upgrade
+    that passes at or after its activation height fails: the default was latest +
+    gov_min_upgrade_delay + 5 (1025 at the defaults), ~75 blocks inside the voting
+    period."""
+    ctx = cli_gov.GovContext(home, None)
+    monkeypatch.setattr(ctx, "record", lambda key: params if key == b"sys/params" else None)
+    monkeypatch.setattr(ctx, "rpc", _Height(1000))
+    activation = ctx.default_activation_height()
+    assert activation == expected
+    period = (params or {}).get("gov_voting_period", 100)
+    # Landing up to the margin's blocks late, a proposal still closes before activation.
+    latest_submit = 1000 + cli_gov.UPGRADE_MARGIN_BLOCKS - 1
+    assert activation > latest_submit + period
+
+
+def test_upgrade_help_says_the_default_height() -> None:
+    result = CliRunner().invoke(main, ["gov", "propose", "upgrade", "--help"],
+                                terminal_width=200)
+    assert "gov_voting_period" in result.stdout and "gov_min_upgrade_delay" in result.stdout
