@@ -123,7 +123,8 @@ def test_supervisor_rotates_an_oversized_log_at_start_and_while_running(
     sup.log_max_bytes = 100_000
     spawn = sup._spawn
 
-    def start() -> None:  # the chatty child only: no cometbft, no port to wait for
+    def start(cancelled: object = None) -> None:  # the chatty child only: no cometbft,
+        # no port to wait for
         spawn("app", supervisor._python_cmd("app"))
         rotated = (home.logs / "app.log.1").read_bytes()
         assert rotated.startswith(b"from an earlier run")
