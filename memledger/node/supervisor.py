@@ -59,6 +59,11 @@ LOG_CHECK_INTERVAL_S = 10.0
 DRAIN_S = 10.0
 
 
+#: how often a node whose app is still starting says so (there is no limit: see
+#: Supervisor._wait_for_app)
+APP_PATIENCE_S = 30.0
+
+
 class StopRequested(RuntimeError):
     """A signal came while the node was still starting."""
 
@@ -168,10 +173,7 @@ class Supervisor:
                                "node or program listens there; a cometbft started against "
                                "another node's app port would replay its blocks into it)")
         app = self._spawn("app", _python_cmd("app", "--home", home, *self.app_args))
-        try:
-            wait_for_tcp(self.config.abci_address, 60, app.proc, cancelled)
-        except StartupError as exc:
-            raise StartupError(startup_failure(app, str(exc))) from exc
+        self._wait_for_app(app, cancelled)
         if cancelled is not None and cancelled():
             raise StopRequested("stop requested during startup")
         binary = cometbft.find_cometbft()
@@ -181,6 +183,24 @@ class Supervisor:
             self._spawn("api", _python_cmd("api", "--home", home, voter_flag))
         if self.voter:
             self._spawn("voter", _python_cmd("voter", "--home", home))
+
+    def _wait_for_app(self, app: Child, cancelled: Callable[[], bool] | None) -> None:
+        """Wait for the app's ABCI socket as long as the app lives: before it listens it
+        may rebuild a projection that fell behind, minutes at a million memories, and a
+        fixed limit would kill that rebuild at every start. Says what it is doing every
+        APP_PATIENCE_S; Ctrl-C stops the wait."""
+        waited = 0.0
+        while True:
+            try:
+                wait_for_tcp(self.config.abci_address, APP_PATIENCE_S, app.proc, cancelled)
+                return
+            except StartupError as exc:
+                if app.proc.poll() is not None:
+                    raise StartupError(startup_failure(app, str(exc))) from exc
+            waited += APP_PATIENCE_S
+            last = last_log_line(app.log_path, since=app.log_start)
+            print(f"memledger: app still starting after {waited:.0f}s"
+                  + (f": {last}" if last else ""), file=sys.stderr, flush=True)
 
     def rotate_logs(self) -> None:
         """Copy-truncate every running child's log that is over the size limit."""
