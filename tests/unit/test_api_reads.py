@@ -218,6 +218,17 @@ def test_error_shapes(api: TestClient) -> None:
     assert ready["failing"] == ["cometbft"] and ready["checks"]["projection"]["ok"]
 
 
+@pytest.mark.parametrize("path", ["/v1/txs", "/v1/memories"])
+def test_json_nested_past_the_parser_stack_is_malformed_json(api: TestClient,
+                                                            path: str) -> None:
+    """20 KB of "[[[[" outnests json.loads (RecursionError): a 400, never a 500."""
+    depth = 10_000
+    body = b'{"tx":' + b"[" * depth + b"]" * depth + b"}"
+    doc = _problem(api.post(path, content=body, headers={"content-type": "application/json"}),
+                   400, "malformed_json")
+    assert "nested too deeply" in doc["detail"]
+
+
 def test_metrics(api: TestClient, chain: LocalChain) -> None:
     assert api.get("/v1/memories").status_code == 200  # a request of its own to count
     text = api.get("/metrics").text

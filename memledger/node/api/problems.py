@@ -24,6 +24,8 @@ log = logging.getLogger("memledger.api")
 PROBLEM_JSON = "application/problem+json"
 TYPE_PREFIX = "urn:memledger:problem:"
 CODE_TYPE_PREFIX = "urn:memledger:code:"
+#: the detail of a body nested deeper than the JSON parser's stack (a few KB of "[[[[")
+NESTED_TOO_DEEPLY = "request body is not valid JSON: nested too deeply"
 
 # Result code -> HTTP status. Anything unlisted (incl. codes newer than this table) is 422.
 _BAD_REQUEST = {Code.TX_DECODE, Code.TX_NOT_CANONICAL, Code.BODY_DECODE,
@@ -166,7 +168,11 @@ async def _on_http(request: Request, exc: Exception) -> JSONResponse:
         detail = f"no route {request.method} {request.url.path}"
     elif status == 405 and detail == "Method Not Allowed":
         detail = f"method {request.method} not allowed on {request.url.path}"
-    problem = Problem(status, names.get(status, f"http_{status}"), detail)
+    name = names.get(status, f"http_{status}")
+    if status == 400 and isinstance(exc.__cause__, RecursionError):
+        # FastAPI's body parser hit the stack limit: malformed JSON, as POST /v1/txs says
+        name, detail = "malformed_json", NESTED_TOO_DEEPLY
+    problem = Problem(status, name, detail)
     if exc.headers:
         problem.headers.update(exc.headers)
     if status == 405:

@@ -21,7 +21,12 @@ from google.protobuf.message import DecodeError
 from memledger.consensus.wire._pb import tx_pb2
 from memledger.node.api import broadcast
 from memledger.node.api.deps import State
-from memledger.node.api.problems import PROBLEM_RESPONSES, Problem, problem_responses
+from memledger.node.api.problems import (
+    NESTED_TOO_DEEPLY,
+    PROBLEM_RESPONSES,
+    Problem,
+    problem_responses,
+)
 from memledger.node.api.routes_memories import memory_links
 from memledger.node.api.schemas import (
     BASE64,
@@ -89,6 +94,8 @@ async def _read_tx(request: Request) -> bytes:
         doc = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise Problem(400, "malformed_json", f"request body is not valid JSON: {exc}") from None
+    except RecursionError:  # a few KB of "[[[[" outnest the parser's stack: bad input, not a 500
+        raise Problem(400, "malformed_json", NESTED_TOO_DEEPLY) from None
     if not isinstance(doc, dict) or set(doc) != {"tx"} or not isinstance(doc["tx"], str):
         raise Problem(422, "invalid_request", "JSON body must be exactly {\"tx\": \"<base64>\"}")
     return decode_b64(doc["tx"])
