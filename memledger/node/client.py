@@ -597,7 +597,11 @@ def _memory_doc(memory: Memory) -> dict[str, Any]:
 def _q(ident: str) -> str:
     """Percent-encode an id as one URL path segment. A '/' is sent as %2F (the server
     decodes it back): left as it is, an id such as "a/../b" would be cleaned to "b" by
-    the HTTP client, and the node asked for another memory."""
+    the HTTP client, and the node asked for another memory. For the same reason an id
+    that is all "." or ".." is sent as %2E / %2E%2E: as a literal dot segment the HTTP
+    client would drop it (and "..", the segment before it) from the path."""
+    if ident in (".", ".."):
+        return ident.replace(".", "%2E")
     return quote(ident, safe=":@")
 
 

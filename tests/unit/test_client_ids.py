@@ -17,7 +17,7 @@ from tests.support.chain import LocalChain, seeded_key
 
 AGENT = seeded_key("sdk-ids")
 # valid ledger ids that an HTTP client would clean ('.', '..') or a router would split
-PATH_LIKE = ["b", "a/../b", "c/./d", "c/d", "e//f", "g/", "x", "x/votes"]
+PATH_LIKE = ["b", "a/../b", "c/./d", "c/d", "e//f", "g/", "x", "x/votes", ".", ".."]
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +40,8 @@ def test_path_like_ids_read_their_own_memory(base_url: str) -> None:
             assert memory.id == mid and memory.content == f"the memory called {mid!r}"
         # the sub-resources of an id ending in a sub-resource's name are reached too
         assert ml.votes("x/votes") == [] and ml.votes("a/../b") == []
+        assert ml.votes(".") == [] and ml.votes("..") == []
+        assert ml.challenges("..") == [] and ml.corroborations(".") == []
         proven = httpx.get(f"{base_url}/v1/memories/x%2Fvotes", params={"prove": "maybe"})
         assert proven.status_code == 422
         assert proven.headers["content-type"].startswith("application/problem+json")
@@ -62,11 +64,24 @@ def test_an_encoded_slash_keeps_a_sub_resource_s_name_in_the_id(base_url: str,
         assert httpx.get(f"{base_url}/v1/memories/x/{sub}").json()["memory_id"] == "x"
 
 
+@pytest.mark.parametrize("mid", [".", ".."])
+def test_the_server_reads_a_dot_id_sent_as_percent_2e(base_url: str, mid: str) -> None:
+    """What the SDK sends for an id that is a dot segment: the server decodes %2E back
+    and routes it to that memory (and its sub-resources), not to the list or /v1."""
+    sent = mid.replace(".", "%2E")
+    doc = httpx.get(f"{base_url}/v1/memories/{sent}").json()
+    assert doc["id"] == mid and doc["content"] == f"the memory called {mid!r}"
+    assert httpx.get(f"{base_url}/v1/memories/{sent}/votes").json()["memory_id"] == mid
+
+
 def test_async_client_reads_path_like_ids(base_url: str) -> None:
+    ids = ("a/../b", "c/./d", ".", "..")
+
     async def run() -> list[str]:
         async with AsyncMemLedgerClient(base_url) as ml:
-            return [(await ml.get_memory(mid)).id for mid in ("a/../b", "c/./d")]
-    assert asyncio.run(run()) == ["a/../b", "c/./d"]
+            assert await ml.votes("..") == []
+            return [(await ml.get_memory(mid)).id for mid in ids]
+    assert asyncio.run(run()) == list(ids)
 
 
 def test_no_page_is_read_beyond_max_items(base_url: str) -> None:
@@ -84,7 +99,7 @@ def test_no_page_is_read_beyond_max_items(base_url: str) -> None:
         assert len(list(ml.list_memories(page_size=4, max_items=5))) == 5
         assert len(asked) == 3
         assert len(list(ml.list_memories(page_size=4))) == len(PATH_LIKE)
-        assert len(asked) == 3 + 2
+        assert len(asked) == 3 + -(-len(PATH_LIKE) // 4)  # every page of 4 once
 
 
 def test_proposals_follow_every_page() -> None:
