@@ -198,6 +198,9 @@ def test_error_shapes(api: TestClient) -> None:
     _problem(api.post("/v1/txs", content=b"hi", headers={"content-type": "text/plain"}),
              415, "unsupported_media_type")
     _problem(api.post("/v1/memories", json={"memory_id": "x"}), 422, "invalid_request")
+    _problem(api.post("/v1/memories", content=b'{"tx":"AA=="}',
+                      headers={"content-type": "application/merge-patch+json"}),
+             503, "cometbft_unavailable")  # any +json is JSON, as on POST /v1/txs
     big = b"x" * (3 << 20)
     doc = _problem(api.post("/v1/txs", content=big,
                             headers={"content-type": "application/octet-stream"}),
@@ -227,6 +230,19 @@ def test_json_nested_past_the_parser_stack_is_malformed_json(api: TestClient,
     doc = _problem(api.post(path, content=body, headers={"content-type": "application/json"}),
                    400, "malformed_json")
     assert "nested too deeply" in doc["detail"]
+
+
+@pytest.mark.parametrize("path", ["/v1/txs", "/v1/memories"])
+@pytest.mark.parametrize("media", ["text/plain", "application/x-www-form-urlencoded", None])
+def test_a_body_that_is_not_json_is_415_on_both_submit_routes(api: TestClient, path: str,
+                                                              media: str | None) -> None:
+    """curl -d sends form-encoded; the answer names the media type, not a field."""
+    headers = {"content-type": media} if media else {}
+    resp = api.post(path, content=b'{"tx": "AA=="}', headers=headers)
+    if media is None:  # httpx adds no content-type to raw content
+        assert "content-type" not in resp.request.headers
+    doc = _problem(resp, 415, "unsupported_media_type")
+    assert "application/json" in doc["detail"]
 
 
 def test_metrics(api: TestClient, chain: LocalChain) -> None:

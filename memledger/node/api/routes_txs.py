@@ -14,7 +14,7 @@ import json
 import re
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
 from google.protobuf.message import DecodeError
 
@@ -81,13 +81,21 @@ def decode_b64(value: str, what: str = "tx") -> bytes:
         raise Problem(400, "invalid_base64", f"{what} is not valid base64") from None
 
 
+def _media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def _is_json(media: str) -> bool:
+    return media == "application/json" or media.endswith("+json")
+
+
 async def _read_tx(request: Request) -> bytes:
     """The tx bytes from a JSON `{"tx": base64}` body or a raw octet-stream body."""
-    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    media = _media_type(request)
     body = await request.body()
     if media in ("application/octet-stream", "application/x-protobuf"):
         return body
-    if media != "application/json" and not media.endswith("+json"):
+    if not _is_json(media):
         raise Problem(415, "unsupported_media_type", "send application/json {\"tx\": base64} "
                       "or application/octet-stream raw tx bytes")
     try:
@@ -178,8 +186,18 @@ def _submitted_memory_id(tx: bytes) -> str | None:
     return str(body.memory_submit.memory_id)
 
 
+def _json_body(request: Request) -> None:
+    """415 before the body is validated: FastAPI hands a text/plain or form body (curl -d)
+    to the model as bytes, and its 422 "Input should be a valid dictionary" hides that
+    only the media type is wrong."""
+    if not _is_json(_media_type(request)):
+        raise Problem(415, "unsupported_media_type", "send application/json: a signed "
+                      "{\"tx\": base64} or the memory's JSON fields")
+
+
 @router.post("/memories", summary="Submit a memory (signed by the client)",
-             responses=_outcomes(_MEMORY_LINKS), response_model=TxOutcome, tags=["memories"])
+             responses=_outcomes(_MEMORY_LINKS), response_model=TxOutcome, tags=["memories"],
+             dependencies=[Depends(_json_body)])
 async def post_memory(req: MemorySubmitRequest, state: State, wait: WaitQuery = WaitMode.sync,
                       timeout: TimeoutQuery = None) -> JSONResponse:
     """Either `tx` (a signed memory_submit Tx) or the JSON field form, never both."""
