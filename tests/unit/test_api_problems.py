@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 import pytest
 
 from memledger.consensus.codes import DESCRIPTIONS, Code
-from memledger.node.api.problems import Problem, code_name, http_status_for_code, tx_rejected
+from memledger.node.api.problems import (
+    CODE_TYPE_PREFIX,
+    TYPE_PREFIX,
+    Problem,
+    code_name,
+    http_status_for_code,
+    tx_rejected,
+)
 from memledger.node.api.search import fts5_query, query_words
 
 
@@ -40,6 +48,15 @@ def test_problem_defaults() -> None:
     body = Problem(404, "not_found", "no memory with id 'x'").body()
     assert body == {"type": "urn:memledger:problem:not_found", "title": "Not Found",
                     "status": 404, "detail": "no memory with id 'x'", "name": "not_found"}
+
+
+def test_codes_doc_names_the_problem_types_the_api_sends() -> None:
+    """docs/CODES.md once promised https://memledger.dev/problems/<name> URLs."""
+    doc = (Path(__file__).parents[2] / "docs" / "CODES.md").read_text()
+    prose = "\n".join(line for line in doc.splitlines() if not line.startswith("|"))
+    assert f"`{CODE_TYPE_PREFIX}<name>`" in prose and f"`{TYPE_PREFIX}<name>`" in prose
+    assert "://" not in prose
+    assert tx_rejected(2, "", "ab" * 32).type == f"{CODE_TYPE_PREFIX}tx_decode"
 
 
 @pytest.mark.parametrize("text", ['a"b', "x OR y", "NEAR(a b)", "col:val", "pre*", "^start",
