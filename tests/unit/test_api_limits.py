@@ -1,14 +1,18 @@
-"""Per-client rate limiting and the request timeout answer with problem+json."""
+"""Per-client rate limiting, the request timeout and CORS refusals answer with
+problem+json; CORS headers are on every answer, the limits' too."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from memledger.node.api import problems
+from memledger.node.api import ApiSettings, create_app, problems
+from memledger.node.api.middleware import ProblemCORSMiddleware
 from memledger.node.api.ratelimit import RateLimitMiddleware, TimeoutMiddleware
 
 
@@ -79,3 +83,57 @@ def test_a_request_may_wait_for_its_own_commit_timeout_but_no_longer_than_allowe
     assert client.get("/v1/wait", params={"timeout": 3}).status_code == 504
     assert client.get("/v1/slow").status_code == 504  # no wait asked: the node's timeout
     assert client.get("/v1/slow", params={"timeout": "soon"}).status_code == 504
+
+
+ORIGIN = "https://app.example"
+
+
+def _cors_app(tmp_path: Path, **settings: Any) -> FastAPI:
+    """The node's own middleware stack with CORS on (no route here reads the database)."""
+    return create_app(ApiSettings(db_url=f"sqlite:///{tmp_path / 'none.db'}",
+                                  rpc_url="http://127.0.0.1:9", cors_origins=(ORIGIN,),
+                                  **settings))
+
+
+def test_cors_headers_are_on_the_rate_limit_s_429(tmp_path: Path) -> None:
+    client = TestClient(_cors_app(tmp_path, rate_limit_per_s=0.5, rate_limit_burst=1))
+    assert client.get("/openapi.json", headers={"Origin": ORIGIN}).status_code == 200
+    limited = client.get("/openapi.json", headers={"Origin": ORIGIN})
+    assert limited.status_code == 429 and limited.json()["name"] == "rate_limited"
+    # a browser may read the 429 and, being exposed, its Retry-After
+    assert limited.headers["access-control-allow-origin"] == ORIGIN
+    assert "retry-after" in limited.headers["access-control-expose-headers"].lower()
+    assert int(limited.headers["retry-after"]) >= 1
+
+
+def test_cors_wraps_the_rate_limit_and_the_timeout(tmp_path: Path) -> None:
+    """The timeout's 504 is answered inside CORS too (the order is what makes it so)."""
+    order: list[object] = [m.cls for m in _cors_app(tmp_path).user_middleware]  # outer first
+    assert order.index(ProblemCORSMiddleware) < order.index(RateLimitMiddleware)
+    assert order.index(ProblemCORSMiddleware) < order.index(TimeoutMiddleware)
+
+
+def test_preflights_spend_no_rate_limit_token(tmp_path: Path) -> None:
+    client = TestClient(_cors_app(tmp_path, rate_limit_per_s=0.01, rate_limit_burst=1))
+    ask = {"Origin": ORIGIN, "Access-Control-Request-Method": "POST",
+           "Access-Control-Request-Headers": "content-type"}
+    for _ in range(5):
+        ok = client.options("/v1/memories", headers=ask)
+        assert ok.status_code == 200 and ok.headers["access-control-allow-origin"] == ORIGIN
+    assert client.get("/openapi.json", headers={"Origin": ORIGIN}).status_code == 200
+
+
+@pytest.mark.parametrize(("headers", "refused"), [
+    ({"Origin": "https://evil.example"}, "origin"),
+    ({"Origin": ORIGIN, "Access-Control-Request-Headers": "x-request-id"}, "headers"),
+])
+def test_a_refused_preflight_is_a_problem(tmp_path: Path, headers: dict[str, str],
+                                          refused: str) -> None:
+    client = TestClient(_cors_app(tmp_path))
+    resp = client.options("/v1/memories",
+                          headers={**headers, "Access-Control-Request-Method": "POST"})
+    assert resp.status_code == 400
+    assert resp.headers["content-type"].startswith("application/problem+json")
+    doc = resp.json()
+    assert doc["name"] == "cors_refused" and refused in doc["detail"]
+    assert "Origin" in resp.headers["vary"]

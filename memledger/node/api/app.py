@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.docs import (
     get_redoc_html,
     get_swagger_ui_html,
@@ -26,7 +25,11 @@ from memledger.node.api import problems, routes_memories, routes_state, routes_s
 from memledger.node.api.db import readonly_engine
 from memledger.node.api.deps import ApiState
 from memledger.node.api.metrics import ApiMetrics, RecallCollector, WordsCollector
-from memledger.node.api.middleware import BodyLimitMiddleware, RequestMetricsMiddleware
+from memledger.node.api.middleware import (
+    BodyLimitMiddleware,
+    ProblemCORSMiddleware,
+    RequestMetricsMiddleware,
+)
 from memledger.node.api.ratelimit import RateLimitMiddleware, TimeoutMiddleware
 from memledger.node.api.schemas import ProblemModel, TxRequest
 from memledger.node.api.settings import ApiSettings
@@ -184,15 +187,19 @@ def create_app(source: ApiSettings | NodeHome | str | os.PathLike[str]) -> FastA
     problems.install(app)
     for module in (routes_txs, routes_memories, routes_state, routes_status):
         app.include_router(module.router)
+    # Innermost first. CORS wraps the rate limit and the timeout so their 429 / 504 carry
+    # Access-Control-Allow-Origin (and a browser may read Retry-After), and preflights are
+    # answered before they spend a rate-limit token.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
-    if settings.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
-                           allow_methods=["GET", "POST"], allow_headers=["content-type"])
     app.add_middleware(TimeoutMiddleware, seconds=max(settings.request_timeout_s,
                                                       settings.commit_timeout_s + 10),
                        max_wait_s=routes_txs.MAX_COMMIT_WAIT_S)
     app.add_middleware(RateLimitMiddleware, rate=settings.rate_limit_per_s,
                        burst=settings.rate_limit_burst)
+    if settings.cors_origins:
+        app.add_middleware(ProblemCORSMiddleware, allow_origins=list(settings.cors_origins),
+                           allow_methods=["GET", "POST"], allow_headers=["content-type"],
+                           expose_headers=["retry-after", "location"])
     app.add_middleware(RequestMetricsMiddleware, observe=state.metrics.observe_request)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

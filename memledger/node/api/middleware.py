@@ -1,4 +1,4 @@
-"""ASGI middleware: request body limit and per-route request metrics.
+"""ASGI middleware: request body limit, per-route request metrics, CORS with problem+json.
 
 The body limit is enforced before any route or JSON parser runs, on the declared
 Content-Length and on the bytes actually streamed, so a chunked upload cannot get past
@@ -11,6 +11,10 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+
+from starlette.datastructures import Headers
+from starlette.middleware.cors import CORSMiddleware
+from starlette.responses import Response
 
 from memledger.node.api.problems import Problem
 
@@ -118,3 +122,21 @@ class RequestMetricsMiddleware:
             template = getattr(route, "path", None) or "unmatched"
             self.observe(scope.get("method", ""), template, status[0],
                          time.perf_counter() - start)
+
+
+class ProblemCORSMiddleware(CORSMiddleware):
+    """Starlette's CORS, except that a refused preflight is a problem+json document like
+    every other error (Starlette answers `400 text/plain`). Mounted outermost (inside
+    the metrics only), so the rate limit's 429 and the timeout's 504 carry the CORS
+    headers too and a preflight never spends a rate-limit token."""
+
+    def preflight_response(self, request_headers: Headers) -> Response:
+        response = super().preflight_response(request_headers)
+        if response.status_code < 400:
+            return response
+        refused = bytes(response.body).decode()  # "Disallowed CORS origin, headers"
+        problem = Problem(response.status_code, "cors_refused",
+                          f"{refused} (this node's CORS settings refuse the preflight)")
+        problem.headers.update((k, v) for k, v in response.headers.items()
+                               if k.lower() not in ("content-type", "content-length"))
+        return problem.response()
