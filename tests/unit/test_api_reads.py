@@ -11,12 +11,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from memledger.node.api import ApiSettings, create_app
 from memledger.node.api.db import readonly_engine
+from tests.support.api import served_api
 from tests.support.chain import LocalChain, seeded_key
 
 ALICE = seeded_key("api-alice")
@@ -63,6 +65,14 @@ def api(chain: LocalChain) -> Iterator[TestClient]:
     settings = ApiSettings(db_url=chain.db_url, rpc_url="http://127.0.0.1:9", chain_id="x")
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
         yield client
+
+
+@pytest.fixture(scope="module")
+def served(chain: LocalChain) -> Iterator[str]:
+    """The same app served by uvicorn over real HTTP (its base URL)."""
+    settings = ApiSettings(db_url=chain.db_url, rpc_url="http://127.0.0.1:9", chain_id="x")
+    with served_api(settings) as url:
+        yield url
 
 
 def _problem(resp: Any, status: int, name: str) -> dict[str, Any]:
@@ -355,3 +365,28 @@ def test_ordered_scan_plan_returns_the_same_pages(chain: LocalChain, q: str,
         assert search.common_on_sqlite(conn, q)
     assert pages() == default and default[0]
     engine.dispose()
+
+
+@pytest.mark.parametrize("path", ["/health", "/ready", "/v1/status", "/docs", "/openapi.json",
+                                  "/v1/memories/m-cache", "/v1/memories?limit=2", "/nope"])
+def test_head_is_get_without_a_body_over_real_http(served: str, path: str) -> None:
+    """Served by uvicorn, so the HTTP framing of a bodiless answer is the real one."""
+    with httpx.Client(base_url=served) as http:
+        got, head = http.get(path), http.head(path)
+    assert head.status_code == got.status_code != 405, (head.status_code, head.text)
+    assert head.content == b""
+    assert head.headers["content-type"] == got.headers["content-type"]
+    if "content-length" in got.headers:
+        assert head.headers["content-length"] == got.headers["content-length"]
+
+
+def test_allow_names_head_with_get_and_no_head_without_it(api: TestClient) -> None:
+    refused = api.head("/v1/txs")
+    assert refused.status_code == 405 and refused.headers["allow"] == "POST"
+    assert api.request("DELETE", "/v1/memories").headers["allow"] == "GET, HEAD, POST"
+    assert api.request("DELETE", "/health").headers["allow"] == "GET, HEAD"
+
+
+def test_head_adds_no_operation_to_the_openapi_document(api: TestClient) -> None:
+    paths = api.get("/openapi.json").json()["paths"]
+    assert not any("head" in ops for ops in paths.values())

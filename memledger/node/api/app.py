@@ -27,6 +27,7 @@ from memledger.node.api.deps import ApiState
 from memledger.node.api.metrics import ApiMetrics, RecallCollector, WordsCollector
 from memledger.node.api.middleware import (
     BodyLimitMiddleware,
+    HeadMiddleware,
     ProblemCORSMiddleware,
     RequestMetricsMiddleware,
 )
@@ -198,8 +199,10 @@ def create_app(source: ApiSettings | NodeHome | str | os.PathLike[str]) -> FastA
                        burst=settings.rate_limit_burst)
     if settings.cors_origins:
         app.add_middleware(ProblemCORSMiddleware, allow_origins=list(settings.cors_origins),
-                           allow_methods=["GET", "POST"], allow_headers=["content-type"],
+                           allow_methods=["GET", "HEAD", "POST"],
+                           allow_headers=["content-type"],
                            expose_headers=["retry-after", "location"])
     app.add_middleware(RequestMetricsMiddleware, observe=state.metrics.observe_request)
+    app.add_middleware(HeadMiddleware)  # outermost: everything inside sees a GET
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

@@ -1,4 +1,5 @@
-"""ASGI middleware: request body limit, per-route request metrics, CORS with problem+json.
+"""ASGI middleware: request body limit, per-route request metrics, CORS with problem+json,
+HEAD served as GET without the body.
 
 The body limit is enforced before any route or JSON parser runs, on the declared
 Content-Length and on the bytes actually streamed, so a chunked upload cannot get past
@@ -140,3 +141,27 @@ class ProblemCORSMiddleware(CORSMiddleware):
         problem.headers.update((k, v) for k, v in response.headers.items()
                                if k.lower() not in ("content-type", "content-length"))
         return problem.response()
+
+
+class HeadMiddleware:
+    """HEAD is GET without the body (RFC 9110 9.3.2). FastAPI routes serve only the
+    methods they declare, so HEAD /health answered 405; here it runs as GET (same status
+    and headers, Content-Length included) and the body is dropped. The OpenAPI document
+    is unchanged: it lists no HEAD operations, as HEAD comes with every GET."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def bodiless(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                if message.get("more_body", False):
+                    return
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, bodiless)

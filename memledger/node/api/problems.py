@@ -183,10 +183,14 @@ async def _on_http(request: Request, exc: Exception) -> JSONResponse:
 def _allowed_methods(request: Request) -> list[str]:
     """Every method some route serves at this path: Starlette's 405 names only the first
     route that matched the path, so GET+POST /v1/memories would advertise POST alone.
-    Asked per method, so nested (included) routers answer for their own routes."""
-    return [method for method in _METHODS
-            if any(route.matches({**request.scope, "method": method})[0] == Match.FULL
-                   for route in request.app.router.routes)]
+    Asked per method, so nested (included) routers answer for their own routes; HEAD
+    wherever GET is (the HEAD middleware serves it)."""
+    allowed = [method for method in _METHODS
+               if any(route.matches({**request.scope, "method": method})[0] == Match.FULL
+                      for route in request.app.router.routes)]
+    if "GET" in allowed and "HEAD" not in allowed:
+        allowed.insert(allowed.index("GET") + 1, "HEAD")
+    return allowed
 
 
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
