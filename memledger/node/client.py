@@ -25,6 +25,7 @@ import email.utils
 import hashlib
 import json
 import random
+import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -557,7 +558,8 @@ class _Core:
 
     @staticmethod
     def _raise_for(resp: httpx.Response) -> Any:
-        if resp.status_code >= 400:
+        # a 3xx too: redirects are not followed, and its empty body is no answer to parse
+        if resp.status_code >= 300:
             raise MemLedgerError.from_response(resp)
         if resp.headers.get("content-type", "").startswith("application/json"):
             return resp.json()
@@ -603,6 +605,19 @@ def _q(ident: str) -> str:
     if ident in (".", ".."):
         return ident.replace(".", "%2E")
     return quote(ident, safe=":@")
+
+
+_TX_HASH = re.compile(r"[0-9a-fA-F]{64}")
+
+
+def _tx_path(tx_hash: str) -> str:
+    """The path of one tx outcome, for a hash checked first: "" would ask for /v1/txs/
+    (a redirect, no outcome) and "../status" for another route altogether."""
+    if not isinstance(tx_hash, str) or _TX_HASH.fullmatch(tx_hash) is None:
+        detail = f"{tx_hash!r} is not a tx hash (64 hex digits, the SHA-256 of the tx)"
+        raise MemLedgerError(f"invalid_tx_hash: {detail}", name="invalid_tx_hash",
+                             detail=detail)
+    return f"/v1/txs/{tx_hash}"
 
 
 def _grantee_bytes(grantee: bytes | str) -> bytes:
@@ -922,7 +937,7 @@ class MemLedgerClient(_Core):
             params = {"limit": 500, "cursor": doc["next_cursor"]}
 
     def tx(self, tx_hash: str) -> TxReceipt:
-        return TxReceipt.from_json(self._request("GET", f"/v1/txs/{tx_hash}"))
+        return TxReceipt.from_json(self._request("GET", _tx_path(tx_hash)))
 
     def wait_tx(self, tx_hash: str, timeout: float = 30.0, poll: float = 0.25) -> TxReceipt:
         """Poll until a block holds the tx; raises the last 404 problem on timeout."""
@@ -1230,7 +1245,7 @@ class AsyncMemLedgerClient(_Core):
             params = {"limit": 500, "cursor": doc["next_cursor"]}
 
     async def tx(self, tx_hash: str) -> TxReceipt:
-        return TxReceipt.from_json(await self._request("GET", f"/v1/txs/{tx_hash}"))
+        return TxReceipt.from_json(await self._request("GET", _tx_path(tx_hash)))
 
     async def wait_tx(self, tx_hash: str, timeout: float = 30.0, poll: float = 0.25) -> TxReceipt:
         """Poll until a block holds the tx; raises the last 404 problem on timeout."""

@@ -73,3 +73,36 @@ def test_async_client(base_url: str) -> None:
             return got
 
     assert asyncio.run(run()) == [f"s-{i:02d}" for i in range(0, COUNT, 2)]
+
+
+BAD_HASHES = ["", "zz", "../status", "ab" * 32 + "/"]
+
+
+def test_a_tx_hash_that_is_none_is_a_clear_error(base_url: str) -> None:
+    """"" once asked for /v1/txs/ (a 307) and crashed parsing its empty body; "../status"
+    reached another route."""
+    with MemLedgerClient(base_url) as ml:
+        for bad in BAD_HASHES:
+            with pytest.raises(MemLedgerError) as info:
+                ml.tx(bad)
+            assert info.value.name == "invalid_tx_hash" and repr(bad) in info.value.detail
+        with pytest.raises(MemLedgerError) as info:  # a well-formed one is asked for
+            ml.tx("ab" * 32)
+        assert info.value.name == "cometbft_unavailable"  # (none runs in this test)
+
+    async def run() -> list[str]:
+        names = []
+        async with AsyncMemLedgerClient(base_url) as aml:
+            for bad in BAD_HASHES:
+                with pytest.raises(MemLedgerError) as info:
+                    await aml.tx(bad)
+                names.append(info.value.name)
+        return names
+    assert asyncio.run(run()) == ["invalid_tx_hash"] * len(BAD_HASHES)
+
+
+def test_a_redirect_is_an_error_not_an_answer(base_url: str) -> None:
+    """The SDK follows no redirect: a 3xx is raised, not parsed as a document."""
+    with MemLedgerClient(base_url) as ml, pytest.raises(MemLedgerError) as info:
+        ml._request("GET", "/v1/txs/")  # Starlette redirects the trailing slash
+    assert info.value.status == 307
