@@ -72,6 +72,7 @@ def test_a_full_backlog_is_refused_before_broadcast_and_the_sdk_waits_it_out(
             assert _sync(api, agent.submit(101, "b-101", "one above it")).status_code == 202
             refused = _sync(api, agent.submit(102, "b-102", "a second one above it"))
             assert refused.status_code == 429, refused.text
+            assert refused.headers["retry-after"] == "1"  # as the rate limit's 429
             doc = refused.json()
             assert refused.headers["content-type"].startswith("application/problem+json")
             assert (doc["name"], doc["code"], doc["stage"]) == \

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from memledger.node.api import ApiSettings, create_app, problems
 from memledger.node.api.middleware import ProblemCORSMiddleware
-from memledger.node.api.ratelimit import RateLimitMiddleware, TimeoutMiddleware
+from memledger.node.api.ratelimit import EXEMPT_PATHS, RateLimitMiddleware, TimeoutMiddleware
 
 
 def _app(**limits: Any) -> FastAPI:
@@ -137,3 +137,13 @@ def test_a_refused_preflight_is_a_problem(tmp_path: Path, headers: dict[str, str
     doc = resp.json()
     assert doc["name"] == "cors_refused" and refused in doc["detail"]
     assert "Origin" in resp.headers["vary"]
+
+
+def test_security_doc_states_the_default_rate_limit() -> None:
+    """docs/SECURITY.md once said "no rate limiting" while the limit is on by default."""
+    doc = (Path(__file__).parents[2] / "docs" / "SECURITY.md").read_text()
+    text = " ".join(doc.split())
+    assert "no rate limiting" not in text.lower()
+    assert (f"{ApiSettings.rate_limit_per_s:g} requests/s with a burst of "
+            f"{ApiSettings.rate_limit_burst}") in text
+    assert all(path in text for path in EXEMPT_PATHS)

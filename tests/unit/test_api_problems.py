@@ -44,6 +44,14 @@ def test_tx_rejection_problem_carries_code_and_name() -> None:
     assert body["hash"] == "ab" * 32 and body["instance"] == "/v1/txs"
 
 
+def test_a_full_signer_backlog_says_when_to_retry() -> None:
+    """A 429, like the rate limit's, carries Retry-After; other rejections do not."""
+    full = tx_rejected(int(Code.SIGNER_BACKLOG_FULL), "", "ab" * 32, stage="admission")
+    response = full.response("/v1/txs")
+    assert response.status_code == 429 and response.headers["retry-after"] == "1"
+    assert "retry-after" not in tx_rejected(8, "", "ab" * 32).response().headers
+
+
 def test_problem_defaults() -> None:
     body = Problem(404, "not_found", "no memory with id 'x'").body()
     assert body == {"type": "urn:memledger:problem:not_found", "title": "Not Found",

@@ -46,6 +46,8 @@ _TOO_LARGE = {Code.TX_TOO_LARGE}
 #: "Not now, too many from you": a signer's own backlog, so a per-client limit (clients
 #: retry these like the rate limit's 429).
 _TOO_MANY = {Code.SIGNER_BACKLOG_FULL}
+#: Retry-After of those 429s, like the rate limit's: blocks come well within a second
+BACKLOG_RETRY_AFTER_S = 1
 
 
 def http_status_for_code(code: int) -> int:
@@ -116,8 +118,11 @@ def tx_rejected(code: int, log_text: str, tx_hash: str, height: int | None = Non
     detail = description
     if log_text and log_text != description:
         detail = log_text if description in log_text else f"{description}: {log_text}"
-    return Problem(http_status_for_code(code), code_name(code), detail,
-                   title=description, type_=CODE_TYPE_PREFIX + code_name(code), **extra)
+    problem = Problem(http_status_for_code(code), code_name(code), detail,
+                      title=description, type_=CODE_TYPE_PREFIX + code_name(code), **extra)
+    if problem.status == 429:  # a signer's full backlog: room comes with the next block
+        problem.headers["Retry-After"] = str(BACKLOG_RETRY_AFTER_S)
+    return problem
 
 
 def not_found(what: str, ident: str) -> Problem:
