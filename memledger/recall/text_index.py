@@ -16,9 +16,9 @@ memories are not committed. At open, files tantivy cannot read, or fewer documen
 `documents` (lost files), make the index start empty, to be rebuilt; more documents are
 such a crash, and fine.
 
-Documents: `id` (stored, exact) and `body` = content + tags (English stemming, like the
-projection's full-text index). Queries are built from the words the projection's search
-accepts, never passed to tantivy's query syntax as typed.
+Documents: `id` (stored, exact) and `body` = content + tags (English stemming and accent
+folding, like the projection's full-text index). Queries are built from the words the
+projection's search accepts, never passed to tantivy's query syntax as typed.
 """
 
 from __future__ import annotations
@@ -38,8 +38,10 @@ from typing import Any
 
 import tantivy
 
-FORMAT = 1
-TOKENIZER = "en_stem"
+#: 2: accents folded (ascii_fold), as the projection's `unicode61` full-text index does;
+#: an index of another format or tokenizer is rebuilt at open
+FORMAT = 2
+TOKENIZER = "en_stem_fold"
 WRITER_HEAP = 64 << 20
 LOCK_FILE = "owner.lock"
 #: tantivy's BM25 parameters (term saturation, length normalisation)
@@ -48,12 +50,20 @@ BM25_B = 0.75
 _WORD_PIECES = re.compile(r"[^\W_]+")
 
 
-#: the analyzer tantivy's "en_stem" tokenizer is (split on non-alphanumerics, drop tokens
-#: over 40 bytes, lower-case, English stemmer): it turns a query word into the terms the
-#: index holds, so their document frequencies can be read
-_EN_STEM = (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+def _analyzer() -> tantivy.TextAnalyzer:
+    """The `body` field's analyzer, registered on the index as TOKENIZER: tantivy's
+    "en_stem" (split on non-alphanumerics, drop tokens over 40 bytes, lower-case, English
+    stemmer) plus accent folding before the stemmer, so "café" and "cafe" are one term,
+    as in the projection's full-text index (SQLite's unicode61 removes diacritics)."""
+    return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
             .filter(tantivy.Filter.remove_long(40)).filter(tantivy.Filter.lowercase())
-            .filter(tantivy.Filter.stemmer("english")).build())
+            .filter(tantivy.Filter.ascii_fold()).filter(tantivy.Filter.stemmer("english"))
+            .build())
+
+
+#: the same analyzer, to turn a query word into the terms the index holds, so their
+#: document frequencies can be read
+_EN_STEM = _analyzer()
 
 
 #: a document's id and the counts of the terms the index would hold for it
@@ -74,7 +84,7 @@ def word_bags(docs: Sequence[tuple[str, str]]) -> list[WordBag]:
 
 
 def analysed_terms(words: Sequence[str]) -> list[str]:
-    """The terms the index holds for a query's words (split, lower-cased, stemmed)."""
+    """The terms the index holds for a query's words (split, lower-cased, folded, stemmed)."""
     return [t for piece in query_terms(words) for t in _EN_STEM.analyze(piece)]
 
 
@@ -136,8 +146,15 @@ class TextIndex:
             self._wipe()
             self.indexed_height = self.words_added = self.docs_added = self.documents = 0
             self.rebuilt_reason = reason
-            self._index = tantivy.Index(self._schema(), path=str(self.folder), reuse=True)
+            self._index = self._tantivy_index()
         return reason
+
+    def _tantivy_index(self) -> tantivy.Index:
+        """tantivy's index in the folder, with the `body` analyzer registered (tantivy
+        keeps only its name in the files: every open must register it)."""
+        index = tantivy.Index(self._schema(), path=str(self.folder), reuse=True)
+        index.register_tokenizer(TOKENIZER, _analyzer())
+        return index
 
     def _open_persisted(self) -> str | None:
         """Open tantivy's files; why they cannot serve the watermark, or None. A damaged
@@ -147,7 +164,7 @@ class TextIndex:
         then opens an empty index). More is a crash between tantivy's commit and the
         watermark's write, which the replay from the watermark makes good."""
         try:
-            index = tantivy.Index(self._schema(), path=str(self.folder), reuse=True)
+            index = self._tantivy_index()
             held = int(index.searcher().num_docs)
         except ValueError as exc:  # tantivy's error for any damaged or missing file
             return f"unreadable word index: {exc}"

@@ -73,6 +73,35 @@ def test_a_stale_watermark_rebuilds(tmp_path: Path) -> None:
     again.close()
 
 
+@pytest.mark.parametrize("query", ["cafe", "café", "CAFÉ", "Cafés"])
+def test_accents_are_folded_in_documents_and_queries(tmp_path: Path, query: str) -> None:
+    """As the projection's unicode61 full-text index does: "cafe" finds "café"."""
+    index = TextIndex(tmp_path / "text")
+    index.open()
+    index.add([("a", "meet at the café near the station"), ("b", "a cafe au lait"),
+               ("c", "the station clock")], 1)
+    assert {m for m, _ in index.search([query], 10)} == {"a", "b"}
+    bags = word_bags([("d", "naïve crème brûlée at the CAFÉ")])
+    assert [m for m, _ in index.score_unindexed([query], bags)] == ["d"]
+    assert index.share_matching(query) == (2, 3)
+    index.close()
+
+
+def test_an_index_from_before_accent_folding_is_rebuilt(tmp_path: Path) -> None:
+    """Its terms keep the accents a query no longer has: rebuilt, not served."""
+    index = TextIndex(tmp_path / "text")
+    index.open()
+    index.add([("a", "café")], 4)
+    index.close()
+    (tmp_path / "text" / "watermark.json").write_text(
+        '{"format": 1, "tokenizer": "en_stem", "indexed_height": 4, "words_added": 1, '
+        '"docs_added": 1, "documents": 1}')  # what the unfolding index wrote
+    again = TextIndex(tmp_path / "text")
+    assert again.open() == "word index from another format"
+    assert len(again) == 0 and again.indexed_height == 0
+    again.close()
+
+
 def _chain(tmp_path: Path) -> LocalChain:
     chain = LocalChain(tmp_path / "chain")
     rng = random.Random(11)
@@ -142,6 +171,26 @@ def test_indexed_text_finds_what_the_projection_finds(chain_and_words, query: st
             assert set(found) == {status}
     if query != "nothing" and status != "committed":  # fresh memories are proposed
         assert indexed
+
+
+def test_the_index_and_the_projection_agree_on_accents(chain_and_words) -> None:  # type: ignore[no-untyped-def]
+    """mode=text (the index) and the projection's full-text search find the same memories
+    for "cafe" and "café", before and after the index holds them."""
+    chain, engine, words = chain_and_words
+    _without_follower(words)
+    key = seeded_key("words-unit")
+    b = chain.builder(key)
+    chain.block([b.submit(chain.next_nonce(key), "acc-1", "meet at the café by the river"),
+                 b.submit(chain.next_nonce(key), "acc-2", "a cafe on the harbor")])
+    for _ in range(2):
+        with engine.connect() as conn:
+            for q in ("cafe", "café", "CAFÉ"):
+                flt = MemoryFilter(q=q)
+                indexed = text_ranked(conn, flt, q, 100, words_index=words)
+                projected = text_ranked(conn, flt, q, 100)
+                assert {m for m, _ in indexed} == {m for m, _ in projected} == {"acc-1",
+                                                                                 "acc-2"}
+        words.catch_up()  # the second round from the index itself
 
 
 def test_a_new_block_is_searchable_at_once_without_waiting_for_the_index(  # type: ignore[no-untyped-def]
