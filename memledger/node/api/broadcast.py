@@ -122,14 +122,12 @@ async def _admit(state: ApiState, peeked: tuple[bytes, int] | None, tx_hash: str
     except (httpx.HTTPError, RpcError, ValueError, AttributeError):
         return
     if verdict == "full":
-        problem = tx_rejected(
+        raise tx_rejected(
             int(Code.SIGNER_BACKLOG_FULL),
             f"this node holds {room['above_oldest']} pending txs of signer "
             f"{signer.hex()[:16]}… above its oldest pending one; the limit is "
             f"{room['limit']} (nonce_window / 4): send it again after the next block",
             tx_hash, stage="admission")
-        problem.headers.setdefault("Retry-After", "1")
-        raise problem
     if verdict == "behind":
         raise tx_rejected(
             int(Code.NONCE_BELOW_WINDOW),
