@@ -35,7 +35,9 @@ CHATTY = ("import itertools, sys, time\n"
 @pytest.fixture()
 def home(tmp_path: Path) -> NodeHome:
     node_home = NodeHome(tmp_path / "home")
-    node_home.save(NodeConfig(abci_address=f"tcp://127.0.0.1:{free_port()}"))
+    node_home.save(NodeConfig(abci_address=f"tcp://127.0.0.1:{free_port()}",
+                              rpc_laddr=f"tcp://127.0.0.1:{free_port()}",
+                              p2p_laddr=f"tcp://127.0.0.1:{free_port()}"))
     return node_home
 
 
@@ -155,3 +157,27 @@ def test_supervisor_rotates_an_oversized_log_at_start_and_while_running(
     # the child writes ~200 KB/s: without rotation the log would pass 500 KB in 4 s
     assert max(sizes) < 100_000 + 200_000, max(sizes)
     assert (home.logs / "app.log").stat().st_size < 300_000
+
+
+def test_an_app_that_takes_long_to_listen_is_waited_for_while_it_lives(
+        home: NodeHome, stand_in: list[str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A projection rebuild before the app listens can take minutes: no fixed limit
+    kills it, and the operator is told what it is doing meanwhile."""
+    port = int(home.load().abci_address.rsplit(":", 1)[1])
+    stand_in.append("import socket, time\n"
+                    "print('rebuilding the projection', flush=True)\n"
+                    "time.sleep(1.5)\n"
+                    f"s = socket.create_server(('127.0.0.1', {port}))\n"
+                    "time.sleep(60)\n")
+    monkeypatch.setattr(supervisor, "APP_PATIENCE_S", 0.5)
+    monkeypatch.setattr(supervisor.cometbft, "find_cometbft", lambda: Path("/bin/true"))
+    sup = Supervisor(home, api=False, voter=False)
+    try:
+        sup.start()  # no StartupError: the app listened after 1.5 s
+    finally:
+        sup.stop()
+    said = [line for line in capsys.readouterr().err.splitlines()
+            if line.startswith("memledger: app still starting after ")]
+    assert len(said) >= 2 and all(line.endswith(": rebuilding the projection")
+                                  for line in said), said
