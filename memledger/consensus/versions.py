@@ -11,7 +11,7 @@ from typing import Any
 
 #: App versions this binary can execute. A node whose chain moves past these halts with
 #: "upgrade required" before executing a block under rules it does not know.
-SUPPORTED_APP_VERSIONS: frozenset[int] = frozenset({1, 2, 3, 4, 5, 6, 7})
+SUPPORTED_APP_VERSIONS: frozenset[int] = frozenset({1, 2, 3, 4, 5, 6, 7, 8})
 #: The version a genesis without an explicit `app_version` starts at (chains made before
 #: genesis could name one must replay under the rules they were made with).
 INITIAL_APP_VERSION = 1
@@ -49,6 +49,13 @@ RULES: dict[str, int] = {
     # co-commit then failed as a duplicate however often it was signed again
     # (docs/RULES.md, "Co-commits").
     "cocommit_ids_reserved": 7,
+    # v8: repairs of rules that left state stuck or judged a tx against stale state
+    # (docs/RULES.md, each under "From v8"):
+    # - a domain a scope_revise drops is unclaimed again, like a never-used domain (its
+    #   record is deleted; one left by an earlier release counts as unclaimed), and the
+    #   domains it keeps keep their `created` height. Before, a dropped domain kept a
+    #   record with neither owner nor scope, and nobody could write it or be granted it.
+    "scope_release_unclaims": 8,
 }
 
 #: (message kind, field) -> the first app version whose rules know that field. Under an

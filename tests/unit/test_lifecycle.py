@@ -99,7 +99,8 @@ def test_scoped_ballot_commit_with_pinned_weights_surviving_roster_change(
     revised = scopes.make_spec("ops", ["ops"], [
         (bytes(S1.verify_key).hex(), 1), (bytes(S2.verify_key).hex(), 3),
         (bytes(newcomer.verify_key).hex(), 100)])
-    apply_direct(chain, lambda st: scopes.apply_scope(st, revised, chain.height + 1))
+    apply_direct(chain, lambda st: scopes.apply_scope(st, revised, chain.height + 1,
+                                                      chain.app.app_version))
     assert chain.memory("s1")["ballot"] == ballot  # type: ignore[index]
     # The newcomer is not on the pinned ballot; validators are not either.
     assert vote(chain, newcomer, "s1") == Code.NOT_A_SCOPE_MEMBER

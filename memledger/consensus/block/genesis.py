@@ -77,12 +77,13 @@ def apply_genesis(
     if not genesis_validators:
         raise GenesisError("genesis has no validators")
     validators.store(state, genesis_validators)
+    version = app_state.get("app_version", versions.INITIAL_APP_VERSION)
     specs = app_state.get("scopes", [])
     if not isinstance(specs, list):
         raise GenesisError("genesis app_state scopes must be a list of scope objects, not "
                            f"{chain_params.json_type(specs)}")
     for index, spec in enumerate(specs):
         try:
-            scopes.apply_scope(state, scopes.parse_spec(spec), height=initial_height)
+            scopes.apply_scope(state, scopes.parse_spec(spec), initial_height, version)
         except scopes.ScopeError as exc:
             raise GenesisError(f"genesis scope invalid: scopes[{index}]: {exc}") from None

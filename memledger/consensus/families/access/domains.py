@@ -6,6 +6,7 @@ import re
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from memledger.consensus import params as chain_params
+from memledger.consensus import versions
 from memledger.consensus.block.context import TxBuffer
 from memledger.consensus.codes import Code, TxError
 from memledger.consensus.limits import MAX_ID_BYTES
@@ -74,10 +75,18 @@ def scope_of(state: TxBuffer, domain: str) -> ScopeRecord | None:
     return scope
 
 
+def released(record: DomainRecord, app_version: int) -> bool:
+    """A record left by a scope that dropped the domain before v8 (neither owner nor
+    scope), which from v8 is unclaimed like a never-used domain (before, nobody could
+    write it or be granted it). From v8 a release deletes the record instead."""
+    return (versions.active("scope_release_unclaims", app_version)
+            and record.get("owner") is None and record.get("scope") is None)
+
+
 def authorize_write(
-    state: TxBuffer, domain: str, agent: bytes, height: int
+    state: TxBuffer, domain: str, agent: bytes, height: int, app_version: int
 ) -> ScopeRecord | None:
-    """Allow the write or raise; the first writer of an unowned domain becomes its owner.
+    """Allow the write or raise; the first writer of an unclaimed domain becomes its owner.
 
     Shared domains are open to all. Scoped domains are writable by the scope's members.
     Other domains belong to their first writer; anyone else needs a write grant.
@@ -99,7 +108,7 @@ def authorize_write(
         if record is None:
             state.put_record(key, {"owner": None, "scope": None, "created": height})
         return None
-    if record is None:
+    if record is None or released(record, app_version):
         state.put_record(key, {"owner": agent_hex, "scope": None, "created": height})
         return None
     if record["owner"] == agent_hex:

@@ -75,7 +75,8 @@ def submit(ctx: TxContext, msg: tx_pb2.CoCommitSubmit) -> None:
     memory_id = shared_id(core.content_hash, coauthors, core.agreement_nonce)
     if load(ctx.state, memory_id) is not None or ctx.state.get(records.memory_key(memory_id)):
         raise TxError(Code.COCOMMIT_DUPLICATE)
-    authorize_write(ctx.state, core.domain, ctx.signer, ctx.block.height)
+    authorize_write(ctx.state, core.domain, ctx.signer, ctx.block.height,
+                    ctx.block.app_version)
     record = new_record(ctx, memory_id, core.domain, core.memory_type, core.content_hash,
                         core.confidence_ppm, tags, records.STATUS_COMMITTED)
     record["cocommit"] = memory_id

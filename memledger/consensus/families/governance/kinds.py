@@ -52,6 +52,7 @@ class Execution:
     height: int
     effects: BlockEffects
     proposal_id: str
+    app_version: int
 
 
 Payload = dict[str, Any]
@@ -155,7 +156,7 @@ def _scope_writer(creating: bool) -> Callable[[TxBuffer, Payload, int, int], Non
 
 
 def _execute_scope_spec(run: Execution, payload: Payload) -> None:
-    scopes.apply_scope(run.state, _spec(payload), run.height)
+    scopes.apply_scope(run.state, _spec(payload), run.height, run.app_version)
 
 
 def _decode_scope_id(msg: Any) -> Payload:

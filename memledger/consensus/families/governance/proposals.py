@@ -96,7 +96,7 @@ def _execute(state: TxBuffer, proposal: ProposalRecord, height: int, app_version
     kind, payload = kinds.kind_of(proposal["kind"]), proposal["payload"]
     try:
         kind.validate(state, payload, proposal["submit_height"], app_version)
-        kind.execute(Execution(state, height, effects, proposal["id"]), payload)
+        kind.execute(Execution(state, height, effects, proposal["id"], app_version), payload)
     except TxError as err:
         proposal["status"] = "failed"
         proposal["failure"] = err.log

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memledger.consensus import params as chain_params
+from memledger.consensus import versions
 from memledger.consensus.block.context import TxBuffer
 from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.access.domains import check_name
@@ -104,15 +105,28 @@ def check_domains_free(state: TxBuffer, spec: ScopeSpec) -> None:
             raise ScopeError(f"domain {domain!r} is shared, owned or in another scope")
 
 
-def apply_scope(state: TxBuffer, spec: ScopeSpec, height: int) -> ScopeRecord:
+def apply_scope(state: TxBuffer, spec: ScopeSpec, height: int,
+                app_version: int) -> ScopeRecord:
     """Create or revise a scope and bind its domains. Domains owned by someone else, or
-    bound to another scope, are refused."""
+    bound to another scope, are refused.
+
+    A revise releases the domains it drops. From v8 a released domain's record is deleted
+    (it is unclaimed again, exactly like a never-used domain) and the domains it keeps
+    keep their record, `created` included. Before v8 a released domain kept a record
+    with neither owner nor scope, and every kept domain was written again as created now.
+    """
     check_domains_free(state, spec)
+    unclaims = versions.active("scope_release_unclaims", app_version)
     key = records.scope_key(spec.scope_id)
     current: ScopeRecord | None = state.get_record(key)
+    kept: set[str] = set()
     if current is not None:
         for domain in current["domains"]:
-            if domain not in spec.domains:
+            if domain in spec.domains:
+                kept.add(domain)
+            elif unclaims:
+                state.delete(records.domain_key(domain))
+            else:
                 state.put_record(records.domain_key(domain),
                                  {"owner": None, "scope": None, "created": height})
     record: ScopeRecord = {
@@ -125,6 +139,8 @@ def apply_scope(state: TxBuffer, spec: ScopeSpec, height: int) -> ScopeRecord:
     }
     state.put_record(key, record)
     for domain in spec.domains:
+        if unclaims and domain in kept:
+            continue
         state.put_record(records.domain_key(domain),
                          {"owner": None, "scope": spec.scope_id, "created": height})
     return record

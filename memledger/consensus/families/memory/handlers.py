@@ -53,7 +53,8 @@ def submit(ctx: TxContext, msg: tx_pb2.MemorySubmit) -> None:
             raise TxError(Code.MEMORY_ID_CONFLICT, f"memory {msg.memory_id!r} exists")
         ctx.emit("memory", id=msg.memory_id, status=existing["status"], duplicate="true")
         return
-    scope = authorize_write(ctx.state, msg.domain, ctx.signer, ctx.block.height)
+    scope = authorize_write(ctx.state, msg.domain, ctx.signer, ctx.block.height,
+                            ctx.block.app_version)
     record = new_record(
         ctx, msg.memory_id, msg.domain, msg.memory_type, msg.content_hash,
         msg.confidence_ppm, tags, records.STATUS_PROPOSED,
