@@ -118,7 +118,8 @@ class Code(_Described):
     GOV_PROPOSAL_NOT_FOUND = 91, 'no proposal with this id'
     GOV_ALREADY_VOTED = 92, 'validator already voted on this proposal'
     GOV_PROPOSAL_CLOSED = 93, 'proposal is no longer open for votes'
-    GOV_INVALID_PROPOSAL = 94, 'proposal is malformed'
+    GOV_INVALID_PROPOSAL = 94, ('proposal is malformed or cannot apply to the current state '
+                                '(e.g. its scope is retired; from v8 also for a scope_revise)')
     GOV_ACTIVATION_TOO_SOON = 95, 'upgrade activation height earlier than the minimum delay'
     GOV_UNSAFE_VALIDATOR_CHANGE = 96, 'change would empty the set or remove >= 1/3 power'
     GOV_UNSUPPORTED_VERSION = 97, 'upgrade target version not greater than the current'

@@ -56,6 +56,10 @@ RULES: dict[str, int] = {
     #   domains it keeps keep their `created` height. Before, a dropped domain kept a
     #   record with neither owner nor scope, and nobody could write it or be granted it.
     "scope_release_unclaims": 8,
+    # - a retired scope cannot be revised (refused when proposed, failed when executed),
+    #   as it cannot be paused or resumed. Before, a revise could give it new domains,
+    #   which then refused every write.
+    "retired_scope_final": 8,
 }
 
 #: (message kind, field) -> the first app version whose rules know that field. Under an

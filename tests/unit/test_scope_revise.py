@@ -1,7 +1,7 @@
-"""scope_revise under app version 8 (docs/RULES.md, "Domains a scope releases"): a
-domain a revise drops is unclaimed again, and the domains it keeps keep their record.
-Below v8 the old behaviour stays, so old heights replay with the same codes and app
-hashes."""
+"""scope_revise under app version 8 (docs/RULES.md, "Domains a scope releases" and
+"Scopes"): a domain a revise drops is unclaimed again, the domains it keeps keep their
+record, and a retired scope cannot be revised. Below v8 the old behaviour stays, so old
+heights replay with the same codes and app hashes."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from nacl.signing import SigningKey
 
 from memledger.consensus import versions
@@ -123,3 +124,48 @@ def test_domains_released_before_v8_become_writable_at_the_upgrade(tmp_path: Pat
     assert write(chain, OUTSIDER, "ops2").code == 0
     assert record(chain, "dom/ops2")["owner"] == bytes(OUTSIDER.verify_key).hex()
     assert write(chain, LATECOMER, "ops2").code == Code.DOMAIN_WRITE_DENIED
+
+
+# ----------------------------------------------------------------- retired scopes
+def _create_and_retire(chain: LocalChain) -> None:
+    assert pass_(chain, propose(chain, scope_proposal("create", "ops", ["ops"],
+                                                      members(chain))))["status"] == "executed"
+    assert pass_(chain, propose(chain, scope_proposal("retire", "ops")))["status"] == \
+        "executed"
+
+
+def test_before_v8_a_retired_scope_could_be_revised(tmp_path: Path) -> None:
+    chain = make_chain(tmp_path / "v7", 7)
+    _create_and_retire(chain)
+    revise = scope_proposal("revise", "ops", ["ops", "fresh"], members(chain))
+    assert pass_(chain, propose(chain, revise))["status"] == "executed"  # as it was
+    assert record(chain, "scope/ops")["domains"] == ["fresh", "ops"]
+    assert write(chain, chain.validator_keys[0], "fresh").code == Code.SCOPE_NOT_ACTIVE
+
+
+@pytest.mark.parametrize("kind", ["resume", "pause", "retire", "revise"])
+def test_from_v8_a_retired_scope_refuses_every_change(tmp_path: Path, kind: str) -> None:
+    chain = make_chain(tmp_path / "v8", 8)
+    _create_and_retire(chain)
+    args: tuple[Any, ...] = (["ops", "fresh"], members(chain)) if kind == "revise" else ()
+    result = send(chain, chain.validator_keys[3], "propose",
+                  scope_proposal(kind, "ops", *args))
+    assert (result.code, result.log) == (Code.GOV_INVALID_PROPOSAL, "scope is retired")
+    assert chain.check(chain.builder(OUTSIDER).submit(1, "x", "a memory", domain="fresh")
+                       ).code == 0  # "fresh" stays a free domain
+
+
+def test_from_v8_a_revise_open_when_its_scope_retires_fails_when_it_passes(
+        tmp_path: Path) -> None:
+    chain = make_chain(tmp_path / "v8", 8)
+    assert pass_(chain, propose(chain, scope_proposal("create", "ops", ["ops"],
+                                                      members(chain))))["status"] == "executed"
+    revise = propose(chain, scope_proposal("revise", "ops", ["ops", "fresh"], members(chain)))
+    assert pass_(chain, propose(chain, scope_proposal("retire", "ops")))["status"] == \
+        "executed"
+    before = record(chain, "scope/ops")
+    outcome = pass_(chain, revise)
+    assert (outcome["status"], outcome["failure"]) == ("failed", "scope is retired")
+    assert outcome["closed_height"] == chain.height
+    assert record(chain, "scope/ops") == before  # not revived, not extended
+    assert record(chain, "dom/fresh") is None

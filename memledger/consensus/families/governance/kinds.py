@@ -143,11 +143,17 @@ def _spec(payload: Payload) -> scopes.ScopeSpec:
 def _scope_writer(creating: bool) -> Callable[[TxBuffer, Payload, int, int], None]:
     def validate(state: TxBuffer, payload: Payload, height: int, version: int) -> None:
         spec = _spec(payload)
-        exists = state.get(records.scope_key(spec.scope_id)) is not None
-        if creating and exists:
+        current = state.get_record(records.scope_key(spec.scope_id))
+        if creating and current is not None:
             raise TxError(Code.GOV_SCOPE_EXISTS)
-        if not creating and not exists:
+        if not creating and current is None:
             raise TxError(Code.GOV_UNKNOWN_SCOPE)
+        # From v8 retired is final for a revise too (refused when proposed; a scope
+        # retired while the revise was open fails it when it passes). Before, a revise
+        # could give a retired scope new domains, which then refused every write.
+        if (not creating and versions.active("retired_scope_final", version)
+                and current["state"] == "retired"):
+            raise _invalid("scope is retired")
         try:
             scopes.check_domains_free(state, spec)
         except scopes.ScopeError as exc:
