@@ -53,7 +53,9 @@ class Code(_Described):
     EMPTY_MESSAGE = 11, 'TxBody carries no message'
     UNKNOWN_MESSAGE = 12, 'message kind not supported at this app version'
     NONCE_BELOW_WINDOW = (
-        13, "nonce at or below the signer's nonce window (v3+): sign again with a fresh nonce")
+        13, "nonce at or below the signer's nonce window (v3+; from v8 the window as "
+            "`nonce_window` is now, also just after governance lowered it): sign again with "
+            "a fresh nonce")
     NONCE_PENDING = (
         14, 'CheckTx only: a tx with this nonce from this signer is already in the mempool')
     SIGNER_BACKLOG_FULL = (

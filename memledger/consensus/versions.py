@@ -60,6 +60,10 @@ RULES: dict[str, int] = {
     #   as it cannot be paused or resumed. Before, a revise could give it new domains,
     #   which then refused every write.
     "retired_scope_final": 8,
+    # - a nonce is judged against the account trimmed to the current `nonce_window`.
+    #   Before, after governance lowered the window, a signer's next tx was judged
+    #   against the old, longer window and could take a nonce the rule refuses.
+    "nonce_window_trimmed_check": 8,
 }
 
 #: (message kind, field) -> the first app version whose rules know that field. Under an

@@ -154,6 +154,40 @@ def test_a_governed_smaller_window_trims_on_the_next_tx(tmp_path: Path) -> None:
     assert account(chain, AGENT) == {"floor": 7, "nonce": 20, "recent": [8, 20]}
 
 
+@pytest.mark.parametrize("version", [7, 8])
+def test_a_lowered_window_judges_the_next_tx_by_the_new_window(tmp_path: Path,
+                                                               version: int) -> None:
+    """From v8 the tx after governance lowers the window is judged as the rule says; before
+    v8 it was judged against the old, untrimmed account (kept: old heights replay)."""
+    chain = LocalChain(tmp_path / "c", app_state={
+        "app_version": version, "params": {"gov_voting_period": 5, "nonce_window": 4}})
+    used = [10, 20, 30, 40]
+    assert [r.code for r in chain.block([submit(chain, AGENT, n) for n in used])] == [0] * 4
+    v = chain.validator_keys
+    assert chain.block([chain.builder(v[0]).propose(chain.next_nonce(v[0]),
+                                                    param_proposal("nonce_window", 1))])[0].code \
+        == 0
+    votes = [chain.builder(v[i]).gov_vote(chain.next_nonce(v[i]), "p1", "accept") for i in (3, 2)]
+    assert [r.code for r in chain.block(votes)] == [0, 0]
+    untrimmed = {"floor": 0, "nonce": 40, "recent": used}
+    assert account(chain, AGENT) == untrimmed
+    stale = submit(chain, AGENT, 5)  # not above 30, the 2nd largest nonce used
+    if version < 8:  # CheckTx (its mempool check) refused it, but a block took it
+        assert chain.check(stale).code == Code.NONCE_BELOW_WINDOW
+        assert chain.block([stale])[0].code == 0
+        assert account(chain, AGENT) == {"floor": 30, "nonce": 40, "recent": [40]}
+        return
+    assert reference([*used, 5], 1)[-1] == Code.NONCE_BELOW_WINDOW
+    assert chain.check(stale).code == Code.NONCE_BELOW_WINDOW  # CheckTx and the block agree
+    assert chain.block([stale])[0].code == Code.NONCE_BELOW_WINDOW
+    assert account(chain, AGENT) == untrimmed  # the check writes nothing
+    for n, code in ((30, Code.NONCE_BELOW_WINDOW), (40, Code.NONCE_REPLAYED), (35, 0)):
+        assert reference([*used, n], 1)[-1] == code
+        assert chain.check(submit(chain, AGENT, n, "-b")).code == code
+    assert [r.code for r in chain.block([submit(chain, AGENT, 35, "-b")])] == [0]
+    assert account(chain, AGENT) == {"floor": 35, "nonce": 40, "recent": [40]}
+
+
 # ----------------------------------------------------------------------------- CheckTx view
 def test_check_tx_sees_the_mempool_and_commit_resets_it(tmp_path: Path) -> None:
     chain = v3_chain(tmp_path / "c")

@@ -12,6 +12,11 @@ a signer's txs commits as long as no tx falls more than `nonce_window` nonces be
 replay (same bytes, or the same nonce re-signed) is refused forever, and the state per
 signer stays bounded by the window. Nothing here reads a clock.
 
+When governance lowers `nonce_window`, an account is trimmed by its signer's next tx.
+From v8 that tx is judged against the account already trimmed to the new window, as the
+rule states it; before v8 it was judged against the old, longer `recent` and floor, and
+could take a nonce below the new window's floor.
+
 CheckTx also passes the nonces of txs this node's mempool already holds for the signer
 (`Mempool`). A duplicate nonce is refused at the door, and a new tx that is already too
 far behind. A recheck refuses only what the chain itself would now refuse: a tx this node
@@ -63,6 +68,16 @@ def load(state: TxBuffer, signer: bytes) -> AccountNonces:
     return AccountNonces(int(record["nonce"]))
 
 
+def trimmed(account: AccountNonces, window: int) -> AccountNonces:
+    """The account as the current `window` keeps it: when `recent` holds more than
+    `window` nonces (governance lowered the window since its last tx), the smallest leave
+    it and the floor becomes the largest that left. Nothing is written: `advance` stores
+    the same trim with the new nonce in."""
+    if len(account.recent) <= window:
+        return account
+    return AccountNonces(account.recent[-window - 1], account.recent[-window:])
+
+
 def last_nonce(state: TxBuffer, signer: bytes) -> int:
     """The highest nonce the signer has used (0 for a new signer)."""
     return load(state, signer).highest
@@ -103,6 +118,8 @@ def check_nonce(state: TxBuffer, signer: bytes, nonce: int, app_version: int,
             raise TxError(Code.NONCE_REPLAYED,
                           f"nonce {nonce} <= last committed nonce {account.floor}")
         return account
+    if versions.active("nonce_window_trimmed_check", app_version):
+        account = trimmed(account, window_size(state))
     if nonce <= account.floor:
         raise TxError(Code.NONCE_BELOW_WINDOW,
                       f"nonce {nonce} <= window floor {account.floor}: sign again with a "
