@@ -119,7 +119,9 @@ class Code(_Described):
     GOV_NOT_VALIDATOR = 90, 'governance txs must be signed by a current validator'
     GOV_PROPOSAL_NOT_FOUND = 91, 'no proposal with this id'
     GOV_ALREADY_VOTED = 92, 'validator already voted on this proposal'
-    GOV_PROPOSAL_CLOSED = 93, 'proposal is no longer open for votes'
+    GOV_PROPOSAL_CLOSED = 93, ('proposal is no longer open for votes; from v8 an upgrade '
+                               'stops taking votes after the block before its activation '
+                               'height')
     GOV_INVALID_PROPOSAL = 94, ('proposal is malformed or cannot apply to the current state '
                                 '(e.g. its scope is retired; from v8 also for a scope_revise)')
     GOV_ACTIVATION_TOO_SOON = 95, 'upgrade activation height earlier than the minimum delay'

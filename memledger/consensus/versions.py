@@ -64,6 +64,10 @@ RULES: dict[str, int] = {
     #   Before, after governance lowered the window, a signer's next tx was judged
     #   against the old, longer window and could take a nonce the rule refuses.
     "nonce_window_trimmed_check": 8,
+    # - an upgrade proposal's voting ends at the last height it could still pass (the
+    #   block before its activation height); not passed by then, it expires. Before, it
+    #   took votes after its activation height and then "passed" only to fail.
+    "upgrade_votes_end_before_activation": 8,
 }
 
 #: (message kind, field) -> the first app version whose rules know that field. Under an

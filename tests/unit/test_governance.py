@@ -265,3 +265,65 @@ def test_upgrade_activates_gated_rule_and_old_binary_halts(tmp_path: Path) -> No
     with pytest.raises(HaltCalled):
         old.finalize_block(pb.RequestFinalizeBlock(height=c.height + 1))
     assert halts[0].startswith("upgrade required: memledger-v2")
+
+
+def _unpassed_upgrade(tmp_path: Path, version: int) -> tuple[LocalChain, int]:
+    """A chain at `version` with an upgrade proposal p1 that only 10 of 100 power backs,
+    activating well inside its voting period (20 blocks)."""
+    c = LocalChain(tmp_path / f"v{version}", app_state={
+        "app_version": version, "params": {"gov_voting_period": 20, "gov_min_upgrade_delay": 3}})
+    v = c.validator_keys
+    activation = c.height + 5
+    assert run(c, v[0], "propose", upgrade_proposal("next", version + 1, activation)).code == 0
+    assert run(c, v[0], "gov_vote", "p1").code == 0
+    return c, activation
+
+
+def test_before_v8_an_upgrade_takes_votes_after_its_activation_height(tmp_path: Path) -> None:
+    c, activation = _unpassed_upgrade(tmp_path, 7)
+    while c.height < activation:
+        c.block([])
+    assert proposal(c, "p1")["status"] == "open"  # the rule as it was: replays keep it
+    vote_all(c, "p1", [3, 2])
+    p = proposal(c, "p1")
+    assert (p["status"], p["failure"]) == ("failed", "passed after its activation height")
+
+
+def test_from_v8_an_upgrade_not_passed_before_its_activation_height_expires(
+        tmp_path: Path) -> None:
+    c, activation = _unpassed_upgrade(tmp_path, 8)
+    while c.height < activation - 2:
+        c.block([])
+    assert proposal(c, "p1")["status"] == "open"
+    c.block([])  # block activation - 1: the last one in which it could pass
+    p = proposal(c, "p1")
+    assert p["status"] == "expired" and p["closed_height"] == activation - 1
+    assert p["failure"] == f"not passed before its activation height {activation}"
+    assert p["voting_end"] > activation  # its voting period had not ended
+    result = run(c, c.validator_keys[3], "gov_vote", "p1")
+    assert result.code == Code.GOV_PROPOSAL_CLOSED, result.log
+    assert c.app.store.get(b"sys/upgrade") is None
+
+
+def test_from_v8_an_upgrade_may_still_pass_in_the_block_before_activation(
+        tmp_path: Path) -> None:
+    c, activation = _unpassed_upgrade(tmp_path, 8)
+    while c.height < activation - 2:
+        c.block([])
+    vote_all(c, "p1", [3, 2])  # block activation - 1
+    p = proposal(c, "p1")
+    assert p["status"] == "executed" and p["executed_height"] == activation - 1
+    assert json.loads(c.app.store.get(b"sys/upgrade") or b"{}")["activation_height"] == \
+        activation
+
+
+def test_from_v8_other_proposals_keep_their_voting_period(tmp_path: Path) -> None:
+    c = LocalChain(tmp_path / "c", app_state={"app_version": 8, "params": {
+        "gov_voting_period": 5}})
+    v = c.validator_keys
+    assert run(c, v[0], "propose", param_proposal("gov_voting_period", 9)).code == 0
+    submitted = c.height
+    while c.height < submitted + 4:
+        c.block([])
+    vote_all(c, "p1", [3, 2])  # at the last height of its period
+    assert proposal(c, "p1")["status"] == "executed" and "failure" not in proposal(c, "p1")

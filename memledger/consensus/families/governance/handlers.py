@@ -59,6 +59,10 @@ def vote(ctx: TxContext, msg: tx_pb2.GovVote) -> None:
         raise TxError(Code.INVALID_DECISION)
     if proposal["status"] != "open" or ctx.block.height > proposal["voting_end"]:
         raise TxError(Code.GOV_PROPOSAL_CLOSED, f"proposal is {proposal['status']}")
+    last = proposals.last_vote_height(proposal, ctx.block.app_version)
+    if ctx.block.height > last:  # v8+: an upgrade past the block before its activation
+        raise TxError(Code.GOV_PROPOSAL_CLOSED,
+                      f"voting ended at height {last}, before the activation height")
     if ctx.signer_hex in proposal["votes"]:
         raise TxError(Code.GOV_ALREADY_VOTED)
     proposal["votes"][ctx.signer_hex] = [decision, ctx.block.height]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memledger.consensus import versions
 from memledger.consensus.block.context import TxBuffer
 from memledger.consensus.codes import TxError
 from memledger.consensus.families.governance import kinds, validators
@@ -28,6 +29,27 @@ def validate(state: TxBuffer, kind: str, payload: dict[str, Any], height: int,
              app_version: int) -> None:
     """Raise TxError when the proposal cannot be executed as of now."""
     kinds.kind_of(kind).validate(state, payload, height, app_version)
+
+
+def last_vote_height(proposal: ProposalRecord, app_version: int) -> int:
+    """The last height whose votes count: the end of the voting period, and from v8, for
+    an upgrade, no later than the block before its activation height, the last block in
+    which it can pass (`kinds._execute_upgrade` fails it at its activation height or
+    later). Before v8 it kept taking votes after that, only to fail."""
+    end = int(proposal["voting_end"])
+    if (proposal["kind"] == "upgrade"
+            and versions.active("upgrade_votes_end_before_activation", app_version)):
+        end = min(end, int(proposal["payload"]["activation_height"]) - 1)
+    return end
+
+
+def expiry_reason(proposal: ProposalRecord, app_version: int) -> str | None:
+    """Why a proposal that expires now expired, when it is not the end of its voting
+    period: an upgrade not passed before its activation height (v8+)."""
+    if last_vote_height(proposal, app_version) < int(proposal["voting_end"]):
+        return (f"not passed before its activation height "
+                f"{proposal['payload']['activation_height']}")
+    return None
 
 
 # ------------------------------------------------------------------ block hooks
@@ -68,8 +90,11 @@ def end_block(state: TxBuffer, height: int, app_version: int) -> BlockEffects:
             _execute(state, proposal, height, app_version, effects)
         elif not quorum.has_supermajority(result.accept + unvoted, result.total):
             proposal["status"] = "rejected"
-        elif height >= proposal["voting_end"]:
+        elif height >= last_vote_height(proposal, app_version):
             proposal["status"] = "expired"
+            reason = expiry_reason(proposal, app_version)
+            if reason is not None:
+                proposal["failure"] = reason
         else:
             still_open.append(proposal_id)
             continue
