@@ -187,7 +187,10 @@ def init_cmd(validators: int, out: Path, chain_id: str, base_port: int | None, p
 @click.option("--timeout", type=float, default=120.0, show_default=True)
 @click.option("--foreground", is_flag=True, help="Stay attached; Ctrl-C stops the net.")
 def up_cmd(net_dir: Path, api: bool, no_voter: bool, timeout: float, foreground: bool) -> None:
-    """Start every node as local processes (logs in each home's logs/)."""
+    """Start every stopped node as local processes (logs in each home's logs/).
+
+    If one fails, the nodes this command started are stopped again; nodes that were
+    already running are left running."""
     from memledger.node.testnet import NodeError
     from memledger.node.testnet_layout import LOCAL, busy_ports
 
@@ -204,22 +207,11 @@ def up_cmd(net_dir: Path, api: bool, no_voter: bool, timeout: float, foreground:
         _fail(f"ports of this net are already in use ({named}): another node or net is "
               f"running on them; stop it, or generate the net again without --base-port "
               f"(`memledger testnet init` picks a free range)")
-    deadline = time.monotonic() + timeout
     try:
-        for n in stopped:
-            _progress(f"starting {n.name} (rpc {n.rpc_url})")
-            n.start(api=api, voter=False if no_voter else None, wait=False)
-        for n in stopped:
-            n.wait_ready(max(1.0, deadline - time.monotonic()))
-            _progress(f"{n.name} answers on {n.rpc_url}")
-        _progress("waiting for the first block")
-        net.wait_height(1, timeout=max(1.0, deadline - time.monotonic()))
-    except NodeError as exc:
-        net.down()
+        net.up(api=api, voter=False if no_voter else None, timeout=timeout,
+               progress=_progress)
+    except NodeError as exc:  # the nodes it started are stopped again, no others
         _fail(str(exc))
-    except BaseException:
-        net.down()
-        raise
     for n in net.nodes:
         rest = f"  api {n.api_url}" if api else ""
         click.echo(f"{n.name}: height {n.height()}  rpc {n.rpc_url}{rest}  "

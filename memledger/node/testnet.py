@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -296,30 +296,45 @@ class Testnet:
             raise NodeError(f"{self.root} was generated for docker-compose; run it with "
                             "`docker compose up`, or generate a local net")
 
-    def up(self, *, api: bool = False, voter: bool | None = None,
-           timeout: float = 120.0) -> Testnet:
-        """Start every stopped node; wait until all answer and the chain has a block."""
+    def up(self, *, api: bool = False, voter: bool | None = None, timeout: float = 120.0,
+           progress: Callable[[str], None] | None = None) -> Testnet:
+        """Start every stopped node; wait (``timeout`` in all) until all answer and the
+        chain has a block. ``progress`` is told each step.
+
+        On failure only the nodes this call started are stopped again: a node that was
+        already running is someone else's (a healthy validator beside the one that failed
+        to restart), and stopping it would turn one broken node into a stopped net.
+        """
         self._require_local()
-        started = [n.start(api=api, voter=voter, wait=False) for n in self.nodes
-                   if not n.running]
+        say = progress or (lambda _message: None)
+        deadline = time.monotonic() + timeout
+        started: list[TestnetNode] = []
         try:
+            for n in [n for n in self.nodes if not n.running]:
+                say(f"starting {n.name} (rpc {n.rpc_url})")
+                n.start(api=api, voter=voter, wait=False)
+                started.append(n)
             for n in started:
-                n.wait_ready(timeout)
-            self.wait_height(1, timeout=timeout)
+                n.wait_ready(max(1.0, deadline - time.monotonic()))
+                say(f"{n.name} answers on {n.rpc_url}")
+            say("waiting for the first block")
+            self.wait_height(1, timeout=max(1.0, deadline - time.monotonic()))
         except BaseException:
-            self.down()
+            self.down(nodes=started)
             raise
         return self
 
-    def down(self, timeout: float = 30.0) -> None:
-        """Stop every node: SIGTERM all supervisors at once, then SIGKILL what is left."""
-        for n in self.nodes:
+    def down(self, timeout: float = 30.0, nodes: Sequence[TestnetNode] | None = None) -> None:
+        """Stop the given nodes (default: every node): SIGTERM all their supervisors at
+        once, then SIGKILL what is left."""
+        group = list(nodes if nodes is not None else self.nodes)
+        for n in group:
             procs = n.processes()
             testnet_procs.signal_pids(procs.get("supervisor", []), signal.SIGTERM)
         with contextlib.suppress(WaitTimeout):
-            wait_until(lambda: not any(n.processes() for n in self.nodes), timeout, 0.1,
+            wait_until(lambda: not any(n.processes() for n in group), timeout, 0.1,
                        what="every supervisor to stop")
-        for n in self.nodes:
+        for n in group:
             n.stop(timeout=5)
 
     def __enter__(self) -> Testnet:
