@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -10,11 +11,12 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 import click
+from click.core import ParameterSource
 
 from memledger.consensus.versions import LATEST_APP_VERSION, SUPPORTED_APP_VERSIONS
 from memledger.node import cli_client, cli_gov, cli_testnet
 from memledger.node.cli_root import fail, fail_on_known_errors, home_option, main
-from memledger.node.home import MAX_PORT, NodeConfig, NodeHome
+from memledger.node.home import MAX_PORT, ConfigError, NodeConfig, NodeHome
 
 if TYPE_CHECKING:
     from memledger.consensus.store.state import CanonicalStore
@@ -42,8 +44,12 @@ def _emit(data: Any, as_json: bool, human: str) -> None:
               show_default=True,
               help="p2p port; RPC = base+1, ABCI = base+2, REST = base+24 (so at most "
                    f"{MAX_PORT - INIT_PORT_SPAN}).")
-@click.option("--no-voter", is_flag=True, help="Do not run the auto-voter.")
-@click.option("--force", is_flag=True, help="Re-initialise an existing home's config.")
+@click.option("--voter/--no-voter", default=True, show_default=True,
+              help="Run the auto-voter (it votes with the node's validator key).")
+@click.option("--force", is_flag=True,
+              help="Rewrite an existing home's config: options given replace its values, the "
+                   "others keep them. A home that has run a chain keeps its genesis (another "
+                   "--chain-id or --app-version, or --join, is refused).")
 @click.option("--app-version", type=click.Choice([str(v) for v in sorted(SUPPORTED_APP_VERSIONS)]),
               default=str(LATEST_APP_VERSION), show_default=True,
               help="Consensus rules the new chain starts with (older ones: to rehearse an "
@@ -53,27 +59,60 @@ def _emit(data: Any, as_json: bool, human: str) -> None:
                    "chain: its genesis, it as a peer, no auto-voter.")
 @click.option("--state-sync/--no-state-sync", default=True, show_default=True,
               help="With --join: restore a recent snapshot instead of replaying every block.")
-def init(home: Path, chain_id: str, moniker: str, db_url: str, base_port: int, no_voter: bool,
+def init(home: Path, chain_id: str, moniker: str, db_url: str, base_port: int, voter: bool,
          force: bool, app_version: str, join_url: str, state_sync: bool) -> None:
     """Create a node home on embedded defaults: a one-validator chain, or (--join) a node of
-    a running net."""
+    a running net.
+
+    With --force on an existing home, an option left out keeps the home's value
+    (config.json; the genesis' app version), not the default shown here.
+    """
     from memledger.node import cometbft
     from memledger.node.join import JoinError, join
+
+    ctx = click.get_current_context()
+
+    def given(name: str) -> bool:
+        return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
 
     node_home = NodeHome(home)
     if node_home.exists() and not force:
         _fail(f"{node_home.root} is already initialised (use --force to rewrite its config)")
-    config = NodeConfig(
-        chain_id=chain_id, moniker=moniker, db_url=db_url, voter=not no_voter,
-        p2p_laddr=f"tcp://127.0.0.1:{base_port}",
-        rpc_laddr=f"tcp://127.0.0.1:{base_port + 1}",
-        abci_address=f"tcp://127.0.0.1:{base_port + 2}",
-        api_port=base_port + INIT_PORT_SPAN,
-    )
+    old = _old_config(node_home)
+    genesis = _old_genesis(node_home)
+    if not given("chain_id"):
+        if old is not None:
+            chain_id = old.chain_id
+        elif genesis is not None and isinstance(genesis.get("chain_id"), str):
+            chain_id = genesis["chain_id"]
+    app_state: dict[str, Any] = {"app_version": int(app_version)}
+    if not given("app_version") and genesis is not None and isinstance(
+            genesis.get("app_state"), dict):
+        app_state = genesis["app_state"]
+    chain = node_home.chain_data()
+    if chain is not None:
+        _refuse_another_genesis(node_home, chain, genesis, chain_id, app_state, join_url)
+    ports: dict[str, Any] = {"p2p_laddr": f"tcp://127.0.0.1:{base_port}",
+             "rpc_laddr": f"tcp://127.0.0.1:{base_port + 1}",
+             "abci_address": f"tcp://127.0.0.1:{base_port + 2}",
+             "api_port": base_port + INIT_PORT_SPAN}
+    if old is None:
+        config = NodeConfig(chain_id=chain_id, moniker=moniker, db_url=db_url, voter=voter,
+                            **ports)
+    else:  # options left out keep the home's values, and so do the settings no option sets
+        config = dataclasses.replace(old, chain_id=chain_id)
+        if given("moniker"):
+            config.moniker = moniker
+        if given("db_url"):
+            config.db_url = db_url
+        if given("voter"):
+            config.voter = voter
+        if given("base_port"):
+            config = dataclasses.replace(config, **ports)
     try:
         node_home.create_root()
-        cometbft.init_home(node_home.cometbft, chain_id, moniker,
-                           app_state={"app_version": int(app_version)})
+        cometbft.init_home(node_home.cometbft, chain_id, config.moniker, app_state=app_state,
+                           keep_genesis=chain is not None)
         cometbft.configure(node_home.cometbft, proxy_app=config.abci_address,
                            rpc_laddr=config.rpc_laddr, p2p_laddr=config.p2p_laddr)
         if join_url:
@@ -86,6 +125,53 @@ def init(home: Path, chain_id: str, moniker: str, db_url: str, base_port: int, n
     node_home.state_dir.mkdir(parents=True, exist_ok=True)
     click.echo(f"initialised {node_home.root} (chain {chain_id}); start it with "
                f"`memledger start --home {node_home.root}`")
+
+
+def _old_config(node_home: NodeHome) -> NodeConfig | None:
+    """The home's config.json, or None when it has none or it cannot be read (`init
+    --force` is how a broken one is replaced)."""
+    if not node_home.exists():
+        return None
+    try:
+        return node_home.load()
+    except ConfigError:
+        return None
+
+
+def _old_genesis(node_home: NodeHome) -> dict[str, Any] | None:
+    """The home's genesis, or None when it has none (or it is not a JSON object)."""
+    from memledger.node import cometbft
+
+    try:
+        doc = cometbft.load_genesis(node_home.cometbft)
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _refuse_another_genesis(node_home: NodeHome, chain: Path, genesis: dict[str, Any] | None,
+                            chain_id: str, app_state: dict[str, Any], join_url: str) -> None:
+    """Fail if init would give a home that has run a chain another genesis: cometbft keeps
+    the genesis' hash and never starts on another one, and the voter would sign for a
+    chain the node does not run."""
+    changes = []
+    if join_url:
+        changes.append(f"--join takes the genesis of the net at {join_url}")
+    elif genesis is None:
+        changes.append("it has no readable cometbft/config/genesis.json, so a new one "
+                       "would be made")
+    else:
+        if genesis.get("chain_id") != chain_id:
+            changes.append(f"chain id {genesis.get('chain_id')!r} -> {chain_id!r}")
+        if genesis.get("app_state") != app_state:
+            before = genesis.get("app_state")
+            was = before.get("app_version", 1) if isinstance(before, dict) else before
+            changes.append(f"app version {was} -> {app_state.get('app_version', 1)}")
+    if changes:
+        _fail(f"{node_home.root} has run a chain ({chain.relative_to(node_home.root)}); init "
+              f"would change its genesis ({'; '.join(changes)}) and its node could not run "
+              "that chain: leave --chain-id, --app-version and --join out to keep the chain, "
+              "or init a new --home")
 
 
 @main.command()

@@ -135,17 +135,23 @@ def init_home(
     app_state: dict[str, Any] | None = None,
     vote_extensions_enable_height: int = 0,
     binary: Path | None = None,
+    keep_genesis: bool = False,
 ) -> Path:
     """Run ``cometbft init`` and pin chain id, moniker, app_state and ABCI params.
 
     Without an app_state the chain starts at the newest app version this binary runs
     (a genesis app_state without ``app_version`` means version 1).
     Existing keys are kept (cometbft init never overwrites them), so re-running is safe.
+    With ``keep_genesis`` an existing genesis is left byte for byte (a home that has run
+    a chain: cometbft refuses to start on any other genesis); only the moniker is set.
     """
     from memledger.consensus.versions import LATEST_APP_VERSION
 
     home_path = Path(home)
     _run(["init", "--home", os.fspath(home_path)], binary=binary)
+    if keep_genesis:
+        set_moniker(home_path, moniker)
+        return home_path
     doc = load_genesis(home_path)
     doc["chain_id"] = chain_id
     doc["app_state"] = {"app_version": LATEST_APP_VERSION} if app_state is None else app_state
@@ -154,12 +160,17 @@ def init_home(
         vote_extensions_enable_height
     )
     write_genesis(home_path, doc)
+    set_moniker(home_path, moniker)
+    return home_path
 
-    def set_moniker(cfg: Any) -> None:
+
+def set_moniker(home: Path, moniker: str) -> None:
+    """The node's name in config.toml (shown to peers; no part of the chain)."""
+
+    def mutate(cfg: Any) -> None:
         cfg["moniker"] = moniker
 
-    edit_config(home_path, set_moniker)
-    return home_path
+    edit_config(home, mutate)
 
 
 def edit_config(home: Path, mutate: Callable[[Any], None]) -> None:

@@ -316,6 +316,19 @@ class NodeHome:
     def exists(self) -> bool:
         return self.config_file.exists()
 
+    def chain_data(self) -> Path | None:
+        """A file showing that a chain has run on this home, or None.
+
+        cometbft's state or block store (cometbft records the genesis' hash in its state
+        at its first start and refuses any other genesis ever after), or the canonical
+        state. Such a home's genesis must not change: `init --force` checks this.
+        """
+        data = self.cometbft / "data"
+        for path in (data / "state.db", data / "blockstore.db", self.state_dir / "data.mdb"):
+            if path.exists():
+                return path
+        return None
+
     def load(self) -> NodeConfig:
         """The node's config, checked: ConfigError (one line, naming the file and every
         problem) when it is not JSON, has an unknown key or a value of the wrong type or
