@@ -15,7 +15,13 @@ from click.core import ParameterSource
 
 from memledger.consensus.versions import LATEST_APP_VERSION, SUPPORTED_APP_VERSIONS
 from memledger.node import cli_client, cli_gov, cli_testnet
-from memledger.node.cli_root import fail, fail_on_known_errors, home_option, main
+from memledger.node.cli_root import (
+    cannot_create,
+    fail,
+    fail_on_known_errors,
+    home_option,
+    main,
+)
 from memledger.node.home import MAX_PORT, ConfigError, NodeConfig, NodeHome
 
 if TYPE_CHECKING:
@@ -111,6 +117,9 @@ def init(home: Path, chain_id: str, moniker: str, db_url: str, base_port: int, v
             config = dataclasses.replace(config, **ports)
     try:
         node_home.create_root()
+    except OSError as exc:
+        _fail(cannot_create(node_home.root, exc))
+    try:
         cometbft.init_home(node_home.cometbft, chain_id, config.moniker, app_state=app_state,
                            keep_genesis=chain is not None)
         cometbft.configure(node_home.cometbft, proxy_app=config.abci_address,
@@ -119,10 +128,12 @@ def init(home: Path, chain_id: str, moniker: str, db_url: str, base_port: int, v
             config.chain_id = chain_id = join(node_home.cometbft, join_url,
                                               state_sync=state_sync)
             config.voter = False  # not a validator (yet): its votes would be refused
+        node_home.save(config)
+        node_home.state_dir.mkdir(parents=True, exist_ok=True)
     except (cometbft.CometBFTError, JoinError) as exc:
         _fail(str(exc))
-    node_home.save(config)
-    node_home.state_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _fail(f"cannot write the node home {node_home.root}: {exc}")
     click.echo(f"initialised {node_home.root} (chain {chain_id}); start it with "
                f"`memledger start --home {node_home.root}`")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -43,6 +44,26 @@ def fail(message: str, exit_code: int = 1, **details: Any) -> NoReturn:
     else:
         click.echo(f"memledger: error: {message}", err=True)
     sys.exit(exit_code)
+
+
+def cannot_create(path: Path, exc: OSError) -> str:
+    """One line on why directory ``path`` could not be made: the ancestor that is a file
+    when there is one (mkdir only says "File exists" of it), else the OS's reason and the
+    path it names when that is another."""
+    for part in (path, *path.parents):
+        try:
+            if not part.exists():
+                continue
+            if part.is_dir():
+                break
+        except OSError:
+            break
+        where = "it exists and" if part == path else f"{part}"
+        return f"cannot create {path}: {where} is not a directory"
+    reason = exc.strerror or str(exc)
+    named = os.fspath(exc.filename) if exc.filename is not None else ""
+    return f"cannot create {path}: {reason}" + (f" ({named})" if named and
+                                                 named != str(path) else "")
 
 
 @click.group()

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from memledger.consensus.versions import LATEST_APP_VERSION, SUPPORTED_APP_VERSIONS
-from memledger.node.cli_root import fail
+from memledger.node.cli_root import cannot_create, fail
 from memledger.node.testnet_layout import (
     DEFAULT_CHAIN_ID,
     PORT_BLOCK,
@@ -152,8 +152,10 @@ def init_cmd(validators: int, out: Path, chain_id: str, base_port: int | None, p
                              db_url_template=db_url_template, voter=not no_voter,
                              flavour=COMPOSE if compose else LOCAL, postgres=postgres,
                              app_state={"app_version": int(app_version)})
-    except (FileExistsError, ValueError, CometBFTError) as exc:
+    except (ValueError, CometBFTError) as exc:
         _fail(str(exc))
+    except OSError as exc:  # errno None: generate's own "already holds a test net"
+        _fail(str(exc) if exc.errno is None else cannot_create(out.resolve(), exc))
     written: list[Path] = []
     if compose:
         # Beside the homes unless told otherwise: never over the repository's own

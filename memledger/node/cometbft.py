@@ -11,6 +11,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -100,10 +101,24 @@ def _run(args: Sequence[str], *, binary: Path | None = None) -> str:
         [os.fspath(exe), *args], capture_output=True, text=True, timeout=60, check=False
     )
     if proc.returncode != 0:
-        raise CometBFTError(
-            f"cometbft {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}"
-        )
+        raise CometBFTError(f"cometbft {' '.join(args)} failed ({proc.returncode}): "
+                            f"{failure_line(proc.stderr)}")
     return proc.stdout
+
+
+def failure_line(output: str, limit: int = 400) -> str:
+    """The line of cometbft's stderr that says why it failed: the first naming an error
+    or a panic, else the first line; never the goroutine dump that follows a panic (our
+    errors are one line)."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    if not lines:
+        return "(no output)"
+    said = next((line for line in lines if _SAYS_WHY.search(line)), lines[0])
+    return said if len(said) <= limit else said[:limit - 3] + "..."
+
+
+#: "panic: ...", "Error: ..." (cobra), "ERROR: ...", "... error: ..."
+_SAYS_WHY = re.compile(r"^(panic|error)\b|\berror:", re.IGNORECASE)
 
 
 # --- home directory -----------------------------------------------------------------------

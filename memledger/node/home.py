@@ -308,10 +308,18 @@ class NodeHome:
 
     def create_root(self) -> None:
         """Create the home directory, for its owner only (0700), if it does not exist (an
-        existing directory's mode is left as it is; config.json is 0600 either way)."""
-        if not self.root.exists():
-            self.root.parent.mkdir(parents=True, exist_ok=True)
-            self.root.mkdir(mode=0o700, exist_ok=True)
+        existing directory's mode is left as it is; config.json is 0600 either way).
+
+        OSError when it cannot be made, also when the path is a file: found here, before
+        cometbft is run on it (which would panic with a Go stack).
+        """
+        if self.root.exists():
+            if not self.root.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR),
+                                         str(self.root))
+            return
+        self.root.parent.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(mode=0o700, exist_ok=True)
 
     def exists(self) -> bool:
         return self.config_file.exists()

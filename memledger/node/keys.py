@@ -37,6 +37,21 @@ def key_path(name_or_path: str | os.PathLike[str], key_dir: Path | None = None) 
     return (key_dir or default_key_dir()) / f"{text}.json"
 
 
+def make_private_dirs(path: Path) -> None:
+    """Create ``path`` and every missing parent for its owner only (0700).
+
+    ``mkdir(parents=True, mode=0o700)`` gives the mode to the last directory alone: the
+    key dir's parent, the node home (~/.memledger) when `keys new` runs before `init`,
+    would be left 0755 for good (`init` keeps an existing home's mode).
+    """
+    missing: list[Path] = []
+    while not path.exists() and path.parent != path:
+        missing.append(path)
+        path = path.parent
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700, exist_ok=True)
+
+
 @dataclass(frozen=True)
 class Agent:
     """One signing identity. The identity on the ledger is `public_key_hex`."""
@@ -77,7 +92,7 @@ class Agent:
     def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
         """Write the key file with 0600 permissions (never world-readable, even briefly)."""
         target = Path(path).expanduser()
-        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dirs(target.parent)
         flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
         try:
             fd = os.open(target, flags, 0o600)
