@@ -17,6 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from memledger.sqlite_uri import readonly_uri
+
 NOTES_FILE = Path("data") / "voter-notes.db"
 _SCHEMA = ("CREATE TABLE IF NOT EXISTS notes (memory_id TEXT NOT NULL, voter TEXT NOT NULL, "
            "decision TEXT NOT NULL, reason TEXT NOT NULL, PRIMARY KEY (memory_id, voter))")
@@ -62,7 +64,7 @@ def _reader(path: Path) -> sqlite3.Connection | None:
     conn = cache.get(str(path))
     if conn is None:
         try:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2.0)
+            conn = sqlite3.connect(readonly_uri(path), uri=True, timeout=2.0)
         except sqlite3.Error:
             return None
         cache[str(path)] = conn

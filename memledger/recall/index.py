@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from memledger.recall.embedder import Embedder
+from memledger.sqlite_uri import readonly_uri
 
 FORMAT = 2
 DTYPE = "i8"
@@ -313,7 +314,7 @@ class VectorIndex:
         with self._readers_lock:
             conn = self._readers.get(me)
             if conn is None:
-                conn = sqlite3.connect(f"file:{self.folder / 'keys.sqlite'}?mode=ro", uri=True,
+                conn = sqlite3.connect(readonly_uri(self.folder / "keys.sqlite"), uri=True,
                                        check_same_thread=False)
                 self._readers[me] = conn
             return conn

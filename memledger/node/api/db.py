@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine, make_url
 
 from memledger.recall.follow import projection_height
+from memledger.sqlite_uri import readonly_uri
 
 __all__ = ["projection_height", "readonly_engine"]
 
@@ -27,7 +28,7 @@ def readonly_engine(url: str) -> Engine:
             raise ValueError("the REST API needs a file-backed SQLite projection")
 
         def connect() -> sqlite3.Connection:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30,
+            conn = sqlite3.connect(readonly_uri(path), uri=True, timeout=30,
                                    check_same_thread=False)
             conn.execute("PRAGMA query_only=1")
             return conn
