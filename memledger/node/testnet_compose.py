@@ -100,6 +100,14 @@ def postgres_databases(spec: TestnetSpec, root: Path) -> list[str]:
     return names
 
 
+def create_database_sql(name: str) -> str:
+    """The init script's statement for one node's database. Byte-order collation (the
+    image's default is en_US.utf8): the projection's key columns say COLLATE "C"
+    themselves, and this keeps any other ordering the same as on SQLite too. Character
+    classes (LC_CTYPE, used by full-text search) stay the image's."""
+    return f'CREATE DATABASE "{name}" TEMPLATE template0 LC_COLLATE \'C\';'
+
+
 def project_name(spec: TestnetSpec) -> str:
     """The compose project name (``-p``): the chain id in the characters compose allows.
 
@@ -174,7 +182,7 @@ def write_compose(spec: TestnetSpec, root: Path, out_dir: Path, repo_root: Path,
     written = [compose, dockerfile, ignore]
     if spec.postgres:
         init = out_dir / POSTGRES_INIT
-        init.write_text("".join(f'CREATE DATABASE "{db}";\n'
+        init.write_text("".join(create_database_sql(db) + "\n"
                                 for db in postgres_databases(spec, root)))
         written.append(init)
     return written

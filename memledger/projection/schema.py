@@ -13,82 +13,126 @@ from sqlalchemy.engine import Connection, Engine
 
 metadata = sa.MetaData()
 
+
+def _key(length: int) -> sa.types.TypeEngine[str]:
+    """A string column compared and ordered by its bytes on every backend.
+
+    SQLite's BINARY collation and Python order strings by code point (= UTF-8 bytes);
+    PostgreSQL uses the database's collation unless told otherwise, and en_US (the
+    postgres image's default) puts 'a-note' before 'B-note'. Pages and their keyset
+    cursors must mean the same on every node, so PostgreSQL columns are COLLATE "C".
+    """
+    return sa.String(length).with_variant(sa.String(length, collation="C"), "postgresql")
+
+
 memories = sa.Table(
     "memories", metadata,
-    sa.Column("id", sa.String(128), primary_key=True),
-    sa.Column("domain", sa.String(128), nullable=False, index=True),
-    sa.Column("author", sa.String(64), nullable=False, index=True),
-    sa.Column("type", sa.String(16), nullable=False),
+    sa.Column("id", _key(128), primary_key=True),
+    sa.Column("domain", _key(128), nullable=False, index=True),
+    sa.Column("author", _key(64), nullable=False, index=True),
+    sa.Column("type", _key(16), nullable=False),
     sa.Column("content", sa.Text, nullable=True),
-    sa.Column("content_hash", sa.String(64), nullable=False),
+    sa.Column("content_hash", _key(64), nullable=False),
     sa.Column("confidence_ppm", sa.Integer, nullable=False),
     sa.Column("tags", sa.Text, nullable=False),
-    sa.Column("status", sa.String(16), nullable=False, index=True),
+    sa.Column("status", _key(16), nullable=False, index=True),
     sa.Column("submitted_height", sa.BigInteger, nullable=False, index=True),
     sa.Column("submitted_time_ns", sa.BigInteger, nullable=False),
     sa.Column("decided_height", sa.BigInteger, nullable=True),
-    sa.Column("scope", sa.String(128), nullable=True),
-    sa.Column("cocommit", sa.String(128), nullable=True),
-    sa.Column("tx", sa.String(64), nullable=False),
+    sa.Column("scope", _key(128), nullable=True),
+    sa.Column("cocommit", _key(128), nullable=True),
+    sa.Column("tx", _key(64), nullable=False),
     sa.Column("record", sa.Text, nullable=False),
 )
 memory_tags = sa.Table(
     "memory_tags", metadata,
-    sa.Column("memory_id", sa.String(128), primary_key=True),
-    sa.Column("tag", sa.String(64), primary_key=True, index=True),
+    sa.Column("memory_id", _key(128), primary_key=True),
+    sa.Column("tag", _key(64), primary_key=True, index=True),
 )
 votes = sa.Table(
     "votes", metadata,
-    sa.Column("memory_id", sa.String(128), primary_key=True),
-    sa.Column("voter", sa.String(64), primary_key=True),
-    sa.Column("decision", sa.String(8), nullable=False),
+    sa.Column("memory_id", _key(128), primary_key=True),
+    sa.Column("voter", _key(64), primary_key=True),
+    sa.Column("decision", _key(8), nullable=False),
     sa.Column("height", sa.BigInteger, nullable=False),
 )
 accounts = sa.Table(
     "accounts", metadata,
-    sa.Column("public_key", sa.String(64), primary_key=True),
+    sa.Column("public_key", _key(64), primary_key=True),
     # Nonces go up to 2^64-1: stored as decimal text, exact on every backend.
-    sa.Column("nonce", sa.String(20), nullable=False),
+    sa.Column("nonce", _key(20), nullable=False),
 )
 domains = sa.Table(
     "domains", metadata,
-    sa.Column("name", sa.String(128), primary_key=True),
-    sa.Column("owner", sa.String(64), nullable=True),
-    sa.Column("scope", sa.String(128), nullable=True),
+    sa.Column("name", _key(128), primary_key=True),
+    sa.Column("owner", _key(64), nullable=True),
+    sa.Column("scope", _key(128), nullable=True),
     sa.Column("created", sa.BigInteger, nullable=False),
 )
 grants = sa.Table(
     "grants", metadata,
-    sa.Column("domain", sa.String(128), primary_key=True),
-    sa.Column("grantee", sa.String(64), primary_key=True),
-    sa.Column("level", sa.String(8), nullable=False),
+    sa.Column("domain", _key(128), primary_key=True),
+    sa.Column("grantee", _key(64), primary_key=True),
+    sa.Column("level", _key(8), nullable=False),
     # Grant expiry is a user-chosen uint64: text keeps every value exact on every backend.
-    sa.Column("expires", sa.String(20), nullable=False),
+    sa.Column("expires", _key(20), nullable=False),
     sa.Column("record", sa.Text, nullable=False),
 )
 corroborations = sa.Table(
     "corroborations", metadata,
-    sa.Column("memory_id", sa.String(128), primary_key=True),
-    sa.Column("agent", sa.String(64), primary_key=True),
+    sa.Column("memory_id", _key(128), primary_key=True),
+    sa.Column("agent", _key(64), primary_key=True),
     sa.Column("height", sa.BigInteger, nullable=False),
 )
 # Records whose shape is mostly read whole: id + JSON document.
 documents = sa.Table(
     "documents", metadata,
-    sa.Column("kind", sa.String(16), primary_key=True),
-    sa.Column("id", sa.String(160), primary_key=True),
+    sa.Column("kind", _key(16), primary_key=True),
+    sa.Column("id", _key(160), primary_key=True),
     sa.Column("record", sa.Text, nullable=False),
 )
 validators = sa.Table(
     "validators", metadata,
-    sa.Column("public_key", sa.String(64), primary_key=True),
+    sa.Column("public_key", _key(64), primary_key=True),
     sa.Column("power", sa.BigInteger, nullable=False),
 )
 receipts = sa.Table(
     "receipts", metadata,
     sa.Column("height", sa.BigInteger, primary_key=True),
-    sa.Column("app_hash", sa.String(64), nullable=False),
+    sa.Column("app_hash", _key(64), nullable=False),
 )
+
+
+# ----------------------------------------------------------------- byte order
+def use_byte_order(engine: Engine) -> None:
+    """Give the key columns of a PostgreSQL projection made before they were declared
+    COLLATE "C" that collation (`_key`), so an existing projection orders its pages as
+    a new one does. Idempotent: a no-op once every column has it."""
+    with engine.begin() as conn:
+        use_byte_order_in(conn)
+
+
+def use_byte_order_in(conn: Connection) -> None:
+    """use_byte_order inside the caller's transaction. The ALTER rebuilds the table's
+    indexes on those columns (their order changes), not its rows."""
+    if conn.dialect.name != "postgresql":
+        return
+    found = sa.text(
+        "SELECT a.attname, coalesce(co.collname, '') FROM pg_attribute a "
+        "LEFT JOIN pg_collation co ON co.oid = a.attcollation "
+        "WHERE a.attrelid = to_regclass(:table) AND a.attnum > 0 AND NOT a.attisdropped")
+    quote = conn.dialect.identifier_preparer.quote
+    for table in metadata.sorted_tables:
+        have = dict(conn.execute(found, {"table": quote(table.name)}).tuples().all())
+        changes = []
+        for column in table.columns:
+            impl = column.type.dialect_impl(conn.dialect)
+            want = getattr(impl, "collation", None)
+            if want is not None and column.name in have and have[column.name] != want:
+                changes.append(f"ALTER COLUMN {quote(column.name)} TYPE "
+                               f"{impl.compile(dialect=conn.dialect)}")
+        if changes:
+            conn.exec_driver_sql(f"ALTER TABLE {quote(table.name)} {', '.join(changes)}")
 
 
 # ----------------------------------------------------------------- full-text search

@@ -26,6 +26,7 @@ from memledger.projection.schema import (
     memories,
     metadata,
     receipts,
+    use_byte_order,
     validators,
 )
 
@@ -51,6 +52,7 @@ class Projection:
         self.engine = make_engine(url)
         self.dialect = self.engine.dialect.name
         metadata.create_all(self.engine)
+        use_byte_order(self.engine)
         install_search(self.engine)
 
     @property

@@ -20,7 +20,13 @@ from memledger.node.cli import main
 from memledger.node.cometbft import COMETBFT_VERSION, REPO_ROOT
 from memledger.node.home import NodeHome
 from memledger.node.testnet import Testnet
-from memledger.node.testnet_compose import DOCKERFILE, DOCKERIGNORE, project_name, write_compose
+from memledger.node.testnet_compose import (
+    DOCKERFILE,
+    DOCKERIGNORE,
+    create_database_sql,
+    project_name,
+    write_compose,
+)
 from memledger.node.testnet_layout import (
     COMPOSE,
     CONTAINER_HOME,
@@ -145,7 +151,7 @@ def test_postgres_service_and_databases(with_pg: tuple[Testnet, Path]) -> None:
     for node in net.nodes:
         url = node.config.db_url
         assert url.startswith(f"postgresql+psycopg://memledger:memledger@{POSTGRES_SERVICE}:")
-        assert f'CREATE DATABASE "{url.rsplit("/", 1)[1]}";' in init_sql
+        assert create_database_sql(url.rsplit("/", 1)[1]) in init_sql.splitlines()
 
 
 def test_dockerfile_builds_pinned_cometbft_on_python_slim(plain: tuple[Testnet, Path]) -> None:

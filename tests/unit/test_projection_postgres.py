@@ -1,0 +1,139 @@
+"""The PostgreSQL projection answers as the SQLite one does, on a real server: pages and
+their cursors in byte order whatever the database's collation."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+from memledger.consensus.store import codec, records
+from memledger.node.api import queries
+from memledger.node.testnet_compose import create_database_sql
+from memledger.projection.schema import metadata
+from memledger.projection.writer import Projection
+from tests.support.postgres import drop_database, libpq_url, unique_db_name, with_database
+
+pytestmark = pytest.mark.postgres
+
+#: valid memory ids whose byte order differs from en-US order ('a-note' < 'B-note' there)
+IDS = ["B-note", "a.note", "a-note", "anote", "Zeta", "alpha", "a_b", "A~1"]
+PROPOSALS = ["B-2", "a-1", "a.1", "Zed", "a_1"]
+
+
+def _memory(mid: str, content: str, tags: list[str] | None = None, height: int = 5
+            ) -> list[tuple[bytes, bytes]]:
+    rec = {"id": mid, "domain": "d", "author": "a" * 64, "type": "fact",
+           "content_hash": hashlib.sha256(content.encode()).hexdigest(), "confidence_ppm": 1,
+           "tags": tags or [], "status": "committed", "submitted_height": height,
+           "submitted_time_ns": 1, "decided_height": height, "votes": {}, "ballot": None,
+           "history": [[height, "committed"]], "cocommit": None, "tx": "0" * 64}
+    return [(records.MEMORY + mid.encode(), codec.encode(rec)),
+            (records.CONTENT + mid.encode(), content.encode())]
+
+
+def _changes() -> list[tuple[bytes, bytes]]:
+    changes = [c for mid in IDS for c in _memory(mid, f"memory {mid}")]
+    changes += [(records.PROPOSAL + p.encode(), b'{"id": "%s"}' % p.encode())
+                for p in PROPOSALS]
+    return sorted(changes)
+
+
+@pytest.fixture
+def en_us_url(postgres_url: str) -> Iterator[str]:
+    """A fresh database whose default collation is ICU en-US (what a plain CREATE
+    DATABASE gives on the postgres image is libc en_US.utf8: the same order here)."""
+    name = unique_db_name("en")
+    with psycopg.connect(libpq_url(with_database(postgres_url, "postgres")),
+                         autocommit=True) as conn:
+        have = conn.execute("SELECT 1 FROM pg_collation WHERE collname = 'en-US-x-icu'").fetchone()
+        assert have is not None, "this PostgreSQL has no ICU en-US collation to test with"
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template0 LOCALE_PROVIDER icu '
+                     "ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'")
+    try:
+        yield with_database(postgres_url, name)
+    finally:
+        drop_database(postgres_url, name)
+
+
+def _memory_order(proj: Projection) -> list[str]:
+    with proj.engine.connect() as conn:
+        items, _ = queries.list_memories(conn, queries.MemoryFilter(), 100, None)
+    return [m["id"] for m in items]
+
+
+def _proposal_order(proj: Projection) -> list[str]:
+    with proj.engine.connect() as conn:
+        items, _ = queries.list_documents(conn, "proposal", 100, None)
+    return [d["id"] for d in items]
+
+
+def test_pages_and_cursors_are_in_byte_order_on_an_en_us_database(en_us_url: str) -> None:
+    lite, pg = Projection("sqlite://"), Projection(en_us_url)
+    for proj in (lite, pg):
+        proj.flush(5, b"\x05" * 32, _changes())
+    assert _memory_order(lite) == _memory_order(pg) == sorted(IDS)
+    assert _proposal_order(lite) == _proposal_order(pg) == sorted(PROPOSALS)
+    # a client paging 2 at a time, its requests served by either node in turn
+    seen: list[str] = []
+    docs: list[str] = []
+    cursor: str | None = None
+    for turn in range(len(IDS)):
+        with (lite, pg)[turn % 2].engine.connect() as conn:
+            page, cursor = queries.list_memories(conn, queries.MemoryFilter(), 2, cursor)
+        seen += [m["id"] for m in page]
+        if cursor is None:
+            break
+    for turn in range(len(PROPOSALS)):
+        with (pg, lite)[turn % 2].engine.connect() as conn:
+            dpage, cursor = queries.list_documents(conn, "proposal", 2, cursor)
+        docs += [d["id"] for d in dpage]
+        if cursor is None:
+            break
+    assert seen == sorted(IDS) and docs == sorted(PROPOSALS)
+    assert lite.dump() == pg.dump()  # the consistency checker compares dumps in key order
+    lite.close()
+    pg.close()
+
+
+def test_an_older_projection_is_given_byte_order_when_opened(en_us_url: str) -> None:
+    proj = Projection(en_us_url)
+    with proj.engine.begin() as conn:  # key columns as projections made them before
+        for table in metadata.sorted_tables:
+            for column in table.columns:
+                if isinstance(column.type, sa.String) and column.type.length:
+                    conn.exec_driver_sql(
+                        f'ALTER TABLE {table.name} ALTER COLUMN "{column.name}" TYPE '
+                        f'varchar({column.type.length}) COLLATE "default"')
+    proj.flush(5, b"\x05" * 32, _changes())
+    assert _memory_order(proj) != sorted(IDS)  # the database's order: what this fixes
+    proj.close()
+    reopened = Projection(en_us_url)
+    assert _memory_order(reopened) == sorted(IDS)
+    assert _proposal_order(reopened) == sorted(PROPOSALS)
+    with reopened.engine.connect() as conn:
+        collations = set(conn.exec_driver_sql(
+            "SELECT coalesce(co.collname, '') FROM pg_attribute a "
+            "JOIN pg_class c ON c.oid = a.attrelid "
+            "LEFT JOIN pg_collation co ON co.oid = a.attcollation "
+            "WHERE c.relname = 'memories' AND a.attname IN ('id', 'domain', 'tx')").scalars())
+    assert collations == {"C"}
+    reopened.close()
+    Projection(en_us_url).close()  # a third open finds nothing left to change
+
+
+def test_compose_init_creates_byte_order_databases(postgres_url: str) -> None:
+    """`testnet --postgres --compose`'s init statement runs and gives collation C."""
+    name = unique_db_name("compose")
+    with psycopg.connect(libpq_url(with_database(postgres_url, "postgres")),
+                         autocommit=True) as conn:
+        conn.execute(create_database_sql(name))
+        try:
+            row = conn.execute("SELECT datcollate FROM pg_database WHERE datname = %s",
+                               (name,)).fetchone()
+        finally:
+            conn.execute(f'DROP DATABASE "{name}"')
+    assert row == ("C",)
