@@ -158,11 +158,71 @@ _SQLITE_FTS = [
     f"INSERT INTO {FTS_TABLE}(rowid, content, tags) VALUES (new.rowid, new.content, new.tags); "
     "END",
 ]
-_POSTGRES_FTS = [
-    f"ALTER TABLE memories ADD COLUMN IF NOT EXISTS {TSV_COLUMN} tsvector GENERATED ALWAYS AS "
-    f"(to_tsvector('{TS_CONFIG}'::regconfig, coalesce(content, '') || ' ' || tags)) STORED",
-    f"CREATE INDEX IF NOT EXISTS ix_memories_{TSV_COLUMN} ON memories USING gin ({TSV_COLUMN})",
-]
+#: PostgreSQL's search column as this code defines it, kept as the column's comment: a
+#: column with another (or none: projections before version 2) is dropped and made again
+#: when the app opens the projection, which recomputes every row's vector
+SEARCH_VERSION = "memledger search 2"
+#: the function the generated column calls (created in the projection's schema)
+TSV_FUNCTION = "memledger_search_vector"
+
+#: to_tsvector refuses a vector over 1 MiB of lexemes and positions ("string is too long
+#: for tsvector"), and consensus accepts content that makes one (512 KiB of URL-like
+#: words: each is indexed whole and as host and path, with positions): the failed flush
+#: halted the node at every restart. This indexes all of the content when its vector fits
+#: and otherwise a prefix that fits, halving it until it does, with the tags in full (at
+#: most 32 x 64 bytes; with no content left they fit with room to spare, so the loop
+#: ends). The handler's block runs as a subtransaction that writes nothing: no xid, and
+#: no cost that showed on a 50k-row COPY.
+_TSV_FUNCTION_BODY = """
+DECLARE
+    n integer := length(body);
+BEGIN
+    LOOP
+        BEGIN
+            RETURN to_tsvector({config}::regconfig, left(body, n) || ' ' || tags);
+        EXCEPTION WHEN program_limit_exceeded THEN
+            IF n = 0 THEN
+                RAISE;
+            END IF;
+            n := n / 2;
+        END;
+    END LOOP;
+END
+"""
+
+
+def _postgres_search_ddl(conn: Connection) -> list[str]:
+    """The function, column and comment of the PostgreSQL search column, names
+    qualified with the projection's schema (a restore from pg_dump runs the generated
+    column's function with an empty search_path)."""
+    quote = conn.dialect.identifier_preparer.quote
+    schema = quote(str(conn.exec_driver_sql("SELECT current_schema()").scalar_one()))
+    config = f"pg_catalog.{TS_CONFIG}"
+    function = f"{schema}.{TSV_FUNCTION}"
+    body = _TSV_FUNCTION_BODY.format(config="'" + config.replace("'", "''") + "'")
+    return [
+        f"CREATE OR REPLACE FUNCTION {function}(body text, tags text) RETURNS tsvector "
+        f"LANGUAGE plpgsql IMMUTABLE AS $memledger${body}$memledger$",
+        f"ALTER TABLE memories ADD COLUMN {TSV_COLUMN} tsvector GENERATED ALWAYS AS "
+        f"({function}(coalesce(content, ''), tags)) STORED",
+        f"COMMENT ON COLUMN memories.{TSV_COLUMN} IS '{SEARCH_VERSION}'",
+    ]
+
+
+def _install_postgres_search(conn: Connection) -> None:
+    """Make the search column if it is missing, again if it is another version's."""
+    found = conn.exec_driver_sql(
+        "SELECT col_description(a.attrelid, a.attnum) FROM pg_attribute a "
+        f"WHERE a.attrelid = to_regclass('memories') AND a.attname = '{TSV_COLUMN}' "
+        "AND NOT a.attisdropped").first()
+    if found is not None and found[0] != SEARCH_VERSION:
+        conn.exec_driver_sql(f"ALTER TABLE memories DROP COLUMN {TSV_COLUMN}")  # its index too
+        found = None
+    if found is None:
+        for ddl in _postgres_search_ddl(conn):
+            conn.exec_driver_sql(ddl)
+    conn.exec_driver_sql(
+        f"CREATE INDEX IF NOT EXISTS ix_memories_{TSV_COLUMN} ON memories USING gin ({TSV_COLUMN})")
 
 
 def install_search(engine: Engine) -> None:
@@ -170,7 +230,7 @@ def install_search(engine: Engine) -> None:
 
     SQLite: an FTS5 external-content table kept in sync by triggers (a pre-existing
     projection gets its index built once). PostgreSQL: a STORED generated tsvector
-    column with a GIN index. Idempotent.
+    column with a GIN index (made again when it is another SEARCH_VERSION's). Idempotent.
     """
     with engine.begin() as conn:
         install_search_in(conn)
@@ -186,8 +246,7 @@ def install_search_in(conn: Connection) -> None:
         if existed is None:
             conn.exec_driver_sql(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')")
     elif conn.dialect.name == "postgresql":
-        for ddl in _POSTGRES_FTS:
-            conn.exec_driver_sql(ddl)
+        _install_postgres_search(conn)
 
 
 def make_engine(url: str) -> Engine:

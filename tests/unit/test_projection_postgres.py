@@ -1,21 +1,34 @@
 """The PostgreSQL projection answers as the SQLite one does, on a real server: pages and
-their cursors in byte order whatever the database's collation."""
+their cursors in byte order whatever the database's collation, and every memory consensus
+accepts is written and found by its words."""
 
 from __future__ import annotations
 
 import hashlib
+import random
+import string
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 import sqlalchemy as sa
 
+from memledger.consensus.families.memory.record import validate_fields
+from memledger.consensus.limits import MAX_CONTENT_BYTES, MAX_TAG_BYTES, MAX_TAGS
 from memledger.consensus.store import codec, records
 from memledger.node.api import queries
 from memledger.node.testnet_compose import create_database_sql
-from memledger.projection.schema import metadata
+from memledger.projection.schema import SEARCH_VERSION, TSV_COLUMN, metadata
 from memledger.projection.writer import Projection
-from tests.support.postgres import drop_database, libpq_url, unique_db_name, with_database
+from tests.support.chain import LocalChain, seeded_key
+from tests.support.postgres import (
+    create_database,
+    drop_database,
+    libpq_url,
+    unique_db_name,
+    with_database,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -137,3 +150,113 @@ def test_compose_init_creates_byte_order_databases(postgres_url: str) -> None:
         finally:
             conn.execute(f'DROP DATABASE "{name}"')
     assert row == ("C",)
+
+
+# ----------------------------------------------------------------- the search column
+def _rng_word(rng: random.Random, n: int) -> str:
+    return "".join(rng.choice(string.ascii_lowercase) for _ in range(n))
+
+
+def _fill(tokens: Iterator[str]) -> str:
+    """Space-separated tokens up to the consensus limit on content bytes, after a word to
+    search for."""
+    parts, size = ["aardvarks"], len("aardvarks")
+    for token in tokens:
+        if size + 1 + len(token) > MAX_CONTENT_BYTES:
+            break
+        parts.append(token)
+        size += len(token) + 1
+    return " ".join(parts)
+
+
+def _long_urls(rng: random.Random) -> Iterator[str]:
+    """Each indexed whole, as host and as path: 2 bytes of vector per byte of content."""
+    while True:
+        yield "ab.cd/" + _rng_word(rng, 2040)
+
+
+def _short_urls(rng: random.Random) -> Iterator[str]:
+    """Three unique lexemes and their positions per 15 bytes: 2.8 bytes per byte, the
+    most found among url, host, email, hyphenated, numeric and short-word mixes."""
+    while True:
+        yield f"{_rng_word(rng, 4)}.{_rng_word(rng, 3)}/{_rng_word(rng, 4)}"
+
+
+def _biggest_memory(kind: str) -> tuple[str, list[str]]:
+    """Content and tags at every consensus limit, whose vector is over PostgreSQL's."""
+    rng = random.Random(kind)
+    content = _fill(_long_urls(rng) if kind == "long" else _short_urls(rng))
+    tags = sorted(f"ab.cd/{_rng_word(rng, MAX_TAG_BYTES - 6)}" for _ in range(MAX_TAGS))
+    validate_fields("general", "fact", content, hashlib.sha256(content.encode()).digest(),
+                    900_000, tags)  # what consensus checks
+    return content, tags
+
+
+def _found(proj: Projection, q: str) -> list[str]:
+    with proj.engine.connect() as conn:
+        items, _ = queries.list_memories(conn, queries.MemoryFilter(q=q), 10, None)
+    return [m["id"] for m in items]
+
+
+ALICE = seeded_key("pg-alice")
+
+
+@pytest.mark.parametrize("kind", ["long", "short"])
+def test_the_biggest_memory_consensus_accepts_commits_on_postgresql(
+        tmp_path: Path, fresh_postgres_url: str, postgres_url: str, kind: str) -> None:
+    """The vector of such content is over 1 MiB: the flush failed and the node halted at
+    Commit, at every restart. Now a prefix of the content is indexed, the tags in full."""
+    content, tags = _biggest_memory(kind)
+    with psycopg.connect(libpq_url(fresh_postgres_url)) as conn, \
+            pytest.raises(psycopg.errors.ProgramLimitExceeded):
+        conn.execute("SELECT to_tsvector('english', %s)", (content + " " + " ".join(tags),))
+    chain = LocalChain(tmp_path / "c", db_url=fresh_postgres_url)
+    b = chain.builder(ALICE)
+    results = chain.block([
+        b.submit(chain.next_nonce(ALICE), "m-big", content, tags=tags),
+        b.submit(chain.next_nonce(ALICE), "m-small", "the usual kind of memory")])
+    assert [r.code for r in results] == [0, 0] and chain.halts == []
+    proj = chain.app.projection
+    assert _found(proj, "aardvark") == ["m-big"]
+    assert all(_found(proj, tag) == ["m-big"] for tag in tags)
+    assert _found(proj, "usual memory") == ["m-small"]
+    # a rebuild writes the same rows through another path (COPY-like bulk inserts)
+    name = unique_db_name("rebuilt")
+    target = Projection(create_database(postgres_url, name))
+    try:
+        store = chain.app.store
+        target.rebuild(store, store.last_height, store.last_app_hash)
+        assert target.dump() == proj.dump()
+        assert _found(target, tags[0]) == ["m-big"]
+    finally:
+        target.close()
+        drop_database(postgres_url, name)
+    chain.close()
+
+
+def test_an_older_search_column_is_made_again_when_opened(fresh_postgres_url: str) -> None:
+    """A projection made before SEARCH_VERSION 2 has the column that halted: opening it
+    makes the column again, every row's vector recomputed."""
+    proj = Projection(fresh_postgres_url)
+    with proj.engine.begin() as conn:
+        conn.exec_driver_sql(f"ALTER TABLE memories DROP COLUMN {TSV_COLUMN}")
+        conn.exec_driver_sql(
+            f"ALTER TABLE memories ADD COLUMN {TSV_COLUMN} tsvector GENERATED ALWAYS AS "
+            "(to_tsvector('english'::regconfig, coalesce(content, '') || ' ' || tags)) STORED")
+    proj.flush(5, b"\x05" * 32, sorted(_memory("m-old", "zebras crossed the road")))
+    proj.close()
+    reopened = Projection(fresh_postgres_url)
+    with reopened.engine.connect() as conn:
+        comment = conn.exec_driver_sql(
+            f"SELECT col_description('memories'::regclass, attnum) FROM pg_attribute "
+            f"WHERE attrelid = 'memories'::regclass AND attname = '{TSV_COLUMN}'").scalar()
+        indexes = conn.exec_driver_sql(
+            "SELECT count(*) FROM pg_indexes WHERE tablename = 'memories' "
+            f"AND indexdef LIKE '%%gin ({TSV_COLUMN})%%'").scalar()
+    assert comment == SEARCH_VERSION and indexes == 1
+    assert _found(reopened, "zebra") == ["m-old"]
+    content, tags = _biggest_memory("short")
+    reopened.flush(6, b"\x06" * 32, sorted(_memory("m-big", content, tags, height=6)))
+    assert _found(reopened, tags[0]) == ["m-big"]
+    reopened.close()
+    Projection(fresh_postgres_url).close()  # the current column is kept as it is
