@@ -6,10 +6,13 @@ The tables are a read model: every row is derived from canonical records
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
+
+log = logging.getLogger("memledger.projection")
 
 metadata = sa.MetaData()
 
@@ -140,7 +143,20 @@ def use_byte_order_in(conn: Connection) -> None:
 # keep the index in step with `memories`, so flush and rebuild code stay unchanged.
 FTS_TABLE = "memories_fts"
 TSV_COLUMN = "search_tsv"
-TS_CONFIG = "english"
+#: PostgreSQL text search configuration, made in the projection's schema (queries name it
+#: unqualified, as they name the tables): english's parser and stemmer without its stop
+#: words, accents folded by `unaccent` when the database has it — so that a search
+#: matches what SQLite's FTS5 (porter unicode61: every word kept, diacritics removed)
+#: matches. With english, 'the who' or 'will be down' matched nothing (all stop words,
+#: so the query was empty) and 'cafe' did not find 'café'.
+TS_CONFIG = "memledger_search"
+#: its snowball english stemmer, with no stop word list
+TS_STEM = "memledger_stem"
+#: token types english stems (the others, numbers, URLs, e-mails..., are kept whole)
+_STEMMED = "asciiword, asciihword, hword_asciipart, word, hword, hword_part"
+#: the ones that may hold non-ASCII letters, and so accents
+_ACCENTED_WORDS = "word, hword, hword_part"
+_ACCENTED_NUMWORDS = "numword, numhword, hword_numpart"
 
 _SQLITE_FTS = [
     f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(content, tags, "
@@ -158,10 +174,11 @@ _SQLITE_FTS = [
     f"INSERT INTO {FTS_TABLE}(rowid, content, tags) VALUES (new.rowid, new.content, new.tags); "
     "END",
 ]
-#: PostgreSQL's search column as this code defines it, kept as the column's comment: a
-#: column with another (or none: projections before version 2) is dropped and made again
-#: when the app opens the projection, which recomputes every row's vector
-SEARCH_VERSION = "memledger search 2"
+#: PostgreSQL's search column and configuration as this code defines them, kept as their
+#: comments (with " unaccent" when accents are folded): a column with another (or none:
+#: projections before version 2) is dropped and made again when the app opens the
+#: projection, which recomputes every row's vector. 2: bounded vectors; 3: TS_CONFIG.
+SEARCH_VERSION = "memledger search 3"
 #: the function the generated column calls (created in the projection's schema)
 TSV_FUNCTION = "memledger_search_vector"
 
@@ -191,13 +208,59 @@ END
 """
 
 
-def _postgres_search_ddl(conn: Connection) -> list[str]:
+def _unaccent(conn: Connection) -> str | None:
+    """The `unaccent` dictionary, qualified; the extension is created if the database
+    has it and lets us (a contrib module, trusted since PostgreSQL 13: the database
+    owner may create it). None, with a warning, when it cannot be had."""
+    def dictionary() -> str | None:
+        schema = conn.exec_driver_sql(
+            "SELECT extnamespace::regnamespace::text FROM pg_extension "
+            "WHERE extname = 'unaccent'").scalar()
+        return None if schema is None else f"{schema}.unaccent"
+
+    found = dictionary()
+    if found is not None:
+        return found
+    try:
+        with conn.begin_nested():
+            conn.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS unaccent")
+    except sa.exc.DBAPIError as exc:
+        log.warning("PostgreSQL extension unaccent unavailable (%s): word search on this "
+                    "projection will not fold accents as SQLite's does; have a superuser "
+                    "run CREATE EXTENSION unaccent in it, then restart the node",
+                    str(exc.orig).splitlines()[0])
+        return None
+    return dictionary()
+
+
+def _postgres_config_ddl(conn: Connection, unaccent: str | None, mark: str) -> list[str]:
+    """(Re)make TS_CONFIG and its stemmer in the projection's schema."""
+    quote = conn.dialect.identifier_preparer.quote
+    schema = quote(str(conn.exec_driver_sql("SELECT current_schema()").scalar_one()))
+    config, stem = f"{schema}.{TS_CONFIG}", f"{schema}.{TS_STEM}"
+    ddl = [
+        f"DROP TEXT SEARCH CONFIGURATION IF EXISTS {config}",
+        f"DROP TEXT SEARCH DICTIONARY IF EXISTS {stem}",
+        f"CREATE TEXT SEARCH DICTIONARY {stem} "
+        "(TEMPLATE = pg_catalog.snowball, LANGUAGE = english)",
+        f"CREATE TEXT SEARCH CONFIGURATION {config} (COPY = pg_catalog.english)",
+        f"ALTER TEXT SEARCH CONFIGURATION {config} ALTER MAPPING FOR {_STEMMED} WITH {stem}",
+    ]
+    if unaccent is not None:
+        ddl += [f"ALTER TEXT SEARCH CONFIGURATION {config} ALTER MAPPING FOR "
+                f"{_ACCENTED_WORDS} WITH {unaccent}, {stem}",
+                f"ALTER TEXT SEARCH CONFIGURATION {config} ALTER MAPPING FOR "
+                f"{_ACCENTED_NUMWORDS} WITH {unaccent}, pg_catalog.simple"]
+    return ddl + [f"COMMENT ON TEXT SEARCH CONFIGURATION {config} IS '{mark}'"]
+
+
+def _postgres_search_ddl(conn: Connection, mark: str) -> list[str]:
     """The function, column and comment of the PostgreSQL search column, names
     qualified with the projection's schema (a restore from pg_dump runs the generated
     column's function with an empty search_path)."""
     quote = conn.dialect.identifier_preparer.quote
     schema = quote(str(conn.exec_driver_sql("SELECT current_schema()").scalar_one()))
-    config = f"pg_catalog.{TS_CONFIG}"
+    config = f"{schema}.{TS_CONFIG}"
     function = f"{schema}.{TSV_FUNCTION}"
     body = _TSV_FUNCTION_BODY.format(config="'" + config.replace("'", "''") + "'")
     return [
@@ -205,21 +268,32 @@ def _postgres_search_ddl(conn: Connection) -> list[str]:
         f"LANGUAGE plpgsql IMMUTABLE AS $memledger${body}$memledger$",
         f"ALTER TABLE memories ADD COLUMN {TSV_COLUMN} tsvector GENERATED ALWAYS AS "
         f"({function}(coalesce(content, ''), tags)) STORED",
-        f"COMMENT ON COLUMN memories.{TSV_COLUMN} IS '{SEARCH_VERSION}'",
+        f"COMMENT ON COLUMN memories.{TSV_COLUMN} IS '{mark}'",
     ]
 
 
 def _install_postgres_search(conn: Connection) -> None:
-    """Make the search column if it is missing, again if it is another version's."""
+    """Make the configuration and the search column if they are missing, again if they
+    are another version's (the configuration is left alone when current: queries that
+    psycopg prepared hold its oid)."""
+    unaccent = _unaccent(conn)
+    mark = SEARCH_VERSION + (" unaccent" if unaccent is not None else "")
+    config_mark = conn.exec_driver_sql(
+        "SELECT obj_description(oid, 'pg_ts_config') FROM pg_ts_config "
+        f"WHERE cfgname = '{TS_CONFIG}' AND cfgnamespace = current_schema()::regnamespace"
+    ).scalar()
     found = conn.exec_driver_sql(
         "SELECT col_description(a.attrelid, a.attnum) FROM pg_attribute a "
         f"WHERE a.attrelid = to_regclass('memories') AND a.attname = '{TSV_COLUMN}' "
         "AND NOT a.attisdropped").first()
-    if found is not None and found[0] != SEARCH_VERSION:
+    if found is not None and (found[0] != mark or config_mark != mark):
         conn.exec_driver_sql(f"ALTER TABLE memories DROP COLUMN {TSV_COLUMN}")  # its index too
         found = None
+    if config_mark != mark:
+        for ddl in _postgres_config_ddl(conn, unaccent, mark):
+            conn.exec_driver_sql(ddl)
     if found is None:
-        for ddl in _postgres_search_ddl(conn):
+        for ddl in _postgres_search_ddl(conn, mark):
             conn.exec_driver_sql(ddl)
     conn.exec_driver_sql(
         f"CREATE INDEX IF NOT EXISTS ix_memories_{TSV_COLUMN} ON memories USING gin ({TSV_COLUMN})")

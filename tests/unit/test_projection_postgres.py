@@ -17,8 +17,9 @@ import sqlalchemy as sa
 from memledger.consensus.families.memory.record import validate_fields
 from memledger.consensus.limits import MAX_CONTENT_BYTES, MAX_TAG_BYTES, MAX_TAGS
 from memledger.consensus.store import codec, records
-from memledger.node.api import queries
+from memledger.node.api import queries, ranked
 from memledger.node.testnet_compose import create_database_sql
+from memledger.projection import schema
 from memledger.projection.schema import SEARCH_VERSION, TSV_COLUMN, metadata
 from memledger.projection.writer import Projection
 from tests.support.chain import LocalChain, seeded_key
@@ -253,10 +254,84 @@ def test_an_older_search_column_is_made_again_when_opened(fresh_postgres_url: st
         indexes = conn.exec_driver_sql(
             "SELECT count(*) FROM pg_indexes WHERE tablename = 'memories' "
             f"AND indexdef LIKE '%%gin ({TSV_COLUMN})%%'").scalar()
-    assert comment == SEARCH_VERSION and indexes == 1
+    assert comment == f"{SEARCH_VERSION} unaccent" and indexes == 1
     assert _found(reopened, "zebra") == ["m-old"]
+    assert _found(reopened, "the road") == ["m-old"]  # recomputed with today's config
     content, tags = _biggest_memory("short")
     reopened.flush(6, b"\x06" * 32, sorted(_memory("m-big", content, tags, height=6)))
     assert _found(reopened, tags[0]) == ["m-big"]
     reopened.close()
     Projection(fresh_postgres_url).close()  # the current column is kept as it is
+
+
+# ----------------------------------------------------------------- word search
+WORDED = {
+    "m-who": "The Who played their last show",
+    "m-cafe": "Meet at the café near the station",
+    "m-it": "IT said it will be down",
+    "m-zurich": "Flights to Zürich are naïve about the weather",
+    "m-plain": "Cafes and stations in winter",
+}
+#: stop words, accents either way, case, stems: the answers FTS5 (porter unicode61) gives
+QUERIES = {
+    "the who": ["m-who"],
+    "will be down": ["m-it"],
+    "it": ["m-it"],
+    "cafe": ["m-cafe", "m-plain"],
+    "café": ["m-cafe", "m-plain"],
+    "CAFÉS": ["m-cafe", "m-plain"],
+    "zurich naive": ["m-zurich"],
+    "Zürich": ["m-zurich"],
+    "station the": ["m-cafe"],
+    "stations": ["m-cafe", "m-plain"],
+    "play": ["m-who"],
+}
+
+
+def _worded() -> list[tuple[bytes, bytes]]:
+    return sorted(c for mid, text in WORDED.items() for c in _memory(mid, text))
+
+
+def _answers(proj: Projection) -> dict[str, tuple[list[str], list[str]]]:
+    """Per query: the words listing's ids, and text mode's from the projection."""
+    out = {}
+    with proj.engine.connect() as conn:
+        for q in QUERIES:
+            flt = queries.MemoryFilter(q=q)
+            listed, _ = queries.list_memories(conn, flt, 50, None)
+            hits = ranked.text_ranked(conn, queries.MemoryFilter(), q, 50)
+            out[q] = (sorted(m["id"] for m in listed), sorted(mid for mid, _ in hits))
+    return out
+
+
+def test_word_search_answers_as_on_sqlite(fresh_postgres_url: str) -> None:
+    """With english, stop words emptied the query (nothing found) and accents counted."""
+    lite, pg = Projection("sqlite://"), Projection(fresh_postgres_url)
+    for proj in (lite, pg):
+        proj.flush(5, b"\x05" * 32, _worded())
+    want = {q: (ids, ids) for q, ids in QUERIES.items()}
+    assert _answers(lite) == want
+    assert _answers(pg) == want
+    lite.close()
+    pg.close()
+
+
+def test_without_unaccent_stop_words_still_match_and_it_is_taken_up_later(
+        fresh_postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A database that cannot have unaccent still keeps every word; once it can, the
+    next open makes the configuration and the column again, accents folded."""
+    with monkeypatch.context() as patch:
+        patch.setattr(schema, "_unaccent", lambda conn: None)
+        proj = Projection(fresh_postgres_url)
+        proj.flush(5, b"\x05" * 32, _worded())
+        assert _found(proj, "the who") == ["m-who"]
+        assert _found(proj, "café") == ["m-cafe"]  # accents kept: only the same word
+        proj.close()
+    proj = Projection(fresh_postgres_url)
+    assert sorted(_found(proj, "café")) == ["m-cafe", "m-plain"]
+    with proj.engine.connect() as conn:
+        marks = conn.exec_driver_sql(
+            "SELECT obj_description(oid, 'pg_ts_config') FROM pg_ts_config "
+            f"WHERE cfgname = '{schema.TS_CONFIG}'").scalars().all()
+    assert marks == [f"{SEARCH_VERSION} unaccent"]
+    proj.close()

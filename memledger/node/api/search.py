@@ -2,7 +2,8 @@
 
 User text is never spliced into a query language: SQLite gets every word as a quoted
 FTS5 string (so `AND`, `NEAR`, `*`, `"` and `:` are plain text), PostgreSQL gets it
-through plainto_tsquery. Both mean "all of these words" (stemmed).
+through plainto_tsquery. Both mean "all of these words" (stemmed, every word kept,
+accents folded: TS_CONFIG is made to match FTS5's porter unicode61, see schema.py).
 """
 
 from __future__ import annotations
