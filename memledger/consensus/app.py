@@ -88,7 +88,8 @@ class MemLedgerApp(BaseApplication):
         self._genesis_version = INITIAL_APP_VERSION
         self.mempool_nonces = PendingNonces()
         self._chain_id = self._load_chain_id()
-        self.statesync = StateSync(store, projection, snapshots, on_restored=self._restored)
+        self.statesync = StateSync(store, projection, snapshots, on_restored=self._restored,
+                                   checkpoint=lambda p, h: self.faults.maybe_kill(p, h))
         self.queries = QueryService(store)
         self.snapshot_taker = (None if snapshots is None
                                else SnapshotTaker(store, snapshots, snapshot_interval))
@@ -111,6 +112,9 @@ class MemLedgerApp(BaseApplication):
 
     # ----------------------------------------------------------------- info / init
     def info(self, req: pb.RequestInfo) -> pb.ResponseInfo:
+        """The committed height, a restored one too before any block confirms it: CometBFT
+        checks it after the last chunk, and a CometBFT that saved its state at that height
+        handshakes against it (one with no state state-syncs without asking)."""
         return pb.ResponseInfo(
             data=APP_NAME,
             version=SOFTWARE_VERSION,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 log = logging.getLogger("memledger.abci")
 
-__all__ = ["KILL_POINTS", "FaultPlan", "halt"]
+__all__ = ["KILL_POINTS", "RESTORE_KILL_POINT", "FaultPlan", "halt"]
 
 
 def halt(message: str) -> None:
@@ -29,6 +29,7 @@ def halt(message: str) -> None:
 
 KILL_POINTS = ("after_finalize", "before_flush", "in_flush", "after_flush", "in_lmdb",
                "after_lmdb")
+RESTORE_KILL_POINT = "after_restore"
 
 
 @dataclass
@@ -36,7 +37,10 @@ class FaultPlan:
     """Test-only fault injection, set from the command line of `memledger app`.
 
     `kill_point`/`kill_height` SIGKILL the process at one point of the block lifecycle
-    (see KILL_POINTS), the way a power cut or OOM kill would.
+    (see KILL_POINTS), the way a power cut or OOM kill would; or at "after_restore", once a
+    state-sync restore is in LMDB but before the ABCI answer that lets CometBFT save its
+    state. Height 0 matches the first height the point is reached at (a snapshot's height
+    is not known in advance).
     """
 
     exit_before_commit_height: int = 0
@@ -46,7 +50,7 @@ class FaultPlan:
     corrupt_snapshot_chunks: bool = False  # serve every snapshot chunk with a flipped byte
 
     def maybe_kill(self, point: str, height: int) -> None:
-        if self.kill_point == point and self.kill_height == height:
+        if self.kill_point == point and self.kill_height in (height, 0):
             log.critical("fault injection: SIGKILL at %s of height %d", point, height)
             logging.shutdown()
             os.kill(os.getpid(), signal.SIGKILL)

@@ -34,8 +34,10 @@ def serve(
     projection = Projection(db_url)
     receipt = projection.last_receipt()
     log.info(
-        "canonical state at height %d (app hash %s); projection receipt %s",
-        store.last_height, store.last_app_hash.hex(), receipt,
+        "canonical state at height %d (app hash %s)%s; projection receipt %s",
+        store.last_height, store.last_app_hash.hex(),
+        " restored by state sync, no block on it yet" if store.restore_unconfirmed else "",
+        receipt,
     )
     catch_up_projection(store, projection)
     snapshots = None if snapshots_dir is None else SnapshotStore(snapshots_dir, snapshot_keep)

@@ -50,7 +50,7 @@ class Target:
     """A fresh node: empty store and projection, driven through the ABCI methods."""
 
     def __init__(self, home: Path, background: bool = True, db_url: str | None = None) -> None:
-        home.mkdir(parents=True)
+        home.mkdir(parents=True, exist_ok=True)  # an existing home: the node restarted
         self.store = CanonicalStore(str(home / "state"))
         self.projection = Projection(db_url or f"sqlite:///{home / 'p.db'}")
         self.app = MemLedgerApp(self.store, self.projection)
@@ -358,6 +358,88 @@ def test_a_crash_before_the_projection_rebuild_is_repaired_at_start(tmp_path: Pa
     assert catch_up_projection(state, projection) is False  # up to date: left alone
     projection.close()
     state.close()
+    chain.close()
+
+
+def _next_block(chain: LocalChain, target: Target) -> None:
+    """One block on the source, and the same block finalized and committed on the target."""
+    txs = blocks(chain, 77, 1)[0]
+    height = chain.height + 1
+    expected = chain.finalize(txs)
+    got = target.app.finalize_block(pb.RequestFinalizeBlock(
+        txs=txs, height=height, time=pb.Timestamp(seconds=1_780_000_000 + height)))
+    assert got.app_hash == expected.app_hash
+    target.app.commit(pb.RequestCommit())
+
+
+class _Stopped(Exception):
+    """The node stops here (a SIGKILL in the real hook)."""
+
+
+def _stop_after_restore(point: str, height: int) -> None:
+    if point == "after_restore":
+        raise _Stopped(f"{point} {height}")
+
+
+@pytest.mark.parametrize("stop", ["after-projection", "before-projection"])
+def test_a_node_stopped_before_cometbft_saved_its_state_restores_again(
+        tmp_path: Path, stop: str) -> None:
+    """CometBFT saves its state only after the last ApplySnapshotChunk is answered (and
+    the projection is built inside that call): a node stopped in between has no CometBFT
+    state, so it state-syncs again at its next start. The store already held the
+    restored height and answered every offer ABORT: the node never synced again."""
+    chain = source_chain(tmp_path)
+    store, info = snapshot_of(chain, tmp_path / "snaps")
+    target = Target(tmp_path / "dst", background=False)
+    assert target.offer(info, info.app_hash) == Offer.ACCEPT
+    if stop == "before-projection":
+        target.app.statesync.checkpoint = _stop_after_restore
+        with pytest.raises(_Stopped):
+            target.restore(store, info)
+        assert target.projection.last_receipt() is None
+    else:
+        assert target.restore(store, info) == [Apply.ACCEPT] * info.chunks
+    target.close()
+
+    target = Target(tmp_path / "dst", background=False)  # the restart
+    assert target.store.last_height == chain.height
+    # Info still reports the restored height: a CometBFT that did save its state at it
+    # handshakes against Info (one with none state-syncs without asking Info).
+    assert target.app.info(pb.RequestInfo()).last_block_height == chain.height
+    # An offer it refuses leaves the restored state alone.
+    assert target.offer(info, bytes(32)) == Offer.REJECT
+    assert target.store.last_app_hash == info.app_hash
+    # CometBFT state-syncs again: the unconfirmed restore is replaced.
+    assert target.offer(info, info.app_hash) == Offer.ACCEPT
+    assert target.store.last_height == 0
+    assert target.restore(store, info) == [Apply.ACCEPT] * info.chunks
+    assert target.records() == list(chain.app.store.iter_prefix(b""))
+    target.store.check_integrity()
+    assert_projection_like(target, chain)
+    target.close()
+    chain.close()
+
+
+def test_the_first_block_on_a_restore_confirms_it_and_offers_abort_again(
+        tmp_path: Path) -> None:
+    """A block at the restored height + 1 proves CometBFT saved its state: from then on
+    the node has state of its own, and an offer is aborted (the state kept), also after
+    a restart."""
+    chain = source_chain(tmp_path)
+    store, info = snapshot_of(chain, tmp_path / "snaps")
+    target = Target(tmp_path / "dst", background=False)
+    assert target.offer(info, info.app_hash) == Offer.ACCEPT
+    assert target.restore(store, info) == [Apply.ACCEPT] * info.chunks
+    assert target.store.restore_unconfirmed
+    _next_block(chain, target)
+    assert not target.store.restore_unconfirmed
+    assert target.offer(info, info.app_hash) == Offer.ABORT
+    target.close()
+    target = Target(tmp_path / "dst", background=False)
+    assert not target.store.restore_unconfirmed
+    assert target.offer(info, info.app_hash) == Offer.ABORT
+    assert target.store.last_height == chain.height + 1 == info.height + 1
+    target.close()
     chain.close()
 
 

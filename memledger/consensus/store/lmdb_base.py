@@ -31,6 +31,10 @@ _M_APP_VERSION = b"app_version"
 _M_SCHEMA = b"schema"
 _M_LOADING = b"loading"
 _M_RESTORING = b"restoring"
+#: A state-sync restore finished here, and no block has committed on top of it yet: until
+#: one does, CometBFT may not have saved its own state at that height (a stop in between
+#: leaves it with none, and it state-syncs again), so the restore may be redone.
+_M_RESTORED = b"restored_unconfirmed"
 #: The committed state's bucket-hash layout (commitment.LAYOUTS); absent means 1, the
 #: only layout before app version 6.
 _M_LAYOUT = b"hash_layout"

@@ -27,6 +27,7 @@ from memledger.consensus.store.lmdb_base import (
     _M_HEIGHT,
     _M_LAYOUT,
     _M_LOADING,
+    _M_RESTORED,
     _M_RESTORING,
     AppHashMismatch,
     CorruptStoreError,
@@ -52,6 +53,7 @@ class StoreOffline:
     _layout: int
     readonly: bool
     _head: tuple[int, int] | None
+    _unconfirmed: bool | None
     _gen: int
     _current: Any
 
@@ -120,6 +122,7 @@ class StoreOffline:
         More than one: a state saved at the height that activated a new app version was
         hashed under the version it ran under, so its own record names the next layout.
         Raises AppHashMismatch (the store is left as restored; call restore_abort()).
+        The restore stays unconfirmed (`restore_unconfirmed`) until the next commit().
         """
         self._require_writer()
         roots = []
@@ -139,15 +142,32 @@ class StoreOffline:
             txn.put(_M_APP_HASH, bytes(app_hash), db=meta)
             txn.put(_M_APP_VERSION, _u64(app_version), db=meta)
             txn.delete(_M_RESTORING, db=meta)
+            txn.put(_M_RESTORED, b"1", db=meta)
         self._tree, self._layout = tree, layout
+        self._unconfirmed = True
         self._head = (height, app_version)
         self._gen += 1
         self._current = None
 
+    @property
+    def restore_unconfirmed(self) -> bool:
+        """Whether this state came from a restore that no block has committed on top of.
+
+        Only then may a new restore replace it: CometBFT saves its own state after the
+        last chunk is applied, and a node stopped before that state-syncs again at its
+        next start, with a store that already holds a height.
+        """
+        if self._unconfirmed is None:
+            with self.snapshot() as snap:
+                self._unconfirmed = snap._txn.get(_M_RESTORED, db=self._meta) is not None
+        return self._unconfirmed
+
     def restore_abort(self) -> None:
-        """Drop everything a restore wrote: the store is empty and never-committed again."""
+        """Drop everything a restore wrote (a finished but unconfirmed one too): the store
+        is empty and never-committed again."""
         self._require_writer()
         self._wipe()
+        self._unconfirmed = False
         self._tree, self._layout = MerkleTree.from_leaves({}), 1
         self._head = None
         self._gen += 1
@@ -157,7 +177,8 @@ class StoreOffline:
         with self._env.begin(write=True) as txn:
             for db in (self._data, self._hidx, self._tree_db):
                 txn.drop(db, delete=False)
-            for key in (_M_HEIGHT, _M_APP_HASH, _M_APP_VERSION, _M_RESTORING, _M_LAYOUT):
+            for key in (_M_HEIGHT, _M_APP_HASH, _M_APP_VERSION, _M_RESTORING, _M_RESTORED,
+                        _M_LAYOUT):
                 txn.delete(key, db=self._meta)
 
     def _load_chunk(self, buf: list[tuple[bytes, bytes]]) -> None:

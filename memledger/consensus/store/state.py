@@ -46,6 +46,7 @@ from memledger.consensus.store.lmdb_base import (
     _M_HEIGHT,
     _M_LAYOUT,
     _M_LOADING,
+    _M_RESTORED,
     _M_RESTORING,
     _M_SCHEMA,
     _U64_MAX,
@@ -102,6 +103,7 @@ class CanonicalStore(StoreOffline):
         self._gen = 0
         self._current: BlockOverlay | None = None
         self._head: tuple[int, int] | None = None
+        self._unconfirmed: bool | None = None  # restore_unconfirmed, once read
         self._tree: MerkleTree | None = None
         self._layout = 1
         self._lock_fd: int | None = None
@@ -251,6 +253,7 @@ class CanonicalStore(StoreOffline):
             raise ValueError("height must be an int in [0, 2^64)")
         if type(app_version) is not int or not 0 <= app_version <= _U64_MAX:
             raise ValueError("app_version must be an int in [0, 2^64)")
+        confirms = self.restore_unconfirmed  # a block on a restore: CometBFT has its state
         prep = overlay._prepare()
         if prep.root != app_hash:
             raise AppHashMismatch(
@@ -283,12 +286,15 @@ class CanonicalStore(StoreOffline):
             txn.put(_M_APP_VERSION, _u64(app_version), db=meta)
             if prep.layout != self._layout:
                 txn.put(_M_LAYOUT, _u64(prep.layout), db=meta)
+            if confirms:
+                txn.delete(_M_RESTORED, db=meta)
             if self._before_commit is not None:
                 self._before_commit()
         # Durable from here on; only now may the in-memory tree and head move.
         tree.apply(prep.nodes)
         self._layout = prep.layout
         self._head = (height, app_version)
+        self._unconfirmed = False
         self._gen += 1
         overlay.committed = True
         self._current = None

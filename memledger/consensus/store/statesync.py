@@ -1,9 +1,10 @@
 """The snapshot half of ABCI: serve snapshots, and restore one trusting only the app hash.
 
 Restore rules (docs/SNAPSHOTS.md):
-- OfferSnapshot: only into an empty store; the format must be ours, the metadata must be
-  canonical and match what is advertised, and its app hash must be the trusted one that
-  CometBFT's light client hands in.
+- OfferSnapshot: only into an empty store, or one whose restore no block has committed
+  on yet (CometBFT had not saved its state when the node stopped: it is replaced); the
+  format must be ours, the metadata must be canonical and match what is advertised, and
+  its app hash must be the trusted one that CometBFT's light client hands in.
 - ApplySnapshotChunk (CometBFT applies chunks in order): a chunk whose SHA-256 is not the
   one in the metadata is refetched from another peer (RETRY, its sender rejected); a chunk
   that matches its hash but does not decode, or breaks key order, condemns the snapshot.
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from memledger.consensus import versions
+from memledger.consensus.faults import RESTORE_KILL_POINT
 from memledger.consensus.store import records
 from memledger.consensus.store.commitment import LAYOUTS
 from memledger.consensus.store.lmdb_base import MAX_KEY_LEN
@@ -62,8 +64,11 @@ class StateSync:
     def __init__(self, store: CanonicalStore, projection: Projection,
                  snapshots: SnapshotStore | None,
                  on_restored: Callable[[], None] = lambda: None,
-                 background_rebuild: bool = True) -> None:
+                 background_rebuild: bool = True,
+                 checkpoint: Callable[[str, int], None] = lambda point, height: None
+                 ) -> None:
         self.store = store
+        self.checkpoint = checkpoint  # fault injection (FaultPlan.maybe_kill)
         self.projection = projection
         self.snapshots = snapshots
         self.on_restored = on_restored
@@ -99,7 +104,8 @@ class StateSync:
     # ----------------------------------------------------------------- restoring
     def offer_snapshot(self, req: pb.RequestOfferSnapshot) -> pb.ResponseOfferSnapshot:
         self._abandon()
-        if self.store.last_height != 0:
+        height = self.store.last_height
+        if height != 0 and not self.store.restore_unconfirmed:
             log.warning("snapshot offered to a node that already has state: abort")
             return Offer(result=Offer.ABORT)
         snap = req.snapshot
@@ -114,6 +120,12 @@ class StateSync:
             log.warning("snapshot at height %d refused: its hash or app hash is not the "
                         "trusted one", snap.height)
             return Offer(result=Offer.REJECT)
+        if height != 0:
+            # Restored, but no block committed on it: CometBFT did not save its state (it
+            # would not state-sync otherwise), so the node stopped in between. Redo it.
+            log.warning("replacing the restore of height %d, never confirmed by a block "
+                        "(the node stopped before CometBFT saved its state)", height)
+            self.store.restore_abort()
         self.store.restore_begin()
         self._restore = _Restore(info, bytes(req.app_hash), builder=self._start_builder())
         log.info("restoring snapshot at height %d: %d chunks, %d records", info.height,
@@ -174,6 +186,7 @@ class StateSync:
         except AppHashMismatch as exc:
             return self._reject(str(exc))
         self._restore = None
+        self.checkpoint(RESTORE_KILL_POINT, restore.info.height)
         count = self._finish_projection(restore)
         self.on_restored()
         log.info("restored height %d (app version %d): %d records, projection rebuilt (%d)",
