@@ -207,6 +207,11 @@ def test_offer_refuses_wrong_format_metadata_and_untrusted_app_hash(tmp_path: Pa
     spaced = json.dumps(json.loads(info.metadata())).encode()  # not canonical
     assert target.offer(info, trusted, metadata=spaced) == Offer.REJECT
     assert target.offer(info, bytes(32)) == Offer.REJECT  # not the trusted app hash
+    # Deeply nested JSON (10 kB): a RecursionError escaped and the app exited.
+    deep = b"[" * 5000 + b"]" * 5000
+    assert target.offer(info, trusted, metadata=deep) == Offer.REJECT
+    inner = b'{"app_hash":"' + trusted.hex().encode() + b'","chunk_hashes":' + deep + b"}"
+    assert target.offer(info, trusted, metadata=inner) == Offer.REJECT
     target.assert_empty()
     target.close()
     chain.close()
@@ -285,7 +290,9 @@ def test_state_that_does_not_hash_to_the_trusted_app_hash_leaves_nothing(
     [(b"sys/app_version", b"not json")],  # read before the app hash is checked
     [(b"sys/app_version", b'{"name": "no version"}')],
     [(b"sys/app_version", b'{"version": "7"}')],
-])
+    [(b"sys/app_version", b"[" * 5000 + b"]" * 5000)],  # RecursionError escaped
+    [(b"sys/app_version", b'{"version": ' + b"[" * 5000 + b"]" * 5000 + b"}")],
+], ids=["long-key", "not-json", "no-version", "version-str", "deep", "deep-version"])
 def test_a_peer_s_made_up_snapshot_is_rejected_not_a_crash(
         tmp_path: Path, made_up: list[tuple[bytes, bytes]]) -> None:
     """Anyone can offer a snapshot that names the trusted app hash (it is public, in the
@@ -476,6 +483,26 @@ def test_taker_snapshots_every_interval_keeps_the_last_k_and_serves_them(
                                         last.metadata).chunk_hashes[0] is not None
     assert chain.app.load_snapshot_chunk(pb.RequestLoadSnapshotChunk(
         height=last.height, format=1, chunk=10_000)).chunk == b""
+    chain.close()
+
+
+@pytest.mark.parametrize("damaged", [
+    b'{"chunk_hashes": 5}',  # TypeError escaped list(), and ListSnapshots with it
+    b"[1]",
+    b"[" * 5000 + b"]" * 5000,
+    b"not json",
+], ids=["count-not-list", "not-object", "deep", "not-json"])
+def test_a_damaged_local_snapshot_is_skipped_when_listing(tmp_path: Path,
+                                                          damaged: bytes) -> None:
+    chain = source_chain(tmp_path, count=3)
+    store, info = snapshot_of(chain, tmp_path / "snaps")
+    bad = tmp_path / "snaps" / str(info.height + 1)
+    bad.mkdir()
+    (bad / "metadata.json").write_bytes(damaged)
+    assert [s.height for s in store.list()] == [info.height]
+    chain.app.statesync.snapshots = store
+    listed = chain.app.list_snapshots(pb.RequestListSnapshots()).snapshots
+    assert [s.height for s in listed] == [info.height]
     chain.close()
 
 

@@ -68,11 +68,12 @@ class SnapshotInfo:
         """Validate advertised fields against the metadata; raise SnapshotError if unusable."""
         if fmt != FORMAT:
             raise SnapshotError(f"snapshot format {fmt} is not supported (only {FORMAT})")
-        try:
+        try:  # a peer's bytes: deep nesting (RecursionError) is just one more bad shape
             doc = json.loads(metadata)
             hashes = tuple(bytes.fromhex(h) for h in doc["chunk_hashes"])
             records, app_hash = doc["records"], bytes.fromhex(doc["app_hash"])
-        except (ValueError, KeyError, TypeError) as exc:
+            canonical = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
             raise SnapshotError(f"snapshot metadata does not parse: {exc}") from None
         if type(records) is not int or records < 0 or height < 1:
             raise SnapshotError("snapshot metadata: bad record count or height")
@@ -82,7 +83,7 @@ class SnapshotInfo:
         if any(len(h) != 32 for h in hashes) or len(app_hash) != 32:
             raise SnapshotError("snapshot metadata: hashes must be 32 bytes")
         info = cls(height, fmt, hashes, records, app_hash)
-        if json.dumps(doc, sort_keys=True, separators=(",", ":")).encode() != metadata:
+        if canonical != metadata:
             raise SnapshotError("snapshot metadata is not canonical JSON")
         return info
 
@@ -222,7 +223,8 @@ class SnapshotStore:
                 doc = json.loads(metadata)
                 out.append(SnapshotInfo.parse(height, FORMAT, len(doc["chunk_hashes"]),
                                               metadata))
-            except (OSError, ValueError, KeyError):
+            except (OSError, ValueError, KeyError, TypeError, RecursionError):
+                # one damaged snapshot must not take ListSnapshots (and the node) down
                 log.warning("ignoring unreadable snapshot %s", path)
         return out
 

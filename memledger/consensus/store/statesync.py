@@ -242,7 +242,7 @@ def _app_version(store: CanonicalStore) -> int:
         return INITIAL_APP_VERSION
     try:
         version = json.loads(raw)["version"]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: deep JSON
         raise SnapshotError("its app version record is unreadable") from None
     if type(version) is not int or version < 1:
         raise SnapshotError(f"its app version record holds {version!r}")
