@@ -506,6 +506,36 @@ def test_a_damaged_local_snapshot_is_skipped_when_listing(tmp_path: Path,
     chain.close()
 
 
+def test_a_snapshot_write_that_fails_part_way_leaves_no_tmp_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A full disk after the first chunk: the write raises (the taker logs it and the
+    node goes on), and its partial <height>.tmp is gone, not left until a restart."""
+    import errno
+
+    from memledger.consensus.store import snapshots
+
+    chain = source_chain(tmp_path, count=4)
+    root = tmp_path / "snaps"
+    store = SnapshotStore(root, chunk_bytes=CHUNK)
+    real = snapshots._write_durably
+
+    def disk_full(path: Path, data: bytes) -> None:
+        if path.name != "0":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path, data)
+
+    monkeypatch.setattr(snapshots, "_write_durably", disk_full)
+    with chain.app.store.snapshot() as view, pytest.raises(OSError, match="No space"):
+        store.write(view)
+    assert list(root.iterdir()) == [] and store.list() == []
+    monkeypatch.setattr(snapshots, "_write_durably", real)
+    with chain.app.store.snapshot() as view:
+        info = store.write(view)  # the disk has room again: it works
+    assert [p.name for p in root.iterdir()] == [str(info.height)]
+    chain.close()
+
+
 def test_a_snapshot_is_on_disk_before_it_is_listed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:

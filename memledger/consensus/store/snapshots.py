@@ -179,9 +179,20 @@ class SnapshotStore:
             shutil.rmtree(stale, ignore_errors=True)
 
     def write(self, view: Snapshot) -> SnapshotInfo:
-        """Serialise one consistent read view of the committed state."""
+        """Serialise one consistent read view of the committed state.
+
+        A write that fails part-way (a full disk) removes its `.tmp` directory before
+        raising: the node keeps running, and each failed height would leave one more.
+        """
+        tmp = self.root / f"{view.last_height}.tmp"
+        try:
+            return self._write(view, tmp)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    def _write(self, view: Snapshot, tmp: Path) -> SnapshotInfo:
         height, app_hash = view.last_height, view.last_app_hash
-        tmp = self.root / f"{height}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         hashes: list[bytes] = []
