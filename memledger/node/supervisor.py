@@ -244,19 +244,10 @@ class Supervisor:
         return all(name in running for name in names)
 
     def _drain_mempool(self, timeout: float) -> None:
-        """Wait until cometbft's mempool is empty (its txs are in blocks), at most
-        `timeout`; says so when txs are left (they may still commit through peers)."""
-        deadline = time.monotonic() + timeout
-        left = 0
+        """Let the node commit what its mempool holds now (see `drain_mempool`); says so
+        when it could not in `timeout` (peers that hold those txs may still commit them)."""
         with RpcClient(laddr_to_url(self.config.rpc_laddr), timeout=2.0) as rpc:
-            while True:
-                try:
-                    left = int(rpc.call("num_unconfirmed_txs", {"limit": "1"})["n_txs"])
-                except (RpcError, httpx.HTTPError, KeyError, TypeError, ValueError):
-                    return  # cometbft cannot tell: nothing to wait for
-                if left == 0 or time.monotonic() >= deadline:
-                    break
-                time.sleep(0.2)
+            left = drain_mempool(rpc, timeout)
         if left:
             print(f"memledger: stopping with {left} txs still in the mempool after "
                   f"{timeout:.0f}s (no block took them; peers that hold them may still "
@@ -344,6 +335,44 @@ def startup_failure(child: Child, what: str) -> str:
     last = last_log_line(child.log_path, since=child.log_start)
     said = f": {last}" if last else ""
     return f"{child.name} {what}{said} (see {child.log_path})"
+
+
+def drain_mempool(rpc: RpcClient, timeout: float, poll: float = 0.2) -> int:
+    """Wait until the txs in cometbft's mempool now are in blocks, at most `timeout`;
+    how many of them may not be (0 when done, or when cometbft cannot tell).
+
+    Done when the mempool is empty, or when the blocks since the start hold at least as
+    many txs as it did: the mempool is first in, first out, so txs that arrive meanwhile
+    (through the RPC or from peers) do not keep a stop waiting.
+    """
+    deadline = time.monotonic() + timeout
+    try:
+        waiting = _mempool_size(rpc)
+        counted = rpc.latest_height()
+    except (RpcError, httpx.HTTPError, KeyError, TypeError, ValueError):
+        return 0
+    committed = 0
+    while waiting > committed:
+        if time.monotonic() >= deadline:
+            return waiting - committed
+        time.sleep(poll)
+        try:
+            if _mempool_size(rpc) == 0:
+                return 0
+            latest = rpc.latest_height()
+            while counted < latest:
+                last = min(latest, counted + 20)  # /blockchain answers 20 blocks at most
+                metas = rpc.call("blockchain", {"minHeight": str(counted + 1),
+                                                "maxHeight": str(last)})["block_metas"]
+                committed += sum(int(meta["num_txs"]) for meta in metas)
+                counted = last
+        except (RpcError, httpx.HTTPError, KeyError, TypeError, ValueError):
+            return 0
+    return 0
+
+
+def _mempool_size(rpc: RpcClient) -> int:
+    return int(rpc.call("num_unconfirmed_txs", {"limit": "1"})["n_txs"])
 
 
 def busy_node_ports(config: NodeConfig, rest: bool = True) -> list[str]:

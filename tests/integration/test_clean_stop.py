@@ -10,8 +10,10 @@ empty (at most supervisor.DRAIN_S) once the API no longer takes txs.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ import pytest
 
 from memledger.node import cometbft
 from memledger.node.home import NodeHome
+from memledger.node.rpc import RpcClient
 from memledger.node.testnet_procs import node_processes
 from memledger.node.txbuilder import TxBuilder
 from memledger.node.waiting import wait_until
@@ -57,6 +60,47 @@ def test_a_clean_stop_commits_what_was_acknowledged_first(tmp_path: Path,
         with httpx.Client(base_url=runner.api_url, timeout=30) as api:
             assert [api.get(f"/v1/memories/s-{i}").status_code for i in range(3)] == [200] * 3
     finally:
+        runner.stop()
+
+
+def test_txs_arriving_during_the_stop_do_not_keep_it_waiting(tmp_path: Path,
+                                                             cometbft_bin: Path) -> None:
+    """Txs sent to cometbft's RPC directly keep its mempool from ever emptying: the stop
+    waits for the txs that were there when it began (first in, first out), not for an
+    empty mempool, and what the API acknowledged is committed."""
+    runner = NodeRunner(tmp_path / "home", chain_id=CHAIN)
+    runner.start()
+    agent, flood = TxBuilder(AGENT, CHAIN), TxBuilder(seeded_key("clean-stop-flood"), CHAIN)
+    stop_flood = threading.Event()
+
+    def flooding() -> None:
+        nonce = 1
+        with RpcClient(runner.rpc_url, timeout=5) as rpc:
+            while not stop_flood.is_set():
+                with contextlib.suppress(Exception):
+                    rpc.broadcast_tx_async(flood.submit(nonce, f"f-{nonce}", f"flood {nonce}"))
+                nonce += 1
+                time.sleep(0.005)
+
+    flooder = threading.Thread(target=flooding, daemon=True)
+    try:
+        wait_api_ready(runner.api_url)
+        flooder.start()
+        with httpx.Client(base_url=runner.api_url, timeout=30) as api:
+            for i in range(3):
+                tx = base64.b64encode(agent.submit(20 + i, f"t-{i}", f"acked {i}")).decode()
+                assert api.post("/v1/txs", params={"wait": "sync"},
+                                json={"tx": tx}).status_code == 202
+        assert runner.stop() == 0
+        assert "still in the mempool" not in runner.output, runner.output
+        stop_flood.set()
+        flooder.join(10)
+        runner.start()
+        wait_api_ready(runner.api_url)
+        with httpx.Client(base_url=runner.api_url, timeout=30) as api:
+            assert [api.get(f"/v1/memories/t-{i}").status_code for i in range(3)] == [200] * 3
+    finally:
+        stop_flood.set()
         runner.stop()
 
 
