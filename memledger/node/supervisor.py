@@ -315,18 +315,21 @@ def last_log_line(path: Path, limit: int = 300, since: int = 0) -> str:
     """The last non-empty line of a child's log (where a Python child's traceback ends
     in the error itself, e.g. an embedder that cannot load), cut to `limit` characters:
     the operator sees why in the one line the node prints, not only where to look. Only
-    lines from byte `since` on count: an earlier run's last words are not this one's."""
+    lines from byte `since` on count: an earlier run's last words are not this one's.
+    A Go panic (cometbft) ends in a goroutine dump: its `panic:` line is the one quoted."""
     try:
         with open(path, "rb") as f:
             end = f.seek(0, os.SEEK_END)
             if end < since:  # rotated (copy-truncate) meanwhile: all of it is this run's
                 since = 0
-            f.seek(max(since, end - 8192))
+            f.seek(max(since, end - 65536))
             tail = f.read().decode("utf-8", "replace")
     except OSError:
         return ""
     lines = [line.strip() for line in tail.splitlines() if line.strip()]
-    return lines[-1][:limit] if lines else ""
+    panics = [line for line in lines if line.startswith("panic:")]
+    said = panics[-1] if panics else lines[-1] if lines else ""
+    return said[:limit]
 
 
 def startup_failure(child: Child, what: str) -> str:

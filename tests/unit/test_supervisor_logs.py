@@ -181,3 +181,16 @@ def test_an_app_that_takes_long_to_listen_is_waited_for_while_it_lives(
             if line.startswith("memledger: app still starting after ")]
     assert len(said) >= 2 and all(line.endswith(": rebuilding the projection")
                                   for line in said), said
+
+
+def test_a_go_panic_is_quoted_by_its_panic_line_not_the_goroutine_dump(
+        tmp_path: Path) -> None:
+    log = tmp_path / "cometbft.log"
+    earlier = b"panic: an earlier run's panic\n"
+    dump = "".join(f"\tgithub.com/cometbft/cometbft/node.go:{i} +0x{i:x}\n"
+                   for i in range(500))  # ~24 KB: more than the last 8 KiB
+    log.write_bytes(earlier + b"I[...] starting\npanic: leveldb: corrupted manifest\n\n"
+                    b"goroutine 1 [running]:\n" + dump.encode())
+    said = supervisor.last_log_line(log, since=len(earlier))
+    assert said == "panic: leveldb: corrupted manifest"
+    assert supervisor.last_log_line(log, since=log.stat().st_size - 30).endswith("+0x1f3")
