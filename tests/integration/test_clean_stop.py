@@ -35,6 +35,14 @@ CHAIN = "memledger-clean-stop"
 AGENT = seeded_key("clean-stop-agent")
 
 
+def _after_a_restart(runner: NodeRunner, memory_ids: list[str]) -> list[int]:
+    """Start the stopped node again; the status of a read of each memory."""
+    runner.start()
+    wait_api_ready(runner.api_url)
+    with httpx.Client(base_url=runner.api_url, timeout=30) as api:
+        return [api.get(f"/v1/memories/{m}").status_code for m in memory_ids]
+
+
 def test_a_clean_stop_commits_what_was_acknowledged_first(tmp_path: Path,
                                                          cometbft_bin: Path) -> None:
     runner = NodeRunner(tmp_path / "home", chain_id=CHAIN)
@@ -55,10 +63,7 @@ def test_a_clean_stop_commits_what_was_acknowledged_first(tmp_path: Path,
                 answer = api.post("/v1/txs", params={"wait": "sync"}, json={"tx": tx})
                 assert answer.status_code == 202 and answer.json()["status"] == "accepted"
         assert runner.stop() == 0
-        runner.start()
-        wait_api_ready(runner.api_url)
-        with httpx.Client(base_url=runner.api_url, timeout=30) as api:
-            assert [api.get(f"/v1/memories/s-{i}").status_code for i in range(3)] == [200] * 3
+        assert _after_a_restart(runner, [f"s-{i}" for i in range(3)]) == [200] * 3
     finally:
         runner.stop()
 
@@ -95,10 +100,7 @@ def test_txs_arriving_during_the_stop_do_not_keep_it_waiting(tmp_path: Path,
         assert "still in the mempool" not in runner.output, runner.output
         stop_flood.set()
         flooder.join(10)
-        runner.start()
-        wait_api_ready(runner.api_url)
-        with httpx.Client(base_url=runner.api_url, timeout=30) as api:
-            assert [api.get(f"/v1/memories/t-{i}").status_code for i in range(3)] == [200] * 3
+        assert _after_a_restart(runner, [f"t-{i}" for i in range(3)]) == [200] * 3
     finally:
         stop_flood.set()
         runner.stop()
