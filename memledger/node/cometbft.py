@@ -23,8 +23,8 @@ import httpx
 import tomlkit
 from nacl.signing import SigningKey
 
+from memledger.durable import write_atomic
 from memledger.node import rpc
-from memledger.node.home import write_atomic
 from memledger.node.waiting import wait_until
 
 COMETBFT_VERSION = "0.38.25"

@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import errno
 import fcntl
@@ -24,11 +23,11 @@ import logging
 import math
 import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
 
+from memledger.durable import write_atomic
 from memledger.recall.embedder import DEFAULT_EMBEDDER
 
 log = logging.getLogger("memledger.node")
@@ -50,40 +49,6 @@ class ConfigError(ValueError):
     """A node's config.json cannot be used: not JSON, an unknown key, or a value of the
     wrong type or out of range. The message is one line naming the file and every
     problem found."""
-
-
-def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int | None = None) -> None:
-    """Replace the file at ``path`` with ``data`` in one step: written to a temporary file
-    in the same directory, fsynced, then renamed over the old one. A failed write (a full
-    disk) leaves the old file whole and no temporary behind.
-
-    ``mode``: the new file's permission bits; by default the old file's, or 0644.
-    """
-    path = Path(path)
-    if mode is None:
-        try:
-            mode = path.stat().st_mode & 0o7777
-        except FileNotFoundError:
-            mode = 0o644
-    raw = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), mode)
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):  # make the rename itself durable (best effort)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
 
 
 @dataclass

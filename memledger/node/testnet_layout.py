@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memledger.node.home import MAX_PORT, NodeConfig, write_atomic
+from memledger.durable import write_atomic
+from memledger.node.home import MAX_PORT, NodeConfig
 
 PORT_BLOCK = 32
 P2P_OFFSET, RPC_OFFSET, ABCI_OFFSET, API_OFFSET = 0, 1, 2, 24

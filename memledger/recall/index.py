@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from memledger.durable import write_atomic
 from memledger.recall.embedder import Embedder
 from memledger.sqlite_uri import readonly_uri
 
@@ -257,11 +258,7 @@ class VectorIndex:
                                 "vectors_file": name, "count": len(self._index)})
         with open(path, "rb") as fh:
             os.fsync(fh.fileno())
-        tmp = self.folder / "meta.json.tmp"
-        tmp.write_text(json.dumps(asdict(meta), indent=1))
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.meta_file)
+        write_atomic(self.meta_file, json.dumps(asdict(meta), indent=1))
         with self.lock:
             self.meta.generation, self.meta.vectors_file = generation, name
         for old in self.folder.glob("vectors-*.usearch"):

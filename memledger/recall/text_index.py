@@ -38,6 +38,8 @@ from typing import Any
 
 import tantivy
 
+from memledger.durable import write_atomic
+
 #: 2: accents folded (ascii_fold), as the projection's `unicode61` full-text index does;
 #: an index of another format or tokenizer is rebuilt at open
 FORMAT = 2
@@ -259,15 +261,10 @@ class TextIndex:
                 self._write_meta()
 
     def _write_meta(self) -> None:
-        tmp = self.folder / "watermark.json.tmp"
-        with open(tmp, "w") as out:
-            json.dump({"format": FORMAT, "tokenizer": TOKENIZER,
-                       "indexed_height": self.indexed_height,
-                       "words_added": self.words_added, "docs_added": self.docs_added,
-                       "documents": self.documents}, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, self.folder / "watermark.json")
+        write_atomic(self.folder / "watermark.json", json.dumps(
+            {"format": FORMAT, "tokenizer": TOKENIZER, "indexed_height": self.indexed_height,
+             "words_added": self.words_added, "docs_added": self.docs_added,
+             "documents": self.documents}))
 
     def _reload(self) -> None:
         assert self._index is not None

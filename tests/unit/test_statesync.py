@@ -518,18 +518,18 @@ def test_a_snapshot_write_that_fails_part_way_leaves_no_tmp_directory(
     chain = source_chain(tmp_path, count=4)
     root = tmp_path / "snaps"
     store = SnapshotStore(root, chunk_bytes=CHUNK)
-    real = snapshots._write_durably
+    real = snapshots.write_synced
 
     def disk_full(path: Path, data: bytes) -> None:
         if path.name != "0":
             raise OSError(errno.ENOSPC, "No space left on device")
         real(path, data)
 
-    monkeypatch.setattr(snapshots, "_write_durably", disk_full)
+    monkeypatch.setattr(snapshots, "write_synced", disk_full)
     with chain.app.store.snapshot() as view, pytest.raises(OSError, match="No space"):
         store.write(view)
     assert list(root.iterdir()) == [] and store.list() == []
-    monkeypatch.setattr(snapshots, "_write_durably", real)
+    monkeypatch.setattr(snapshots, "write_synced", real)
     with chain.app.store.snapshot() as view:
         info = store.write(view)  # the disk has room again: it works
     assert [p.name for p in root.iterdir()] == [str(info.height)]

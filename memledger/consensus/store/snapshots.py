@@ -27,6 +27,7 @@ from pathlib import Path
 
 from memledger.consensus.store.state import CanonicalStore, Snapshot
 from memledger.consensus.wire.server import FrameError, decode_uvarint, encode_uvarint
+from memledger.durable import fsync_dir, write_synced
 
 log = logging.getLogger("memledger.snapshots")
 
@@ -150,23 +151,6 @@ def decode_chunk(chunk: bytes) -> list[tuple[bytes, bytes]]:
 
 
 # ----------------------------------------------------------------------------- on disk
-def _write_durably(path: Path, data: bytes) -> None:
-    """Write and fsync, so a snapshot listed after a power cut has every byte it lists."""
-    with open(path, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a directory's entries (new files, a rename into it) survive a power cut."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class SnapshotStore:
     """Snapshots this node serves: `<root>/<height>/{metadata.json, 0, 1, ...}`."""
 
@@ -205,15 +189,15 @@ class SnapshotStore:
                 yield item
 
         for index, chunk in enumerate(encode_chunks(counted(), self.chunk_bytes)):
-            _write_durably(tmp / str(index), chunk)
+            write_synced(tmp / str(index), chunk)
             hashes.append(hashlib.sha256(chunk).digest())
         info = SnapshotInfo(height, FORMAT, tuple(hashes), records, app_hash)
-        _write_durably(tmp / "metadata.json", info.metadata())
-        _fsync_dir(tmp)
+        write_synced(tmp / "metadata.json", info.metadata())
+        fsync_dir(tmp)
         final = self.root / str(height)
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
-        _fsync_dir(self.root)
+        fsync_dir(self.root)
         self._prune()
         return info
 
