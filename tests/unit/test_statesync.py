@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from memledger import durable
 from memledger.consensus.app import MemLedgerApp
 from memledger.consensus.codes import Code
 from memledger.consensus.main import catch_up_projection
@@ -518,7 +519,7 @@ def test_a_snapshot_write_that_fails_part_way_leaves_no_tmp_directory(
     chain = source_chain(tmp_path, count=4)
     root = tmp_path / "snaps"
     store = SnapshotStore(root, chunk_bytes=CHUNK)
-    real = snapshots.write_synced
+    real = durable.write_synced
 
     def disk_full(path: Path, data: bytes) -> None:
         if path.name != "0":
