@@ -53,6 +53,7 @@ class _PendingBlock:
     overlay: BlockOverlay
     app_hash: bytes
     app_version: int
+    time_ns: int
 
 
 class MemLedgerApp(BaseApplication):
@@ -81,7 +82,8 @@ class MemLedgerApp(BaseApplication):
         self.projection = projection
         self.faults = faults or FaultPlan()
         self.on_halt = on_halt
-        self._genesis: list[tuple[bytes, bytes | None]] | None = None
+        # the genesis writes (key order) until the first block commits them
+        self._genesis: dict[bytes, bytes | None] | None = None
         self._last_time_ns: int | None = None
         self._genesis_height = 0
         self._pending: _PendingBlock | None = None
@@ -141,7 +143,7 @@ class MemLedgerApp(BaseApplication):
             raise
         buffer.apply()
         overlay.set_layout(versions.hash_layout(version))
-        self._genesis = overlay.changes()
+        self._genesis = dict(overlay.changes())
         self._genesis_height = int(req.initial_height or 1)
         self._chain_id = req.chain_id
         self._genesis_version = version
@@ -167,8 +169,7 @@ class MemLedgerApp(BaseApplication):
         )
         pending = self.mempool_nonces if versions.active("nonce_window", version) else None
         recheck = req.type == pb.RECHECK
-        genesis_writes = dict(self._genesis) if self._genesis is not None else None
-        view = CommittedView(self.store, genesis_writes)
+        view = CommittedView(self.store, self._genesis)
         outcome = process_tx(view, block, req.tx, apply=False,
                              check=self.verifier, decoded=self.decoded, pending=pending,
                              recheck=recheck)
@@ -213,7 +214,7 @@ class MemLedgerApp(BaseApplication):
             self._halt_upgrade_required(version)
         overlay = self.store.begin_block()
         if self._genesis is not None and height == self._genesis_height:
-            for key, value in self._genesis:
+            for key, value in self._genesis.items():
                 if value is None:
                     overlay.delete(key)
                 else:
@@ -244,7 +245,7 @@ class MemLedgerApp(BaseApplication):
         overlay.set_meta(LAST_BLOCK_TIME_META, block.time_ns.to_bytes(8, "big"))
         app_hash = overlay.app_hash()
         new_version = effects.new_app_version or version
-        self._pending = _PendingBlock(height, overlay, app_hash, new_version)
+        self._pending = _PendingBlock(height, overlay, app_hash, new_version, block.time_ns)
         self.faults.maybe_kill("after_finalize", height)
         response.app_hash = app_hash
         self._add_events(response.events, effects.events)
@@ -318,7 +319,7 @@ class MemLedgerApp(BaseApplication):
             raise
         faults.maybe_kill("after_lmdb", height)
         self._pending = None
-        self._last_time_ns = None  # read again: this block's time is the last one now
+        self._last_time_ns = pending.time_ns
         self.mempool_nonces.clear()  # CometBFT rechecks what is left before new txs
         if self.snapshot_taker is not None:
             self.snapshot_taker.after_commit(pending.height)
