@@ -17,7 +17,6 @@ import random
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -38,6 +37,7 @@ from memledger.node.client import (
     ProvenAbsent,
 )
 from memledger.node.keys import Agent
+from tests.support.http_server import serving
 from tests.support.node import REPO, NodeRunner, wait_api_ready
 
 pytestmark = pytest.mark.cometbft
@@ -286,13 +286,8 @@ def proxy(env: Env, request: pytest.FixtureRequest) -> Iterator[str]:
             break
         except OSError:
             continue
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(server) as url:
+        yield url
 
 
 def test_rewriting_proxy_is_caught_by_verified_reads(env: Env, proxy: str) -> None:

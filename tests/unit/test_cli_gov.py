@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -21,6 +20,7 @@ from nacl.signing import SigningKey
 from memledger.node import cli_gov
 from memledger.node.cli import main
 from memledger.node.home import NodeConfig, NodeHome
+from tests.support.http_server import serving
 
 CLOSED_PORT = 9  # nothing listens: a command that reaches the network fails
 KEY = "ab" * 32
@@ -177,15 +177,8 @@ class _NotRpc(BaseHTTPRequestHandler):
 
 @pytest.fixture()
 def not_rpc() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _NotRpc)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), _NotRpc)) as url:
+        yield url
 
 
 def test_an_address_that_is_no_rpc_is_one_line(home: Path, not_rpc: str) -> None:
