@@ -17,6 +17,7 @@ from memledger.consensus.store.state import CanonicalStore
 from memledger.consensus.wire._pb import abci_pb2 as pb
 from memledger.node.txbuilder import TxBuilder
 from memledger.projection.writer import Projection
+from memledger.sqlite_uri import sqlite_url
 
 CHAIN_ID = "memledger-test"
 GENESIS_TIME_S = 1_780_000_000
@@ -52,7 +53,7 @@ class LocalChain:
         self.validator_keys = [seeded_key(f"validator-{i}") for i in range(len(powers))]
         self.powers = list(powers)
         self.app_state = app_state or {}
-        self.db_url = db_url or f"sqlite:///{home / 'projection.db'}"
+        self.db_url = db_url or sqlite_url(home / 'projection.db')
         self.halts: list[str] = []
         self.app = self._open()
         self.height = self.app.store.last_height

@@ -274,6 +274,7 @@ def projection_rebuild(home: Path, db_url: str, as_json: bool) -> None:
     running app writes that projection every block). Into another database (--db-url)
     at any time, e.g. to move to PostgreSQL.
     """
+    from memledger.node.db_identity import same_database
     from memledger.node.home import HomeInUseError
     from memledger.projection.writer import Projection
 
@@ -284,7 +285,7 @@ def projection_rebuild(home: Path, db_url: str, as_json: bool) -> None:
     own = node_home.db_url(config)
     target = db_url or own
     lock = None
-    if target == own:
+    if same_database(target, own):
         try:
             lock = node_home.lock()  # held until we exit: the node cannot start meanwhile
         except HomeInUseError as exc:

@@ -29,11 +29,12 @@ from typing import Any
 
 import httpx
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Engine
 
 from memledger.node.rpc import RpcClient, RpcError
 from memledger.node.waiting import wait_until
 from memledger.projection.schema import make_engine, metadata, receipts
+from memledger.sqlite_uri import sqlite_path
 
 HEADER_FIELDS = ("block_hash", "app_hash", "last_results_hash")
 TRANSPORT_ERRORS = (httpx.HTTPError, RpcError, OSError, KeyError)
@@ -158,10 +159,9 @@ class ProjectionReader:
     """Read-only view of one node's projection: no DDL, no writes (unlike Projection())."""
 
     def __init__(self, db_url: str) -> None:
-        url = make_url(db_url)
-        if url.get_backend_name() == "sqlite" and url.database and \
-                not Path(url.database).exists():
-            raise FileNotFoundError(f"no projection database at {url.database}")
+        path = sqlite_path(db_url)
+        if path is not None and not Path(path).exists():
+            raise FileNotFoundError(f"no projection database at {path}")
         self.engine: Engine = make_engine(db_url)
 
     def last_height(self) -> int | None:

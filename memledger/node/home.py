@@ -29,6 +29,7 @@ from typing import IO, Any
 
 from memledger.durable import write_atomic
 from memledger.recall.embedder import DEFAULT_EMBEDDER
+from memledger.sqlite_uri import sqlite_url
 
 log = logging.getLogger("memledger.node")
 
@@ -327,4 +328,4 @@ class NodeHome:
     def db_url(self, config: NodeConfig) -> str:
         if config.db_url:
             return config.db_url
-        return f"sqlite:///{self.root / 'data' / 'projection.db'}"
+        return sqlite_url(self.root / 'data' / 'projection.db')

@@ -29,6 +29,7 @@ from memledger.projection.schema import (
     use_byte_order,
     validators,
 )
+from memledger.sqlite_uri import sqlite_path
 
 log = logging.getLogger("memledger.projection")
 
@@ -59,7 +60,7 @@ class Projection:
     def shareable(self) -> bool:
         """Whether another process can open this database (not an in-memory SQLite)."""
         url = sa.engine.make_url(self.url)
-        return not (url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"))
+        return url.get_backend_name() != "sqlite" or sqlite_path(self.url) is not None
 
     def flush(
         self,

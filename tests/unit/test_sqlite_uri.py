@@ -16,7 +16,7 @@ from memledger.node.voter_notes import NotesWriter, VoterNote, read_notes
 from memledger.projection.writer import Projection
 from memledger.recall.embedder import Embedder
 from memledger.recall.index import VectorIndex, memory_key
-from memledger.sqlite_uri import readonly_uri
+from memledger.sqlite_uri import readonly_uri, sqlite_path, sqlite_url
 
 #: each a directory name that broke the old `file:{path}?mode=ro` URI
 ODD_NAMES = ["node #1", "50%41 home", "what?x=1", "a%2Fb"]
@@ -43,11 +43,11 @@ def test_readonly_uri_keeps_a_leading_double_slash_a_path() -> None:
     assert readonly_uri("rel #/x.db") == "file:rel%20%23/x.db?mode=ro"
 
 
-@pytest.mark.parametrize("name", ["node #1", "50%41 home"])
+@pytest.mark.parametrize("name", ODD_NAMES)
 def test_rest_reads_a_projection_under_an_odd_home(tmp_path: Path, name: str) -> None:
     data = tmp_path / name / "data"
     data.mkdir(parents=True)
-    url = f"sqlite:///{data / 'projection.db'}"
+    url = sqlite_url(data / "projection.db")
     writer = Projection(url)
     writer.flush(3, b"\x03" * 32, [])
     writer.close()
@@ -55,6 +55,25 @@ def test_rest_reads_a_projection_under_an_odd_home(tmp_path: Path, name: str) ->
     with engine.connect() as conn:
         assert conn.execute(sa.text("select max(height) from receipts")).scalar() == 3
     engine.dispose()
+    # the writer wrote inside the home: a `?` used to end SQLAlchemy's path, so the
+    # home `what?x=1` had its projection written to the file `what` beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+    assert (data / "projection.db").stat().st_size > 0
+
+
+@pytest.mark.parametrize("name", [*ODD_NAMES, "plain", "x?uri=true"])
+def test_sqlite_url_reads_back_to_its_path(tmp_path: Path, name: str) -> None:
+    path = str(tmp_path / name / "projection.db")
+    assert sqlite_path(sqlite_url(path)) == path
+    assert sqlite_url("/srv/plain/p.db") == "sqlite:////srv/plain/p.db"  # the usual form
+
+
+def test_sqlite_path_names_no_file_for_memory_and_other_backends() -> None:
+    assert sqlite_path("sqlite://") is None
+    assert sqlite_path("sqlite:///:memory:") is None
+    assert sqlite_path("sqlite:///file:x?mode=memory&uri=true") is None
+    assert sqlite_path("postgresql://h/db") is None
+    assert sqlite_path("sqlite:///file://localhost/srv/a%3Fb.db?uri=true") == "/srv/a?b.db"
 
 
 def test_voter_notes_read_under_an_odd_home(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine, make_url
 
 from memledger.recall.follow import projection_height
-from memledger.sqlite_uri import readonly_uri
+from memledger.sqlite_uri import readonly_uri, sqlite_path
 
 __all__ = ["projection_height", "readonly_engine"]
 
@@ -23,8 +23,8 @@ def readonly_engine(url: str) -> Engine:
     """An engine that can only read the projection at `url`."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        path = parsed.database or ""
-        if not path or path == ":memory:":
+        path = sqlite_path(url)
+        if path is None:
             raise ValueError("the REST API needs a file-backed SQLite projection")
 
         def connect() -> sqlite3.Connection:
