@@ -123,7 +123,8 @@ class Code(_Described):
                                'stops taking votes after the block before its activation '
                                'height')
     GOV_INVALID_PROPOSAL = 94, ('proposal is malformed or cannot apply to the current state '
-                                '(e.g. its scope is retired; from v8 also for a scope_revise)')
+                                '(e.g. its scope is retired; from v8 also for a scope_revise; '
+                                'from v9 an upgrade_cancel naming no scheduled upgrade)')
     GOV_ACTIVATION_TOO_SOON = 95, 'upgrade activation height earlier than the minimum delay'
     GOV_UNSAFE_VALIDATOR_CHANGE = 96, 'change would empty the set or remove >= 1/3 power'
     GOV_UNSUPPORTED_VERSION = 97, 'upgrade target version not greater than the current'

@@ -11,7 +11,7 @@ from typing import Any
 
 #: App versions this binary can execute. A node whose chain moves past these halts with
 #: "upgrade required" before executing a block under rules it does not know.
-SUPPORTED_APP_VERSIONS: frozenset[int] = frozenset({1, 2, 3, 4, 5, 6, 7, 8})
+SUPPORTED_APP_VERSIONS: frozenset[int] = frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9})
 #: The version a genesis without an explicit `app_version` starts at (chains made before
 #: genesis could name one must replay under the rules they were made with).
 INITIAL_APP_VERSION = 1
@@ -68,6 +68,11 @@ RULES: dict[str, int] = {
     #   block before its activation height); not passed by then, it expires. Before, it
     #   took votes after its activation height and then "passed" only to fail.
     "upgrade_votes_end_before_activation": 8,
+    # v9: a scheduled upgrade can be called off by governance (GovPropose.upgrade_cancel,
+    # naming it), until the block of its activation height. Before, nothing could remove
+    # it: one passed with a wrong height or for a faulty release had to be run, and while
+    # it waited every later upgrade was refused ("another upgrade is already scheduled").
+    "upgrade_cancel": 9,
 }
 
 #: (message kind, field) -> the first app version whose rules know that field. Under an
@@ -78,6 +83,7 @@ RULES: dict[str, int] = {
 #: heights replay with the same result codes. A field added to tx.proto must be listed.
 FIELDS: dict[tuple[str, str], int] = {
     ("memory_vote", "reason"): RULES["vote_reason"],
+    ("gov_propose", "upgrade_cancel"): RULES["upgrade_cancel"],
 }
 
 
@@ -93,4 +99,13 @@ def hash_layout(app_version: int) -> int:
 def fields_version(kind: str, message: Any) -> int:
     """The lowest app version whose rules know every field `message` (of `kind`) sets."""
     return max([since for (k, name), since in FIELDS.items()
-                if k == kind and getattr(message, name)], default=1)
+                if k == kind and _sets(message, name)], default=1)
+
+
+def _sets(message: Any, name: str) -> bool:
+    """Whether `message` carries field `name`: by presence where the field has it (a oneof
+    member set to "" is on the wire, and the older binaries refused it), else by value."""
+    try:
+        return bool(message.HasField(name))
+    except ValueError:  # a plain proto3 scalar: on the wire only when not the default
+        return bool(getattr(message, name))

@@ -27,6 +27,7 @@ from memledger.node.txbuilder import (
     TxBuilder,
     param_proposal,
     scope_proposal,
+    upgrade_cancel_proposal,
     upgrade_proposal,
     validator_proposal,
 )
@@ -201,6 +202,24 @@ def propose_upgrade(home: Path, rpc: str | None, name: str, app_version: int,
     _submit(ctx, upgrade_proposal(name, app_version, activation_height, binary_sha256, title),
             f"upgrade {name!r} to app version {app_version} at height {activation_height}",
             yes, as_json)
+
+
+@propose.command("upgrade-cancel")
+@home_option
+@rpc_option
+@click.argument("name")
+@click.option("--title", default="")
+@yes_option
+@json_option
+def propose_upgrade_cancel(home: Path, rpc: str | None, name: str, title: str, yes: bool,
+                           as_json: bool) -> None:
+    """Call off the scheduled upgrade NAME before its activation height (app version 9+).
+
+    A passed upgrade otherwise runs at its height, and no other upgrade can be scheduled
+    while it waits. To withdraw an upgrade proposal that is still open, its proposer uses
+    `gov cancel` instead."""
+    _submit(_ctx(home, rpc), upgrade_cancel_proposal(name, title),
+            f"cancelling the scheduled upgrade {name!r}", yes, as_json)
 
 
 @gov.command("vote")

@@ -165,3 +165,8 @@ def upgrade_proposal(name: str, app_version: int, activation_height: int,
     return tx_pb2.GovPropose(title=title, upgrade=tx_pb2.SoftwareUpgrade(
         name=name, app_version=app_version, activation_height=activation_height,
         binary_sha256=binary_sha256))
+
+
+def upgrade_cancel_proposal(name: str, title: str = "") -> tx_pb2.GovPropose:
+    """Call off the scheduled upgrade `name` (app version 9+)."""
+    return tx_pb2.GovPropose(title=title, upgrade_cancel=name)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from memledger.node import cometbft
+from memledger.node.waiting import wait_until
 from tests.support.chain import seeded_key
 from tests.support.node import NodeRunner, memledger
 
@@ -86,5 +87,46 @@ def test_cli_upgrade_activates_and_old_binary_halts(tmp_path: Path, cometbft_bin
         with runner.rpc() as rpc:
             h = rpc.latest_height()
             rpc.wait_for_height(h + 2, timeout=60)
+    finally:
+        runner.stop()
+
+
+def test_cli_calls_off_a_scheduled_upgrade(tmp_path: Path, cometbft_bin: Path) -> None:
+    """A passed upgrade with a height nobody meant is called off from the CLI (v9), after
+    which another upgrade can be scheduled; before v9 it blocked every later one."""
+    runner = NodeRunner(tmp_path / "home", chain_id="gov-cancel")
+    home = str(runner.home)
+    runner.start("--no-api")
+    try:
+        with runner.rpc() as rpc:
+            far = rpc.latest_height() + 100_000
+
+        def passed(*args: str) -> str:
+            out = memledger("gov", "propose", *args, "--home", home, "--yes", "--json")
+            pid = str(json.loads(out.stdout)["proposal_id"])
+            memledger("gov", "vote", pid, "yes", "--home", home, "--yes")
+
+            def status() -> str:  # `gov watch` would follow an upgrade until it activates
+                shown = memledger("gov", "show", pid, "--home", home, "--json").stdout
+                return str(json.loads(shown)["status"])
+            wait_until(lambda: status() != "open", 30, 0.5, what=f"{pid} to close")
+            assert status() == "executed"
+            return pid
+
+        passed("upgrade", "v10-typo", "--app-version", "10", "--height", str(far))
+        blocked = memledger("gov", "propose", "upgrade", "v10", "--app-version", "10",
+                            "--home", home, "--yes", check=False)
+        assert blocked.returncode == 1
+        assert "another upgrade is already scheduled" in blocked.stderr
+        wrong = memledger("gov", "propose", "upgrade-cancel", "v10", "--home", home, "--yes",
+                          check=False)
+        assert wrong.returncode == 1
+        assert "the scheduled upgrade is 'v10-typo', not 'v10'" in wrong.stderr
+        cancel = passed("upgrade-cancel", "v10-typo", "--title", "wrong height")
+        shown = json.loads(memledger("gov", "show", cancel, "--home", home, "--json").stdout)
+        assert (shown["kind"], shown["payload"]) == ("upgrade_cancel", {"name": "v10-typo"})
+        out = memledger("gov", "propose", "upgrade", "v10", "--app-version", "10",
+                        "--home", home, "--yes", "--json")
+        assert json.loads(out.stdout)["code"] == 0
     finally:
         runner.stop()

@@ -34,6 +34,7 @@ NETWORK_COMMANDS: dict[str, list[str]] = {
                       f"{KEY}:3"],
     "propose param": ["propose", "param", "gov_voting_period", "50"],
     "propose upgrade": ["propose", "upgrade", "v9", "--app-version", "9"],
+    "propose upgrade-cancel": ["propose", "upgrade-cancel", "v9"],
     "vote": ["vote", "p1", "yes"],
     "cancel": ["cancel", "p1"],
     "list": ["list"],

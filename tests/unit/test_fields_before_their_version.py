@@ -34,9 +34,17 @@ KEY = seeded_key("old-schema-signer")
 AGENT = seeded_key("old-schema-agent")
 
 #: SHA-256 of tx.proto's serialized descriptor as the binaries before v5 had it (commit
-#: e7c0d45^, memledger/consensus/wire/_pb/tx_pb2.py) and as this binary has it.
+#: e7c0d45^, memledger/consensus/wire/_pb/tx_pb2.py), as those of v5 to v8 had it (commit
+#: 8dda6f0), and as this binary has it.
 PRE_V5_TX_PROTO = "ceae450cde642590323cbbd77832732058c862e8ef4f28dc525437a10f45e312"
 V5_TX_PROTO = "15de13a6cd69896e1494f0256e9bba2a7ba62d4f891b273afff1baec805d2d41"
+V9_TX_PROTO = "fae8357c3ac16365a76e20247856d77aaf23a4393bca9cb78718ee4a77f617b1"
+
+
+def _schema_digest(version: int) -> str:
+    if version < 5:
+        return PRE_V5_TX_PROTO
+    return V5_TX_PROTO if version < 9 else V9_TX_PROTO
 
 
 def uvarint(n: int) -> bytes:
@@ -72,9 +80,9 @@ def test_each_version_parses_with_the_schema_its_binaries_had() -> None:
     for version in sorted(versions.SUPPORTED_APP_VERSIONS):
         schema = body_class(version)
         digest = hashlib.sha256(schema.DESCRIPTOR.file.serialized_pb).hexdigest()
-        assert digest == (PRE_V5_TX_PROTO if version < 5 else V5_TX_PROTO), version
-        assert (schema is tx_pb2.TxBody) == (version >= 5)
-    assert hashlib.sha256(tx_pb2.DESCRIPTOR.serialized_pb).hexdigest() == V5_TX_PROTO, (
+        assert digest == _schema_digest(version), version
+        assert (schema is tx_pb2.TxBody) == (version >= 9)
+    assert hashlib.sha256(tx_pb2.DESCRIPTOR.serialized_pb).hexdigest() == V9_TX_PROTO, (
         "tx.proto changed: a new field or message needs its app version in versions.FIELDS "
         "(and the older binaries' answer for it tested here)")
 

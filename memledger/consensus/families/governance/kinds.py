@@ -225,6 +225,34 @@ def _execute_upgrade(run: Execution, payload: Payload) -> None:
     run.state.put_record(records.UPGRADE, {**payload, "proposal": run.proposal_id})
 
 
+def _decode_upgrade_cancel(msg: Any) -> Payload:
+    return {"name": msg}
+
+
+def _validate_upgrade_cancel(state: TxBuffer, payload: Payload, height: int,
+                             version: int) -> None:
+    """The upgrade scheduled now, named: the voters were shown that name, so a cancel
+    whose upgrade activated or was replaced by another while it was open fails."""
+    if not versions.active("upgrade_cancel", version):  # the gate refuses it earlier
+        raise _invalid("upgrade_cancel needs app version 9")
+    plan = state.get_record(records.UPGRADE)
+    if plan is None:
+        raise _invalid(f"no upgrade is scheduled (asked to cancel {payload['name']!r})")
+    if plan["name"] != payload["name"]:
+        raise _invalid(f"the scheduled upgrade is {plan['name']!r}, not {payload['name']!r}")
+
+
+def _execute_upgrade_cancel(run: Execution, payload: Payload) -> None:
+    """Remove the plan. It runs at the end of the block, before activation is looked at,
+    so a cancel that passes in the activation block itself still prevents it."""
+    plan = run.state.get_record(records.UPGRADE)
+    run.state.delete(records.UPGRADE)
+    run.effects.events.append(("upgrade_cancelled", [
+        ("name", plan["name"]), ("app_version", str(plan["app_version"])),
+        ("activation_height", str(plan["activation_height"])),
+        ("upgrade_proposal", plan["proposal"])]))
+
+
 #: kind (the GovPropose oneof field) -> how it is decoded, validated and executed
 KINDS: dict[str, ProposalKind] = {
     "validator": ProposalKind(_decode_validator, _validate_validator, _execute_validator),
@@ -239,6 +267,8 @@ KINDS: dict[str, ProposalKind] = {
                                  _scope_state("retired")),
     "param": ProposalKind(_decode_param, _validate_param, _execute_param),
     "upgrade": ProposalKind(_decode_upgrade, _validate_upgrade, _execute_upgrade),
+    "upgrade_cancel": ProposalKind(_decode_upgrade_cancel, _validate_upgrade_cancel,
+                                   _execute_upgrade_cancel),
 }
 
 

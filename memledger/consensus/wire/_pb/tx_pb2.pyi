@@ -226,7 +226,7 @@ class SoftwareUpgrade(_message.Message):
     def __init__(self, name: _Optional[str] = ..., app_version: _Optional[int] = ..., activation_height: _Optional[int] = ..., binary_sha256: _Optional[str] = ...) -> None: ...
 
 class GovPropose(_message.Message):
-    __slots__ = ("validator", "scope_create", "scope_revise", "scope_pause", "scope_retire", "param", "upgrade", "scope_resume", "title")
+    __slots__ = ("validator", "scope_create", "scope_revise", "scope_pause", "scope_retire", "param", "upgrade", "scope_resume", "upgrade_cancel", "title")
     VALIDATOR_FIELD_NUMBER: _ClassVar[int]
     SCOPE_CREATE_FIELD_NUMBER: _ClassVar[int]
     SCOPE_REVISE_FIELD_NUMBER: _ClassVar[int]
@@ -235,6 +235,7 @@ class GovPropose(_message.Message):
     PARAM_FIELD_NUMBER: _ClassVar[int]
     UPGRADE_FIELD_NUMBER: _ClassVar[int]
     SCOPE_RESUME_FIELD_NUMBER: _ClassVar[int]
+    UPGRADE_CANCEL_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     validator: ValidatorChange
     scope_create: ScopeSpec
@@ -244,8 +245,9 @@ class GovPropose(_message.Message):
     param: ParamChange
     upgrade: SoftwareUpgrade
     scope_resume: str
+    upgrade_cancel: str
     title: str
-    def __init__(self, validator: _Optional[_Union[ValidatorChange, _Mapping]] = ..., scope_create: _Optional[_Union[ScopeSpec, _Mapping]] = ..., scope_revise: _Optional[_Union[ScopeSpec, _Mapping]] = ..., scope_pause: _Optional[str] = ..., scope_retire: _Optional[str] = ..., param: _Optional[_Union[ParamChange, _Mapping]] = ..., upgrade: _Optional[_Union[SoftwareUpgrade, _Mapping]] = ..., scope_resume: _Optional[str] = ..., title: _Optional[str] = ...) -> None: ...
+    def __init__(self, validator: _Optional[_Union[ValidatorChange, _Mapping]] = ..., scope_create: _Optional[_Union[ScopeSpec, _Mapping]] = ..., scope_revise: _Optional[_Union[ScopeSpec, _Mapping]] = ..., scope_pause: _Optional[str] = ..., scope_retire: _Optional[str] = ..., param: _Optional[_Union[ParamChange, _Mapping]] = ..., upgrade: _Optional[_Union[SoftwareUpgrade, _Mapping]] = ..., scope_resume: _Optional[str] = ..., upgrade_cancel: _Optional[str] = ..., title: _Optional[str] = ...) -> None: ...
 
 class GovVote(_message.Message):
     __slots__ = ("proposal_id", "decision")
