@@ -319,19 +319,30 @@ def watch(home: Path, rpc: str | None, proposal_id: str, timeout: float, as_json
             _fail(f"no proposal {proposal_id!r}")
         state = found["status"]
         if found["kind"] == "upgrade" and state == "executed":
-            version = int(ctx.rpc.abci_info()["response"].get("app_version", 0))
-            if version >= found["payload"]["app_version"]:
-                state = "activated"
+            state = _scheduled_upgrade_state(ctx, found)
         if state != last and not as_json:
             click.echo(f"{proposal_id}: {state} (height {ctx.rpc.latest_height()})")
             last = state
-        done = state in TERMINAL and not (found["kind"] == "upgrade" and state == "executed")
+        done = state in (*TERMINAL, "called off") and not (
+            found["kind"] == "upgrade" and state == "executed")
         if done or state == "activated":
             if as_json:
                 click.echo(json.dumps({**found, "watch_state": state}, indent=2))
             sys.exit(0 if state in ("executed", "activated") else 2)
         time.sleep(0.5)
     _fail(f"timed out waiting for {proposal_id}")
+
+
+def _scheduled_upgrade_state(ctx: GovContext, found: dict[str, Any]) -> str:
+    """A passed upgrade: still `executed` (waiting for its height), `activated`, or
+    `called off` by an upgrade_cancel (v9). The plan is read first: activation removes
+    it and moves the app version in one Commit, so a missing plan with the old version
+    means it was called off."""
+    plan = ctx.record(b"sys/upgrade")
+    if plan is not None and plan.get("proposal") == found["id"]:
+        return "executed"
+    version = int(ctx.rpc.abci_info()["response"].get("app_version", 0))
+    return "activated" if version >= found["payload"]["app_version"] else "called off"
 
 
 def _parse_member(text: str) -> tuple[bytes, int]:

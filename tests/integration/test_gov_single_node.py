@@ -113,7 +113,7 @@ def test_cli_calls_off_a_scheduled_upgrade(tmp_path: Path, cometbft_bin: Path) -
             assert status() == "executed"
             return pid
 
-        passed("upgrade", "v10-typo", "--app-version", "10", "--height", str(far))
+        upgrade = passed("upgrade", "v10-typo", "--app-version", "10", "--height", str(far))
         blocked = memledger("gov", "propose", "upgrade", "v10", "--app-version", "10",
                             "--home", home, "--yes", check=False)
         assert blocked.returncode == 1
@@ -125,6 +125,11 @@ def test_cli_calls_off_a_scheduled_upgrade(tmp_path: Path, cometbft_bin: Path) -
         cancel = passed("upgrade-cancel", "v10-typo", "--title", "wrong height")
         shown = json.loads(memledger("gov", "show", cancel, "--home", home, "--json").stdout)
         assert (shown["kind"], shown["payload"]) == ("upgrade_cancel", {"name": "v10-typo"})
+        # `gov watch` on the upgrade says so at once, where it waited for the activation
+        watched = memledger("gov", "watch", upgrade, "--home", home, "--timeout", "20",
+                            "--json", check=False)
+        assert watched.returncode == 2
+        assert json.loads(watched.stdout)["watch_state"] == "called off"
         out = memledger("gov", "propose", "upgrade", "v10", "--app-version", "10",
                         "--home", home, "--yes", "--json")
         assert json.loads(out.stdout)["code"] == 0
