@@ -66,6 +66,14 @@ def root_identity(root: TrustRoot) -> str:
     return f"genesis:{root.chain_id}:{root.initial_height}:{root.validators.hash().hex()}"
 
 
+def check_height(lb: LightBlock, height: int) -> None:
+    """The light block is the one asked for: its header and its commit are at `height`."""
+    if lb.header.height != height or lb.commit.height != height:
+        raise HeaderError("wrong_height", f"asked for the header at height {height}, got "
+                                          f"header {lb.header.height} with the commit for "
+                                          f"{lb.commit.height}")
+
+
 class LightClient:
     """Verifies headers for one chain from one provider, remembering what it verified."""
 
@@ -85,15 +93,20 @@ class LightClient:
     # --- fetching ------------------------------------------------------------------------
 
     def _fetch(self, height: int) -> LightBlock:
-        """A light block, waiting briefly for a height the chain has not reached yet."""
+        """A light block of exactly `height`, waiting briefly for a height the chain has
+        not reached yet. The provider is untrusted: a signed header of another height
+        would otherwise pass for this one (an old absence proof, relabelled)."""
         deadline = time.monotonic() + self.wait_s
         while True:
             try:
-                return self.provider.light_block(height)
+                lb = self.provider.light_block(height)
             except ProviderError:
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(0.1)
+                continue
+            check_height(lb, height)
+            return lb
 
     # --- trust root ----------------------------------------------------------------------
 
@@ -136,6 +149,11 @@ class LightClient:
     def verify_to(self, height: int) -> LightBlock:
         """The verified light block at `height` (from the store when already verified,
         by this client's root: headers another root verified are refused, not used)."""
+        lb = self._verify_to(height)
+        check_height(lb, height)  # a reader takes the app hash as height `height`'s
+        return lb
+
+    def _verify_to(self, height: int) -> LightBlock:
         self.store.bind(root_identity(self.root))
         known = self.store.get(height)
         if known is not None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from memledger.consensus.proofs import ProofOp, record_key, verify_ops
-from memledger.light.client import LightClient, TrustRoot
+from memledger.light.client import LightClient, TrustRoot, check_height
 from memledger.light.errors import ProofError
 from memledger.light.header import LightBlock
 from memledger.light.provider import Provider
@@ -74,6 +74,7 @@ def verify_record(lc: LightClient, doc: Any, path: str, data: bytes) -> tuple[by
     if len(ops) != 2 or ops[0].key != key:
         raise ProofError("malformed", f"proof for {path} is not two ops for the asked key")
     lb: LightBlock = lc.verify_to(height + 1)
+    check_height(lb, height + 1)  # the app hash of state H is in header H+1, no other
     if not verify_ops(lb.header.app_hash, key, value, ops):
         raise ProofError("mismatch", f"{path} {data[:64]!r}: proof does not match the app hash "
                                      f"of height {height} (header {height + 1})")

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -340,3 +341,73 @@ def test_single_record_routes_carry_proofs_on_request(env: Env) -> None:
     missing = httpx.get(f"{env.node.api_url}/v1/proposals/p-404", params={"prove": "true"},
                         timeout=30)
     assert missing.status_code == 404
+
+
+class _StaleAbsenceProxy(BaseHTTPRequestHandler):
+    """Hides one committed memory: a 404, the absence proof taken before it was written
+    relabelled as a recent height, and the real old header served for that height."""
+
+    upstream = ""
+    memory_id = ""
+    old_record: dict[str, object] = {}
+    claimed = 0
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        url = urlsplit(self.path)
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        if url.path == f"/v1/memories/{self.memory_id}":
+            resp = httpx.get(self.upstream + "/v1/memories/no-such-id-vr", timeout=30)
+            self._send(resp.status_code, resp.content.replace(b"no-such-id-vr",
+                                                              self.memory_id.encode()))
+        elif url.path == "/v1/proofs/memory" and query.get("id") == self.memory_id:
+            record = {**self.old_record, "height": self.claimed}
+            self._send(200, json.dumps({"kind": "memory", "id": self.memory_id,
+                                        "record": record}).encode())
+        elif url.path == "/v1/light" and query.get("height") == str(self.claimed + 1):
+            old = int(str(self.old_record["height"])) + 1
+            resp = httpx.get(self.upstream + "/v1/light", params={"height": str(old)},
+                             timeout=30)
+            self._send(resp.status_code, resp.content)
+        else:
+            resp = httpx.get(self.upstream + self.path, timeout=30)
+            self._send(resp.status_code, resp.content)
+
+    def _send(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_an_old_absence_proof_relabelled_as_recent_is_refused(env: Env, tmp_path: Path) -> None:
+    """A node that serves the signed header of height h0+1 when asked for L+1 cannot
+    pass off its absence proof from h0 (before the memory was written) as one of L."""
+    memory_id = f"vr-stale-{time.time_ns()}"
+    old = httpx.get(f"{env.node.api_url}/v1/proofs/memory", params={"id": memory_id},
+                    timeout=30).json()["record"]
+    with env.sdk() as ml:
+        ml.submit(memory_id, f"{HONEST} (stale absence) {time.time_ns()}", tags=["vr-stale"])
+        deadline = time.monotonic() + 60
+        while ml.get(memory_id).status != "committed":
+            assert time.monotonic() < deadline, "auto-voter never committed the memory"
+            time.sleep(0.3)
+    with env.node.rpc() as rpc:
+        while rpc.latest_height() < old["height"] + 6:
+            time.sleep(0.3)
+        claimed = rpc.latest_height() - 1
+    handler = type("P", (_StaleAbsenceProxy,), {"upstream": env.node.api_url,
+                                                "memory_id": memory_id, "old_record": old,
+                                                "claimed": claimed})
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), handler)) as proxy:
+        with MemLedgerClient(proxy, trust=env.root) as victim:
+            with pytest.raises(HeaderError) as err:
+                victim.get(memory_id, verify=True)
+        assert err.value.reason == "wrong_height"
+        out = env.cli("get", memory_id, "--verify", "--trust-store",
+                      str(tmp_path / "fresh-store.json"), api=proxy)
+    assert out.returncode == 3, out
+    assert "verification failed: header" in out.stderr and "absent" not in out.stderr, out

@@ -7,6 +7,7 @@ live net: bisection across set changes, every rejection reason, expiry, backward
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from dataclasses import replace
 from pathlib import Path
@@ -309,3 +310,57 @@ def test_a_trust_store_from_another_chain_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TrustError) as err:
         lc.verify_to(3)
     assert err.value.reason == "conflict"
+
+
+# --- heights: the block served is the block asked for ----------------------------------
+
+
+@pytest.mark.parametrize(("asked", "served"), [
+    (40, 5),    # the target: an old signed header passed off as the newest
+    (20, 8),    # a bisection pivot (sets rotate at 11 and 21, so 1 -> 40 must bisect)
+    (1, 3),     # the genesis root's own header (same set, so genesis_mismatch misses it)
+])
+def test_a_signed_header_of_another_height_is_refused(asked: int, served: int) -> None:
+    a, b, c = keys("a", 4), keys("b", 2), keys("c", 4)
+    chain = Chain({1: a, 11: a[:2] + b, 21: c}, 40) if asked == 20 else Chain({1: a}, 40)
+    provider = FakeProvider(chain)
+    provider.override[asked] = chain.blocks[served]
+    lc = client(chain, provider=provider)
+    with pytest.raises(HeaderError) as err:
+        lc.verify_to(40)
+    assert err.value.reason == "wrong_height"
+    assert asked in provider.fetched and lc.store.get(served) is None
+
+
+def test_backwards_refuses_a_header_of_another_height() -> None:
+    chain = Chain({1: keys("a", 4)}, 20)
+    provider = FakeProvider(chain)
+    provider.override[13] = chain.blocks[12]
+    lc = LightClient(provider, PinnedRoot(15, chain.blocks[15].header.hash()),
+                     now_ns=lambda: (T0 + 200) * SEC, wait_s=0)
+    with pytest.raises(HeaderError) as err:
+        lc.verify_to(12)
+    assert err.value.reason == "wrong_height"
+
+
+class _StaleLightClient(LightClient):
+    """A light client whose store went wrong: it answers every height with header 6."""
+
+    def verify_to(self, height: int) -> LightBlock:
+        return self.store.get(6) or self.provider.light_block(6)
+
+
+def test_a_record_proof_is_checked_only_against_header_h_plus_1() -> None:
+    """An absence proof of height 5 relabelled as height 17 must not verify as 17."""
+    from memledger.consensus.proofs import record_key
+    from memledger.light.reads import verify_record
+
+    chain = Chain({1: keys("a", 4)}, 20)
+    lc = _StaleLightClient(FakeProvider(chain), GenesisRoot(CHAIN, chain.blocks[1].validators, 1))
+    key = base64.b64encode(record_key("/memory", b"m-1")).decode()
+    doc = {"path": "/memory", "key": key, "value": None, "height": 17,
+           "proof_ops": [{"type": "ml.gap.v2", "key": key, "data": ""},
+                         {"type": "ml.tree.v1", "key": "", "data": ""}]}
+    with pytest.raises(HeaderError) as err:
+        verify_record(lc, doc, "/memory", b"m-1")
+    assert err.value.reason == "wrong_height"
