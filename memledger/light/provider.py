@@ -20,19 +20,47 @@ class Provider(Protocol):
     def latest_height(self) -> int: ...
 
 
+#: CometBFT's bound on a validator set (MaxVotesCount) and its largest /validators page.
+MAX_VALIDATORS = 10_000
+PER_PAGE = 100
+
+
 def fetch_rpc_light_block(rpc: RpcClient, height: int) -> dict[str, Any]:
     """`/commit` and every page of `/validators` at `height`, as one JSON document."""
     commit = rpc.call("commit", {"height": str(height)})
+    return {"signed_header": commit["signed_header"],
+            "validators": fetch_rpc_validators(rpc, height)}
+
+
+def fetch_rpc_validators(rpc: RpcClient, height: int) -> list[Any]:
+    """Every page of `/validators` at `height`. The RPC is untrusted and names the
+    `total` itself, so it is held to it: within CometBFT's bound, the same on every page,
+    and every page must add validators. A lying RPC cannot keep the client paging."""
     vals: list[Any] = []
-    page = 1
-    while True:
+    total: int | None = None
+    for page in range(1, MAX_VALIDATORS // PER_PAGE + 1):
         doc = rpc.call("validators", {"height": str(height), "page": str(page),
-                                      "per_page": "100"})
-        vals.extend(doc["validators"])
-        if len(vals) >= int(doc["total"]) or not doc["validators"]:
-            break
-        page += 1
-    return {"signed_header": commit["signed_header"], "validators": vals}
+                                      "per_page": str(PER_PAGE)})
+        total = _page_total(doc, total, height)
+        items = doc["validators"]
+        if not isinstance(items, list) or not 0 < len(items) <= PER_PAGE:
+            raise ProviderError(f"validators {height}: page {page} is empty or oversized "
+                                f"with {len(vals)} of {total} fetched")
+        vals.extend(items)
+        if len(vals) >= total:
+            return vals
+    raise ProviderError(f"validators {height}: more than {MAX_VALIDATORS} validators")
+
+
+def _page_total(doc: dict[str, Any], total: int | None, height: int) -> int:
+    """The page's `total`, which must be a possible set size and agree with page 1's."""
+    page_total = int(doc["total"])
+    if not 0 < page_total <= MAX_VALIDATORS:
+        raise ProviderError(f"validators {height}: total {page_total} is not a set size")
+    if total is not None and page_total != total:
+        raise ProviderError(f"validators {height}: total changed from {total} to "
+                            f"{page_total} between pages")
+    return page_total
 
 
 class RpcProvider:

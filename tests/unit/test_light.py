@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -38,6 +39,7 @@ from memledger.light.header import (
     address_of,
     merkle_root,
 )
+from memledger.light.provider import fetch_rpc_light_block
 from memledger.light.store import TrustedStore
 from memledger.light.verify import verify_commit_full
 
@@ -364,3 +366,48 @@ def test_a_record_proof_is_checked_only_against_header_h_plus_1() -> None:
     with pytest.raises(HeaderError) as err:
         verify_record(lc, doc, "/memory", b"m-1")
     assert err.value.reason == "wrong_height"
+
+
+# --- /validators paging from an untrusted RPC ----------------------------------------
+
+
+class _PagingRpc:
+    """A /validators endpoint that answers pages from `pages(page)`; counts the calls."""
+
+    def __init__(self, pages: Callable[[int], tuple[list[object], int]]) -> None:
+        self.pages = pages
+        self.calls = 0
+
+    def call(self, method: str, params: dict[str, str]) -> dict[str, object]:
+        if method == "commit":
+            return {"signed_header": {}}
+        self.calls += 1
+        if self.calls > 1000:
+            raise RuntimeError("still paging")
+        items, total = self.pages(int(params["page"]))
+        return {"validators": items, "total": str(total)}
+
+
+def _val(i: int) -> dict[str, object]:
+    return {"address": f"{i:040x}", "voting_power": "1"}
+
+
+def test_honest_validator_pages_are_joined() -> None:
+    rpc = _PagingRpc(lambda p: ([_val(i) for i in range(100 * (p - 1), min(250, 100 * p))],
+                                250))
+    doc = fetch_rpc_light_block(rpc, 5)  # type: ignore[arg-type]
+    assert doc["validators"] == [_val(i) for i in range(250)] and rpc.calls == 3
+
+
+@pytest.mark.parametrize("pages", [
+    lambda p: ([_val(p)], 10**18),                # a total no set can have
+    lambda p: ([_val(p)], 10_000),                # a possible total, one validator a page
+    lambda p: ([_val(p)], 50 + p),                # a total that grows with every page
+    lambda p: ([_val(1)] if p == 1 else [], 2),   # a page that adds nothing
+], ids=["huge-total", "trickle", "moving-total", "empty-page"])
+def test_a_lying_rpc_cannot_keep_the_client_paging(
+        pages: Callable[[int], tuple[list[object], int]]) -> None:
+    rpc = _PagingRpc(pages)
+    with pytest.raises(ProviderError):
+        fetch_rpc_light_block(rpc, 5)  # type: ignore[arg-type]
+    assert rpc.calls <= 100
