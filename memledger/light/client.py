@@ -165,11 +165,16 @@ class LightClient:
         if known is not None:
             return known
         below = self.store.latest_at_or_below(height)
-        if below is not None:
-            return self._forward(below, height)
         above = self.store.lowest_above(height)
+        if below is not None and (above is None or not self._expired(below)):
+            return self._forward(below, height)
         assert above is not None
+        # Below the lowest trusted header, or the one below has expired: hash links down
+        # from a trusted header above still prove the honest answer (as in CometBFT).
         return self._backward(above, height)
+
+    def _expired(self, lb: LightBlock) -> bool:
+        return lb.header.time_ns + self.options.period_ns <= self.now_ns()
 
     def _root_height(self) -> int:
         root = self.root

@@ -411,3 +411,24 @@ def test_a_lying_rpc_cannot_keep_the_client_paging(
     with pytest.raises(ProviderError):
         fetch_rpc_light_block(rpc, 5)  # type: ignore[arg-type]
     assert rpc.calls <= 100
+
+
+# --- expiry: trust above the target still reaches it ---------------------------------
+
+
+def test_an_expired_header_below_gives_way_to_a_fresh_one_above() -> None:
+    chain = Chain({1: keys("a", 4)}, 40)
+    clock = [(T0 + 155) * SEC]
+    provider = FakeProvider(chain)
+    lc = LightClient(provider, GenesisRoot(CHAIN, chain.blocks[1].validators, 1),
+                     options=TrustOptions(period_ns=200 * SEC), now_ns=lambda: clock[0],
+                     wait_s=0)
+    assert lc.verify_to(30).height == 30           # header 1 (T0+5) is still in the period
+    clock[0] = (T0 + 260) * SEC                      # now header 1 expired, 30 (T0+150) not
+    lb = lc.verify_to(20)
+    assert lb.header == chain.blocks[20].header
+    assert provider.fetched[-10:] == list(range(29, 19, -1))  # by hash links from 30
+    clock[0] = (T0 + 400) * SEC                      # every trusted header has expired
+    with pytest.raises(TrustError) as err:
+        lc.verify_to(10)
+    assert err.value.reason == "expired"
