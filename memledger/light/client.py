@@ -12,16 +12,18 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memledger.light.encoding import time_ns
 from memledger.light.errors import CommitError, HeaderError, ProviderError, TrustError
 from memledger.light.header import LightBlock, ValidatorSet, genesis_validators
 from memledger.light.provider import Provider
 from memledger.light.store import TrustedStore
 from memledger.light.verify import (
     TrustOptions,
+    check_fresh,
     check_not_expired,
     check_self_consistent,
     verify_commit_full,
@@ -31,17 +33,25 @@ from memledger.light.verify import (
 
 @dataclass(frozen=True)
 class GenesisRoot:
-    """Trust the chain's genesis validator set at its initial height."""
+    """Trust the chain's genesis validator set at its initial height, from its genesis
+    time: the header there must carry that time (CometBFT makes the first block's time
+    the genesis time), and the trusting period runs from it, not from a served header's
+    time, which former genesis validators could choose long after they left."""
 
     chain_id: str
     validators: ValidatorSet
     initial_height: int = 1
+    genesis_time_ns: int = field(kw_only=True)
 
     @classmethod
     def from_genesis(cls, doc: dict[str, Any]) -> GenesisRoot:
-        """From a CometBFT genesis document (its chain id, validators, initial height)."""
+        """From a CometBFT genesis document (chain id, validators, initial height, time)."""
+        try:
+            genesis_time = time_ns(str(doc["genesis_time"]))
+        except (KeyError, ValueError) as exc:
+            raise HeaderError("malformed", f"genesis has no valid genesis_time: {exc}") from exc
         return cls(str(doc["chain_id"]), genesis_validators(doc),
-                   max(1, int(doc.get("initial_height") or 1)))
+                   max(1, int(doc.get("initial_height") or 1)), genesis_time_ns=genesis_time)
 
     @classmethod
     def from_file(cls, path: Path) -> GenesisRoot:
@@ -63,6 +73,15 @@ def root_identity(root: TrustRoot) -> str:
     """What a trust store records of the root its headers were verified from."""
     if isinstance(root, PinnedRoot):
         return f"pinned:{root.height}:{root.hash.hex()}"
+    return (f"genesis:{root.chain_id}:{root.initial_height}:{root.genesis_time_ns}:"
+            f"{root.validators.hash().hex()}")
+
+
+def legacy_root_identity(root: TrustRoot) -> str | None:
+    """A genesis root's identity as stores written before it named the genesis time
+    recorded it (None for a pin, whose identity has not changed)."""
+    if isinstance(root, PinnedRoot):
+        return None
     return f"genesis:{root.chain_id}:{root.initial_height}:{root.validators.hash().hex()}"
 
 
@@ -72,6 +91,16 @@ def check_height(lb: LightBlock, height: int) -> None:
         raise HeaderError("wrong_height", f"asked for the header at height {height}, got "
                                           f"header {lb.header.height} with the commit for "
                                           f"{lb.commit.height}")
+
+
+def check_genesis_header(root: GenesisRoot, lb: LightBlock) -> None:
+    """The header at the initial height is the genesis's: its validator set and time."""
+    if lb.header.validators_hash != root.validators.hash():
+        raise TrustError("genesis_mismatch", f"header {lb.height} is not signed by the "
+                                             "genesis validator set")
+    if lb.header.time_ns != root.genesis_time_ns:
+        raise TrustError("genesis_mismatch", f"header {lb.height} does not carry the genesis "
+                                             "time, as the first block of the chain does")
 
 
 class LightClient:
@@ -116,16 +145,11 @@ class LightClient:
         height = root.height if isinstance(root, PinnedRoot) else root.initial_height
         known = self.store.get(height)
         if known is not None:
-            if isinstance(root, PinnedRoot) and known.header.hash() != root.hash:
-                raise TrustError("conflict", f"stored header at {height} differs from the "
-                                             "pinned hash")
-            if isinstance(root, GenesisRoot) and (
-                    known.header.chain_id != root.chain_id
-                    or known.header.validators_hash != root.validators.hash()):
-                raise TrustError("conflict", f"stored header at {height} is not this "
-                                             "genesis's (another chain's trust store?)")
-            self.chain_id = self.chain_id or known.header.chain_id
+            self._check_stored_root(known)
             return known
+        if isinstance(root, GenesisRoot):  # before any fetch: nothing served can renew it
+            check_fresh(root.genesis_time_ns, f"the genesis at height {height}", self.now_ns(),
+                        self.options)
         lb = self._fetch(height)
         if isinstance(root, PinnedRoot):
             if lb.header.hash() != root.hash:
@@ -135,14 +159,28 @@ class LightClient:
         if lb.header.chain_id != self.chain_id:
             raise HeaderError("wrong_chain_id", f"header is for chain {lb.header.chain_id!r}, "
                                                 f"expected {self.chain_id!r}")
-        if isinstance(root, GenesisRoot) and lb.header.validators_hash != root.validators.hash():
-            raise TrustError("genesis_mismatch", f"header {height} is not signed by the genesis "
-                                                 "validator set")
+        if isinstance(root, GenesisRoot):
+            check_genesis_header(root, lb)
         check_self_consistent(self.chain_id, lb)
         verify_commit_full(self.chain_id, lb.validators, lb.header, lb.commit)
         check_not_expired(lb.header, self.now_ns(), self.options)
         self.store.save(lb)
         return lb
+
+    def _check_stored_root(self, known: LightBlock) -> None:
+        """A stored header at the root's height is the root's own (or the store is not
+        this root's: another chain, a reset devnet, another pin)."""
+        root = self.root
+        if isinstance(root, PinnedRoot) and known.header.hash() != root.hash:
+            raise TrustError("conflict", f"stored header at {known.height} differs from the "
+                                         "pinned hash")
+        if isinstance(root, GenesisRoot) and (
+                known.header.chain_id != root.chain_id
+                or known.header.validators_hash != root.validators.hash()
+                or known.header.time_ns != root.genesis_time_ns):
+            raise TrustError("conflict", f"stored header at {known.height} is not this "
+                                         "genesis's (another chain's trust store?)")
+        self.chain_id = self.chain_id or known.header.chain_id
 
     # --- verification --------------------------------------------------------------------
 
@@ -154,7 +192,7 @@ class LightClient:
         return lb
 
     def _verify_to(self, height: int) -> LightBlock:
-        self.store.bind(root_identity(self.root))
+        self._bind_store()
         known = self.store.get(height)
         if known is not None:
             return known
@@ -175,6 +213,20 @@ class LightClient:
 
     def _expired(self, lb: LightBlock) -> bool:
         return lb.header.time_ns + self.options.period_ns <= self.now_ns()
+
+    def _bind_store(self) -> None:
+        """Tie the store to this root. A store written before a genesis root named its
+        genesis time is taken over once its root header carries that time: the headers
+        in it were then verified from this very genesis."""
+        legacy = legacy_root_identity(self.root)
+        if legacy is not None and self.store.root == legacy:
+            known = self.store.get(self._root_height())
+            if known is None:
+                raise TrustError("conflict", "the trust store lacks its root header; verify "
+                                             "with another trust store, or delete it")
+            self._check_stored_root(known)
+            self.store.root = root_identity(self.root)  # written with the next header
+        self.store.bind(root_identity(self.root))
 
     def _root_height(self) -> int:
         root = self.root

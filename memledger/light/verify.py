@@ -136,9 +136,15 @@ def check_self_consistent(chain_id: str, lb: LightBlock) -> None:
 
 
 def check_not_expired(trusted: Header, now_ns: int, opts: TrustOptions) -> None:
-    if trusted.time_ns + opts.period_ns <= now_ns:
-        raise TrustError("expired", f"trusted header at height {trusted.height} is older than "
-                                    "the trusting period; pin a recent --trust-height/--trust-hash")
+    check_fresh(trusted.time_ns, f"trusted header at height {trusted.height}", now_ns, opts)
+
+
+def check_fresh(trusted_ns: int, what: str, now_ns: int, opts: TrustOptions) -> None:
+    """Trust from `trusted_ns` is still within the trusting period: past it, the keys
+    that signed then may have been handed on, so they vouch for nothing."""
+    if trusted_ns + opts.period_ns <= now_ns:
+        raise TrustError("expired", f"{what} is older than the trusting period; pin a recent "
+                                    "--trust-height/--trust-hash")
 
 
 def verify_step(chain_id: str, trusted: LightBlock, new: LightBlock, now_ns: int,

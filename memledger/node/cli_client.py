@@ -293,12 +293,23 @@ def verifying_client(api: str | None, home: Path, genesis: Path | None,
 
 def default_trust_store(home: Path, root: TrustRoot) -> Path:
     """HOME/light/trusted-<root>.json: one store per trust root, since headers verified
-    from one root are no proof under another (a store refuses them)."""
+    from one root are no proof under another (a store refuses them). A genesis root's
+    store from before its identity named the genesis time keeps its file: the light
+    client takes it over if its root header carries that time (it may hold the only
+    trust left once the genesis has expired)."""
+    from memledger.light.client import legacy_root_identity, root_identity
+
+    path = _store_path(home, root_identity(root))
+    legacy = legacy_root_identity(root)
+    if not path.exists() and legacy is not None and _store_path(home, legacy).exists():
+        return _store_path(home, legacy)
+    return path
+
+
+def _store_path(home: Path, identity: str) -> Path:
     import hashlib
 
-    from memledger.light.client import root_identity
-
-    tag = hashlib.sha256(root_identity(root).encode()).hexdigest()[:16]
+    tag = hashlib.sha256(identity.encode()).hexdigest()[:16]
     return home / "light" / f"trusted-{tag}.json"
 
 

@@ -28,6 +28,7 @@ import httpx
 import pytest
 
 from memledger.light import GenesisRoot, LightClient, PinnedRoot, TrustOptions
+from memledger.light.encoding import time_ns
 from memledger.light.errors import CommitError, HeaderError, ProofError, TrustError
 from memledger.light.header import FLAG_ABSENT, CommitSig
 from memledger.light.provider import RestProvider, RpcProvider
@@ -101,6 +102,17 @@ def test_header_hash_equals_cometbft_block_id(env: Env) -> None:
             assert lb.validators.hash() == lb.header.validators_hash
 
 
+def test_the_first_header_carries_the_genesis_time(env: Env) -> None:
+    """CometBFT v0.38 stamps the block at the initial height with the genesis time: the
+    genesis root holds the chain to it (and its trusting period runs from it)."""
+    genesis_time = json.loads(env.genesis.read_text())["genesis_time"]
+    first = RpcProvider(env.node.rpc_url).light_block(env.root.initial_height).header
+    assert first.height == env.root.initial_height == 1
+    assert first.time_ns == env.root.genesis_time_ns == time_ns(genesis_time)
+    assert LightClient(RestProvider(env.node.api_url), env.root, wait_s=5).verify_to(1) \
+        .header == first
+
+
 def test_light_client_verifies_real_chain_and_rejects_tampering(env: Env) -> None:
     provider = RpcProvider(env.node.rpc_url)
     lc = LightClient(provider, env.root, wait_s=5)
@@ -123,7 +135,7 @@ def test_light_client_verifies_real_chain_and_rejects_tampering(env: Env) -> Non
         with pytest.raises(exc) as err:
             fresh.verify_to(target + 1)
         reasons[name] = err.value.reason
-    other = LightClient(provider, GenesisRoot("another-chain", env.root.validators), wait_s=5)
+    other = LightClient(provider, replace(env.root, chain_id="another-chain"), wait_s=5)
     with pytest.raises(HeaderError) as herr:
         other.verify_to(target)
     reasons["chain"] = herr.value.reason

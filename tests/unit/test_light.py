@@ -17,7 +17,7 @@ import pytest
 from nacl.signing import SigningKey
 
 from memledger.light import GenesisRoot, LightClient, PinnedRoot, TrustOptions
-from memledger.light.client import root_identity
+from memledger.light.client import legacy_root_identity, root_identity
 from memledger.light.encoding import parse_time, time_ns
 from memledger.light.errors import (
     CommitError,
@@ -47,6 +47,7 @@ CHAIN = "light-test"
 T0 = 1_700_000_000
 BLOCK_S = 5
 SEC = 1_000_000_000
+GENESIS_NS = (T0 + BLOCK_S) * SEC  # the time of every test chain's first header
 
 
 def keys(tag: str, n: int) -> list[SigningKey]:
@@ -64,7 +65,8 @@ def valset(ks: list[SigningKey], powers: list[int] | None = None) -> ValidatorSe
 class Chain:
     """Headers 1..n; `sets[h]` are the signers of height h (keys by address)."""
 
-    def __init__(self, sets: dict[int, list[SigningKey]], n: int, chain_id: str = CHAIN) -> None:
+    def __init__(self, sets: dict[int, list[SigningKey]], n: int, chain_id: str = CHAIN,
+                 t0: int = T0) -> None:
         self.keys = {address_of(bytes(k.verify_key)): k for ks in sets.values() for k in ks}
         self.blocks: dict[int, LightBlock] = {}
         current = sets[1]
@@ -74,7 +76,7 @@ class Chain:
             current = sets.get(h, current)
             vs_by_h[h] = valset(current)
         for h in range(1, n + 1):
-            header = Header(11, 1, chain_id, h, T0 + BLOCK_S * h, 0, prev_id,
+            header = Header(11, 1, chain_id, h, t0 + BLOCK_S * h, 0, prev_id,
                             bytes(32), bytes(32), vs_by_h[h].hash(), vs_by_h[h + 1].hash(),
                             bytes(32), hashlib.sha256(b"app%d" % h).digest(), bytes(32),
                             bytes(32), vs_by_h[h].validators[0].address)
@@ -116,11 +118,16 @@ class FakeProvider:
         return max(self.chain.blocks)
 
 
+def genesis(validators: ValidatorSet) -> GenesisRoot:
+    """The test chains' genesis: `validators` at the first header's time."""
+    return GenesisRoot(CHAIN, validators, 1, genesis_time_ns=GENESIS_NS)
+
+
 def client(chain: Chain, *, root: GenesisRoot | PinnedRoot | None = None,
            now: int | None = None, options: TrustOptions | None = None,
            provider: FakeProvider | None = None) -> LightClient:
     first = chain.blocks[1]
-    root = root or GenesisRoot(CHAIN, first.validators, 1)
+    root = root or genesis(first.validators)
     at = now if now is not None else (T0 + BLOCK_S * (len(chain.blocks) + 1)) * SEC
     return LightClient(provider or FakeProvider(chain), root, options=options,
                        now_ns=lambda: at, wait_s=0)
@@ -237,7 +244,7 @@ def test_rejections_have_distinct_reasons() -> None:
     pinned = client(chain, root=PinnedRoot(3, bytes(32)))
     expect(TrustError, "pinned_hash_mismatch", pinned, 9)
 
-    wrong_genesis = client(chain, root=GenesisRoot(CHAIN, valset(keys("z", 4)), 1))
+    wrong_genesis = client(chain, root=genesis(valset(keys("z", 4))))
     expect(TrustError, "genesis_mismatch", wrong_genesis, 9)
 
     lb10 = chain.blocks[10]
@@ -286,12 +293,12 @@ def test_headers_another_root_verified_are_never_served_from_the_store() -> None
     even at the heights it holds: those headers were never checked against B."""
     chain = Chain({1: keys("a", 4)}, 5)
     store = TrustedStore(None)
-    mine = GenesisRoot(CHAIN, valset(keys("a", 4)), 1)
+    mine = genesis(valset(keys("a", 4)))
     now = (T0 + 100) * SEC
     LightClient(FakeProvider(chain), mine, store=store, wait_s=0,
                 now_ns=lambda: now).verify_to(3)
     assert store.get(3) is not None and store.root == root_identity(mine)
-    for other in (GenesisRoot(CHAIN, valset(keys("b", 4)), 1),
+    for other in (genesis(valset(keys("b", 4))),
                   PinnedRoot(3, chain.blocks[3].header.hash())):  # a pin, even on chain A
         lc = LightClient(FakeProvider(chain), other, store=store, wait_s=0,
                          now_ns=lambda: now)
@@ -306,7 +313,7 @@ def test_a_trust_store_from_another_chain_is_refused(tmp_path: Path) -> None:
     chain = Chain({1: keys("a", 4)}, 5)
     store = TrustedStore(None)
     store.save(chain.blocks[1])
-    other = GenesisRoot(CHAIN, valset(keys("b", 4)), 1)
+    other = genesis(valset(keys("b", 4)))
     lc = LightClient(FakeProvider(chain), other, store=store, wait_s=0,
                      now_ns=lambda: (T0 + 100) * SEC)
     with pytest.raises(TrustError) as err:
@@ -358,7 +365,7 @@ def test_a_record_proof_is_checked_only_against_header_h_plus_1() -> None:
     from memledger.light.reads import verify_record
 
     chain = Chain({1: keys("a", 4)}, 20)
-    lc = _StaleLightClient(FakeProvider(chain), GenesisRoot(CHAIN, chain.blocks[1].validators, 1))
+    lc = _StaleLightClient(FakeProvider(chain), genesis(chain.blocks[1].validators))
     key = base64.b64encode(record_key("/memory", b"m-1")).decode()
     doc = {"path": "/memory", "key": key, "value": None, "height": 17,
            "proof_ops": [{"type": "ml.gap.v2", "key": key, "data": ""},
@@ -420,7 +427,7 @@ def test_an_expired_header_below_gives_way_to_a_fresh_one_above() -> None:
     chain = Chain({1: keys("a", 4)}, 40)
     clock = [(T0 + 155) * SEC]
     provider = FakeProvider(chain)
-    lc = LightClient(provider, GenesisRoot(CHAIN, chain.blocks[1].validators, 1),
+    lc = LightClient(provider, genesis(chain.blocks[1].validators),
                      options=TrustOptions(period_ns=200 * SEC), now_ns=lambda: clock[0],
                      wait_s=0)
     assert lc.verify_to(30).height == 30           # header 1 (T0+5) is still in the period
@@ -432,3 +439,107 @@ def test_an_expired_header_below_gives_way_to_a_fresh_one_above() -> None:
     with pytest.raises(TrustError) as err:
         lc.verify_to(10)
     assert err.value.reason == "expired"
+
+
+# --- the genesis root: its time, not a served header's ---------------------------------
+
+DAY_S = 24 * 3600
+
+
+def test_an_expired_genesis_is_not_renewed_by_a_fresh_header_its_old_keys_sign() -> None:
+    """Set A left at height 11; 30 days on, A's keys sign a new chain whose header 1 looks
+    an hour old. The trusting period runs from the genesis time, so nothing is fetched."""
+    a, b = keys("a", 4), keys("b", 4)
+    real = Chain({1: a, 11: b}, 20)
+    now = (T0 + 30 * DAY_S) * SEC
+    forged = Chain({1: a}, 20, t0=T0 + 30 * DAY_S - 3600)
+    provider = FakeProvider(forged)
+    lc = LightClient(provider, genesis(real.blocks[1].validators), now_ns=lambda: now, wait_s=0)
+    with pytest.raises(TrustError) as err:
+        lc.verify_to(20)
+    assert err.value.reason == "expired" and provider.fetched == []
+
+
+def test_the_header_at_the_initial_height_must_carry_the_genesis_time() -> None:
+    a = keys("a", 4)
+    forged = Chain({1: a}, 20, t0=T0 + 60)  # the genesis keys, a later first block
+    lc = client(forged, root=genesis(valset(a)))
+    with pytest.raises(TrustError) as err:
+        lc.verify_to(20)
+    assert err.value.reason == "genesis_mismatch"
+    assert lc.store.get(20) is None
+
+
+def test_genesis_root_reads_the_genesis_time() -> None:
+    doc = {"chain_id": CHAIN, "initial_height": "1", "genesis_time": "2023-11-14T22:13:25.5Z",
+           "validators": [{"pub_key": {"type": "tendermint/PubKeyEd25519", "value": base64
+                                       .b64encode(bytes(k.verify_key)).decode()},
+                           "power": "10"} for k in keys("a", 4)]}
+    root = GenesisRoot.from_genesis(doc)
+    assert root.genesis_time_ns == 1_700_000_005 * SEC + 500_000_000
+    assert root.validators == valset(keys("a", 4))
+    for bad in ({k: v for k, v in doc.items() if k != "genesis_time"},
+                {**doc, "genesis_time": "yesterday"}):
+        with pytest.raises(HeaderError) as err:
+            GenesisRoot.from_genesis(bad)
+        assert err.value.reason == "malformed"
+
+
+def test_a_reset_chain_with_the_same_keys_does_not_share_a_trust_store() -> None:
+    chain = Chain({1: keys("a", 4)}, 5)
+    store = TrustedStore(None)
+    now = (T0 + 100) * SEC
+    LightClient(FakeProvider(chain), genesis(valset(keys("a", 4))), store=store, wait_s=0,
+                now_ns=lambda: now).verify_to(3)
+    reset = GenesisRoot(CHAIN, valset(keys("a", 4)), 1, genesis_time_ns=GENESIS_NS + SEC)
+    lc = LightClient(FakeProvider(chain), reset, store=store, wait_s=0, now_ns=lambda: now)
+    with pytest.raises(TrustError) as err:
+        lc.verify_to(3)
+    assert err.value.reason == "conflict"
+
+
+def _legacy_store(chain: Chain, root: GenesisRoot) -> TrustedStore:
+    """A store as loaded from a file written before the genesis time was part of a
+    root's identity: headers 1 and 30."""
+    store = TrustedStore(None)
+    store.save(chain.blocks[1])
+    store.save(chain.blocks[30])
+    store.root = legacy_root_identity(root)
+    return store
+
+
+def test_a_trust_store_written_before_genesis_times_is_taken_over() -> None:
+    """Its headers were verified from the genesis whose time its root header carries:
+    they are used, past an expired genesis, and the store now names the new identity."""
+    chain = Chain({1: keys("a", 4)}, 40)
+    root = genesis(chain.blocks[1].validators)
+    store = _legacy_store(chain, root)
+    now = (T0 + 20 * DAY_S) * SEC  # the genesis has expired; header 30 is stored
+    options = TrustOptions(period_ns=(20 * DAY_S - 100) * SEC)
+    lc = LightClient(FakeProvider(chain), root, store=store, wait_s=0, now_ns=lambda: now,
+                     options=options)
+    assert lc.verify_to(35).header == chain.blocks[35].header
+    assert store.root == root_identity(root)
+    other = GenesisRoot(CHAIN, root.validators, 1, genesis_time_ns=GENESIS_NS - SEC)
+    store = _legacy_store(chain, other)  # the same chain id and keys, another genesis
+    lc = LightClient(FakeProvider(chain), other, store=store, wait_s=0, now_ns=lambda: now,
+                     options=options)
+    with pytest.raises(TrustError) as err:
+        lc.verify_to(30)  # refused even where the store holds the header
+    assert err.value.reason == "conflict"
+
+
+def test_the_cli_keeps_reading_a_store_file_named_the_old_way(tmp_path: Path) -> None:
+    from memledger.node.cli_client import default_trust_store
+
+    root = genesis(valset(keys("a", 4)))
+    fresh = default_trust_store(tmp_path, root)
+    old = fresh.with_name(
+        f"trusted-{hashlib.sha256(str(legacy_root_identity(root)).encode()).hexdigest()[:16]}"
+        ".json")
+    assert old != fresh and not fresh.exists()
+    old.parent.mkdir(parents=True)
+    old.write_text("{}")
+    assert default_trust_store(tmp_path, root) == old  # the only file there is
+    fresh.write_text("{}")
+    assert default_trust_store(tmp_path, root) == fresh
