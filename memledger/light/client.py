@@ -45,17 +45,34 @@ class GenesisRoot:
 
     @classmethod
     def from_genesis(cls, doc: dict[str, Any]) -> GenesisRoot:
-        """From a CometBFT genesis document (chain id, validators, initial height, time)."""
+        """From a CometBFT genesis document (chain id, validators, initial height, time).
+        Anything else is a `malformed` HeaderError naming the field, never a KeyError."""
+        if not isinstance(doc, dict):
+            raise HeaderError("malformed", "genesis is not a JSON object")
+        chain_id = doc.get("chain_id")
+        if not isinstance(chain_id, str) or not chain_id:
+            raise HeaderError("malformed", "genesis has no chain_id")
         try:
             genesis_time = time_ns(str(doc["genesis_time"]))
         except (KeyError, ValueError) as exc:
             raise HeaderError("malformed", f"genesis has no valid genesis_time: {exc}") from exc
-        return cls(str(doc["chain_id"]), genesis_validators(doc),
-                   max(1, int(doc.get("initial_height") or 1)), genesis_time_ns=genesis_time)
+        initial = doc.get("initial_height") or 1
+        if not (isinstance(initial, int) or (isinstance(initial, str) and initial.isdigit())):
+            raise HeaderError("malformed", f"genesis initial_height is not a number: {initial!r}")
+        return cls(chain_id, genesis_validators(doc), max(1, int(initial)),
+                   genesis_time_ns=genesis_time)
 
     @classmethod
     def from_file(cls, path: Path) -> GenesisRoot:
-        return cls.from_genesis(json.loads(Path(path).read_text()))
+        """A genesis file; one that cannot be read or parsed is `malformed`, naming it."""
+        try:
+            doc = json.loads(Path(path).read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise HeaderError("malformed", f"cannot read genesis {path}: {exc}") from exc
+        try:
+            return cls.from_genesis(doc)
+        except HeaderError as exc:
+            raise HeaderError("malformed", f"{path}: {exc.message}") from exc
 
 
 @dataclass(frozen=True)

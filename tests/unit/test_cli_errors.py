@@ -76,3 +76,21 @@ def test_missing_default_key_says_to_pass_key(runner: CliRunner) -> None:
                                     "--coauthor", "bob", "--api", CLOSED])
     assert cocommit.exit_code == 1
     assert "cannot reach" in _error_line(cocommit)  # got as far as the network
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ('{"genesis_time": "2026-01-01T00:00:00Z", "validators": []}', "genesis has no chain_id"),
+    ("nope", "cannot read genesis"),
+    ("[]", "genesis is not a JSON object"),
+    ('{"chain_id": "c", "genesis_time": "2026-01-01T00:00:00Z", "initial_height": "x1"}',
+     "initial_height is not a number"),
+])
+def test_a_malformed_genesis_for_verify_is_one_line(runner: CliRunner, tmp_path: Path,
+                                                     text: str, says: str) -> None:
+    genesis = tmp_path / "genesis.json"
+    genesis.write_text(text)
+    result = runner.invoke(main, ["get", "m1", "--verify", "--genesis", str(genesis),
+                                  "--api", CLOSED])
+    assert result.exit_code == 3, result.output
+    line = _error_line(result)
+    assert says in line and "verification failed" in line  # it was a KeyError traceback
