@@ -17,8 +17,8 @@ memories are not committed. At open, files tantivy cannot read, or fewer documen
 such a crash, and fine.
 
 Documents: `id` (stored, exact) and `body` = content + tags (English stemming and accent
-folding, like the projection's full-text index). Queries are built from the words the
-projection's search accepts, never passed to tantivy's query syntax as typed.
+folding, like the projection's full-text index). A query is a boolean query of term
+queries for its words' analysed terms: nothing typed reaches tantivy's query parser.
 """
 
 from __future__ import annotations
@@ -86,14 +86,29 @@ def word_bags(docs: Sequence[tuple[str, str]]) -> list[WordBag]:
 
 
 def analysed_terms(words: Sequence[str]) -> list[str]:
-    """The terms the index holds for a query's words (split, lower-cased, folded, stemmed)."""
+    """The terms the index holds for a query's words (split, lower-cased, folded, stemmed),
+    a piece at a time as typed: tantivy lower-cases as it does for the documents, where
+    Python's lower() can split a word ("İ" becomes "i" and a combining dot, two tokens).
+    A piece that analyses to nothing is dropped."""
     return [t for piece in query_terms(words) for t in _EN_STEM.analyze(piece)]
 
 
 def query_terms(words: Sequence[str]) -> list[str]:
-    """Lower-cased letter/digit runs of the query's words (tantivy's tokenizer splits the
-    same way); operators and syntax never reach the parser."""
-    return [piece.lower() for word in words for piece in _WORD_PIECES.findall(word)]
+    """The letter/digit runs of the query's words (tantivy's tokenizer splits the same
+    way, or finer); operators and syntax are dropped here."""
+    return [piece for word in words for piece in _WORD_PIECES.findall(word)]
+
+
+def terms_query(schema: tantivy.Schema, terms: Sequence[str], any_word: bool
+                ) -> tantivy.Query:
+    """All (or, with `any_word`, any) of the analysed `terms` in `body`, built from term
+    queries: nothing the user typed reaches tantivy's query parser, whose syntax it
+    could trip (a word it analyses into two tokens becomes a phrase query, which an
+    index without positions refuses)."""
+    occur = tantivy.Occur.Should if any_word else tantivy.Occur.Must
+    return tantivy.Query.boolean_query(
+        [(occur, tantivy.Query.term_query(schema, "body", term, index_option="freq"))
+         for term in terms])
 
 
 class TextIndexBusy(RuntimeError):
@@ -290,15 +305,14 @@ class TextIndex:
     def search(self, words: Sequence[str], n: int, any_word: bool = False
                ) -> list[tuple[str, float]]:
         """Top `n` (id, BM25 score) for the words: all must match, or any with `any_word`."""
-        terms = query_terms(words)
+        terms = analysed_terms(words)
         if not terms or n <= 0:
             return []
-        joiner = " OR " if any_word else " AND "
         # No lock: a searcher is a fixed view of committed segments, so a search never
         # waits for the follower's commit (15-25 ms at 1M) and that commit never waits
         # for searches. An index closed meanwhile stays alive until this view is dropped.
         index = self._open_index()
-        query = index.parse_query(joiner.join(terms), ["body"])
+        query = terms_query(index.schema, terms, any_word)
         searcher = index.searcher()
         # count=False: counting every match would force tantivy to visit every posting,
         # which turns off block-max WAND pruning (13.4 -> 8.1 ms p50 for a word in 97% of

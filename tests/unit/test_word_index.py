@@ -47,6 +47,29 @@ def test_add_search_replay_and_reopen(tmp_path: Path) -> None:
     again.close()
 
 
+ODD_WORDS = ["İstanbul", "İSTANBUL", "ǅungla", "ﬁsh", "cat\u0301", "ab\u0640cd", "²",
+             "x" * 300, "--", "\x00cat", "a\u00a0b", "\u200bcat", "NEAR(a b)", "title:foo"]
+
+
+@pytest.mark.parametrize("any_word", [False, True])
+def test_a_word_tantivy_splits_in_two_is_two_terms_not_a_phrase(tmp_path: Path,
+                                                               any_word: bool) -> None:
+    """Python lower-cases "İ" to "i" and a combining dot, which tantivy's tokenizer splits:
+    the query parser made that a phrase query, refused by an index without positions."""
+    index = TextIndex(tmp_path / "text")
+    index.open()
+    index.add([("a", "a trip to İstanbul in spring"), ("b", "fish and chips")], 1)
+    assert [m for m, _ in index.search(["İstanbul"], 10, any_word=any_word)] == ["a"]
+    assert [m for m, _ in index.search(["İSTANBUL", "spring"], 10, any_word)] == ["a"]
+    bags = word_bags([("c", "İstanbul again")])
+    assert [m for m, _ in index.score_unindexed(["İstanbul"], bags, any_word)] == ["c"]
+    for word in ODD_WORDS:
+        index.search([word], 10, any_word=any_word)  # never an error
+        index.search(["spring", word], 10, any_word=any_word)
+    assert [m for m, _ in index.search(["ﬁsh"], 10, any_word)] == ["b"]
+    index.close()
+
+
 def test_word_frequency_is_read_from_the_term_dictionary(tmp_path: Path) -> None:
     index = TextIndex(tmp_path / "text")
     index.open()
