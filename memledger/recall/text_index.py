@@ -41,8 +41,16 @@ import tantivy
 from memledger.durable import write_atomic
 
 #: 2: accents folded (ascii_fold), as the projection's `unicode61` full-text index does;
-#: an index of another format or tokenizer is rebuilt at open
-FORMAT = 2
+#: 3: words up to MAX_TERM_BYTES kept (2 dropped those over 40 bytes). An index of another
+#: format or tokenizer is rebuilt at open
+FORMAT = 3
+#: The longest word indexed: any a query can hold (512 characters, of up to 4 bytes).
+#: tantivy's "en_stem" drops words over 40 bytes, and with them a SHA-256 digest, long
+#: identifiers and CJK runs (no spaces: a clause is one word), which the projection's
+#: full-text index finds (FTS5 keeps every word; PostgreSQL words up to 2047 bytes).
+#: Prose has few such words; a memory of nothing else makes an index about the size of
+#: its content (it is bounded by it), where the 40-byte cut made one of ~2%.
+MAX_TERM_BYTES = 2048
 TOKENIZER = "en_stem_fold"
 WRITER_HEAP = 64 << 20
 LOCK_FILE = "owner.lock"
@@ -54,11 +62,13 @@ _WORD_PIECES = re.compile(r"[^\W_]+")
 
 def _analyzer() -> tantivy.TextAnalyzer:
     """The `body` field's analyzer, registered on the index as TOKENIZER: tantivy's
-    "en_stem" (split on non-alphanumerics, drop tokens over 40 bytes, lower-case, English
-    stemmer) plus accent folding before the stemmer, so "café" and "cafe" are one term,
-    as in the projection's full-text index (SQLite's unicode61 removes diacritics)."""
+    "en_stem" (split on non-alphanumerics, lower-case, English stemmer) plus accent
+    folding before the stemmer, so "café" and "cafe" are one term, as in the
+    projection's full-text index (SQLite's unicode61 removes diacritics), and words up
+    to MAX_TERM_BYTES where "en_stem" drops those over 40."""
     return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-            .filter(tantivy.Filter.remove_long(40)).filter(tantivy.Filter.lowercase())
+            .filter(tantivy.Filter.remove_long(MAX_TERM_BYTES))
+            .filter(tantivy.Filter.lowercase())
             .filter(tantivy.Filter.ascii_fold()).filter(tantivy.Filter.stemmer("english"))
             .build())
 

@@ -125,6 +125,40 @@ def test_an_index_from_before_accent_folding_is_rebuilt(tmp_path: Path) -> None:
     again.close()
 
 
+DIGEST = "3f7a" * 16  # a SHA-256 hex digest: 64 bytes
+IDENT = "customerAccountReconciliationServiceFactoryBean"
+CJK = "東京都庁の会議室は十二階にあります"  # one word to the tokenizer: 51 bytes
+
+
+@pytest.mark.parametrize("word", [DIGEST, IDENT, CJK, "q" * 512])
+def test_words_of_forty_bytes_and_more_are_found(tmp_path: Path, word: str) -> None:
+    """tantivy's en_stem drops words over 40 bytes; the projection's full-text index
+    (`words` mode) finds them, so ranked text search must too."""
+    index = TextIndex(tmp_path / "text")
+    index.open()
+    index.add([("a", f"the release has {word}。"), ("b", "an unrelated note")], 1)
+    assert [m for m, _ in index.search([word], 10)] == ["a"]
+    assert [m for m, _ in index.search([word, "release"], 10, any_word=True)] == ["a"]
+    bags = word_bags([("c", f"again {word}")])
+    assert [m for m, _ in index.score_unindexed([word], bags)] == ["c"]
+    assert index.share_matching(word) == (1, 2)
+    index.close()
+
+
+def test_an_index_that_dropped_long_words_is_rebuilt(tmp_path: Path) -> None:
+    index = TextIndex(tmp_path / "text")
+    index.open()
+    index.add([("a", "river")], 4)
+    index.close()
+    (tmp_path / "text" / "watermark.json").write_text(
+        '{"format": 2, "tokenizer": "en_stem_fold", "indexed_height": 4, "words_added": 1, '
+        '"docs_added": 1, "documents": 1}')  # what the 40-byte index wrote
+    again = TextIndex(tmp_path / "text")
+    assert again.open() == "word index from another format"
+    assert len(again) == 0 and again.indexed_height == 0
+    again.close()
+
+
 def _chain(tmp_path: Path) -> LocalChain:
     chain = LocalChain(tmp_path / "chain")
     rng = random.Random(11)
