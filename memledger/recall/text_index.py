@@ -12,9 +12,10 @@ whose ratio is the average length `score_unindexed` needs, and `documents`, the 
 tantivy held after the commit the watermark follows), written atomically after
 tantivy's commit. A crash between the two replays a range: adding a memory first deletes
 its id, so nothing is counted twice, and the watermark never claims a height whose
-memories are not committed. At open, files tantivy cannot read, or fewer documents than
-`documents` (lost files), make the index start empty, to be rebuilt; more documents are
-such a crash, and fine.
+memories are not committed: a failed write drops tantivy's writer (which stores nothing
+more after one, silently), and a commit must show every id it added. At open, files
+tantivy cannot read, or fewer documents than `documents` (lost files), make the index
+start empty, to be rebuilt; more documents are such a crash, and fine.
 
 Documents: `id` (stored, exact) and `body` = content + tags (English stemming and accent
 folding, like the projection's full-text index). A query is a boolean query of term
@@ -32,7 +33,7 @@ import re
 import shutil
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -250,8 +251,7 @@ class TextIndex:
 
     def reset(self) -> None:
         """Empty the index (the projection went back, e.g. it was rebuilt)."""
-        with self.lock:
-            writer = self._require_writer()
+        with self.lock, self._writing() as writer:
             writer.delete_all_documents()
             writer.commit()
             self.indexed_height = self.words_added = self.docs_added = self.documents = 0
@@ -271,19 +271,58 @@ class TextIndex:
     def add(self, docs: Sequence[tuple[str, str]], height: int) -> None:
         """Add (id, body) documents and move the watermark to `height`, durably."""
         with self.lock:
-            writer = self._require_writer()
-            for memory_id, body in docs:
-                writer.delete_documents_by_term("id", memory_id)
-                writer.add_document(tantivy.Document(id=memory_id, body=body))
-                self.words_added += len(_WORD_PIECES.findall(body))
-            self.docs_added += len(docs)
             if docs:
-                writer.commit()
-                self._reload()
-                self.documents = len(self)
+                self._commit(docs)
+                self.words_added += sum(len(_WORD_PIECES.findall(body)) for _, body in docs)
+                self.docs_added += len(docs)
             if height != self.indexed_height:
                 self.indexed_height = height
                 self._write_meta()
+
+    def _commit(self, docs: Sequence[tuple[str, str]]) -> None:
+        """Commit the documents (replacing any of the same ids) and check tantivy holds
+        them all before the watermark may pass them."""
+        with self._writing() as writer:
+            for memory_id, body in docs:
+                writer.delete_documents_by_term("id", memory_id)
+                writer.add_document(tantivy.Document(id=memory_id, body=body))
+            writer.commit()
+            self._reload()
+            self._check_stored([memory_id for memory_id, _ in docs])
+        self.documents = len(self)
+
+    def _check_stored(self, ids: list[str]) -> None:
+        """Raise unless every id is a live document: a writer that failed once (a full
+        disk) can go on "committing" while storing nothing, and a watermark moved past
+        such a commit would leave those memories out of the index for good."""
+        index = self._open_index()
+        wanted = set(ids)
+        query = tantivy.Query.term_set_query(index.schema, "id", sorted(wanted))
+        held = len(index.searcher().search(query, len(wanted), count=False).hits)
+        if held != len(wanted):
+            raise RuntimeError(f"word index commit holds {held} of {len(wanted)} documents")
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[tantivy.IndexWriter]:
+        """The writer, for one change; dropped if the change fails, so the next change
+        takes a new one: after a failed write (a full disk, say) tantivy's writer stores
+        nothing more, and says so by no error."""
+        writer = self._require_writer()
+        try:
+            yield writer
+        except BaseException:
+            self._drop_writer()
+            raise
+
+    def _drop_writer(self) -> None:
+        """Roll back and release the writer (tantivy's folder lock with it), best effort:
+        it may be broken."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            with contextlib.suppress(Exception):
+                writer.rollback()
+            with contextlib.suppress(Exception):
+                writer.wait_merging_threads()  # consumes the writer: the lock goes too
 
     def _write_meta(self) -> None:
         write_atomic(self.folder / "watermark.json", json.dumps(

@@ -6,6 +6,7 @@ lets a query's characters reach tantivy's query syntax."""
 from __future__ import annotations
 
 import random
+import resource
 import threading
 from pathlib import Path
 from typing import Any
@@ -157,6 +158,70 @@ def test_an_index_that_dropped_long_words_is_rebuilt(tmp_path: Path) -> None:
     assert again.open() == "word index from another format"
     assert len(again) == 0 and again.indexed_height == 0
     again.close()
+
+
+def test_after_a_full_disk_the_retry_stores_its_documents(tmp_path: Path) -> None:
+    """A failed write (EFBIG here) left tantivy's writer dead: the follower's retry then
+    "committed" nothing, moved the watermark, and the memories were never indexed."""
+    index = TextIndex(tmp_path / "text")
+    index.open()
+    index.add([(f"m-{k}", f"zeppelin note {k}") for k in range(10)], 1)
+    batch = [(f"n-{k}", f"kestrel words {k} " * 50) for k in range(3000)]
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, hard))  # CPython ignores SIGXFSZ
+    try:
+        with pytest.raises(ValueError, match="File too large"):
+            index.add(batch, 2)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert index.indexed_height == 1
+    index.add(batch, 2)  # the follower's retry
+    index.add([("z", "zeppelin later")], 3)
+    assert len(index.search(["kestrel"], 5000)) == 3000
+    assert len(index.search(["zeppelin"], 50)) == 11
+    index.close()
+    again = TextIndex(tmp_path / "text")
+    assert again.open() is None and again.indexed_height == 3 and len(again) == 3011
+    again.close()
+
+
+class _DeadWriter:
+    """tantivy's writer as a failed write can leave it: it takes every call and stores
+    nothing, without an error."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+
+    def delete_documents_by_term(self, field: str, value: str) -> None:
+        pass
+
+    def add_document(self, doc: Any) -> None:
+        pass
+
+    def commit(self) -> int:
+        return 0
+
+    def rollback(self) -> None:
+        self.real.rollback()
+
+    def wait_merging_threads(self) -> None:
+        self.real.wait_merging_threads()
+
+
+def test_a_commit_that_stores_nothing_does_not_move_the_watermark(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    index = TextIndex(tmp_path / "text")
+    index.open()
+    index.add([("a", "river")], 1)
+    monkeypatch.setattr(index, "_writer", _DeadWriter(index._writer))
+    docs = [("b", "river stone"), ("c", "lamp")]
+    with pytest.raises(RuntimeError, match="holds 0 of 2 documents"):
+        index.add(docs, 2)
+    assert index.indexed_height == 1 and index.documents == 1
+    assert '"indexed_height": 1' in (tmp_path / "text" / "watermark.json").read_text()
+    index.add(docs, 2)  # a new writer
+    assert [m for m, _ in index.search(["stone"], 5)] == ["b"] and index.documents == 3
+    index.close()
 
 
 def _chain(tmp_path: Path) -> LocalChain:
