@@ -256,12 +256,25 @@ class Indexer(Following):
             time.sleep(0.05)
         return False
 
-    def status(self) -> IndexerStatus:
+    def current_height(self) -> int:
+        """The projection's height now (one indexed max()), else the height the current
+        step began at (an unreadable projection): a step may embed for minutes under a
+        burst, and a lag reckoned from its start said the index was caught up."""
+        try:
+            with self.engine.connect() as conn:
+                return projection_height(conn)
+        except sa.exc.SQLAlchemyError:
+            return self.projection_height
+
+    def status(self, projection_height: int | None = None) -> IndexerStatus:
+        """Size, watermark and lag; `projection_height`: the projection's current height
+        when the caller has read it, else it is read here."""
         meta = self.index.meta
+        height = self.current_height() if projection_height is None else projection_height
         return IndexerStatus(
             embedder=self.embedder.name, embedder_version=self.embedder.version,
             dim=self.embedder.dim, indexed_height=meta.indexed_height,
-            projection_height=max(self.projection_height, meta.indexed_height),
+            projection_height=max(height, meta.indexed_height),
             count=len(self.index), memory_bytes=self.index.memory_bytes(),
             disk_bytes=self.index.disk_bytes(), rebuilt_reason=self.index.rebuilt_reason,
             state=self.state)

@@ -705,3 +705,35 @@ def test_a_memory_is_found_by_meaning_as_soon_as_it_is_committed(tmp_path: Path,
     assert search(MemoryFilter(q=question))[:2] == fresh[:2]  # the index ranks them alike
     engine.dispose()
     chain.close()
+
+
+def test_the_lag_is_counted_from_the_projection_s_height_now(tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                             wordllama) -> None:
+    """A follower step may embed for minutes; the lag it began with said 0 meanwhile,
+    in /v1/status and /metrics, however far the projection had gone."""
+    import sqlalchemy as sa
+
+    from memledger.devtools.chain import LocalChain, seeded_key
+    from memledger.node.api.metrics import RecallCollector
+    from memledger.recall.indexer import Indexer
+
+    chain = LocalChain(tmp_path / "chain")
+    key = seeded_key("lag-unit")
+
+    def block(memory_id: str) -> None:
+        chain.block([chain.builder(key).submit(chain.next_nonce(key), memory_id, "a note")])
+
+    block("first")
+    engine = sa.create_engine(chain.db_url)
+    indexer = Indexer(engine, VectorIndex(tmp_path / "recall", wordllama))
+    indexer.index.open()
+    indexer.catch_up()
+    assert indexer.status().lag == 0
+    block("second")
+    block("third")  # no follower step since: the index is two blocks behind
+    assert indexer.status().lag == 2
+    assert indexer.status(projection_height=chain.height + 1).lag == 3
+    gauges = {g.name: g.samples[0].value for g in RecallCollector(indexer).collect()}
+    assert gauges["memledger_recall_lag_blocks"] == 2
+    engine.dispose()
+    chain.close()

@@ -47,14 +47,16 @@ async def get_status(state: State) -> Status:
         latest_block_time=str(sync.get("latest_block_time", "")),
         catching_up=bool(sync.get("catching_up", False)),
         projection_height=height or 0,
-        embedder=_recall_status(state),
+        embedder=_recall_status(state, height),
     )
 
 
-def _recall_status(state: ApiState) -> Recall | None:
+def _recall_status(state: ApiState, height: int | None) -> Recall | None:
+    """The vector index's status, its lag against the projection height just read
+    (`height`; None when unreadable: the height the follower's step began at)."""
     if state.recall is None:
         return None
-    st = state.recall.status()
+    st = state.recall.status(state.recall.projection_height if height is None else height)
     return Recall(name=st.embedder, version=st.embedder_version, dim=st.dim, state=st.state,
                   indexed_height=st.indexed_height, lag=st.lag, vectors=st.count,
                   memory_bytes=st.memory_bytes, disk_bytes=st.disk_bytes,
