@@ -122,6 +122,19 @@ def terms_query(schema: tantivy.Schema, terms: Sequence[str], any_word: bool
          for term in terms])
 
 
+def _probe(index: tantivy.Index) -> None:
+    """Read a little of every segment: its first stored document, and a term from each
+    field's dictionary. tantivy opens an index without reading either, so damage inside
+    a segment's files showed first as an error in every search. Damage further in is
+    found by the search that reads it (`TextIndexer.first_hits`)."""
+    searcher = index.searcher()
+    for segment in range(int(searcher.num_segments)):
+        searcher.doc(tantivy.DocAddress(segment, 0))
+    for field in ("id", "body"):
+        query = tantivy.Query.term_query(index.schema, field, "the", index_option="basic")
+        searcher.search(query, 1, count=False)
+
+
 class TextIndexBusy(RuntimeError):
     """Another process holds this word index (one writer per folder)."""
 
@@ -171,11 +184,22 @@ class TextIndex:
         if reason is None:
             reason = self._open_persisted()
         if reason is not None:
-            self._wipe()
-            self.indexed_height = self.words_added = self.docs_added = self.documents = 0
-            self.rebuilt_reason = reason
-            self._index = self._tantivy_index()
+            self._start_empty(reason)
         return reason
+
+    def discard(self, reason: str) -> None:
+        """Start empty, to be rebuilt: the index was found damaged while serving."""
+        with self.lock:
+            self._drop_writer()
+            self._start_empty(reason)
+
+    def _start_empty(self, reason: str) -> None:
+        """Wipe the folder and open an empty index (searches under way keep the old view)."""
+        self._index = None
+        self._wipe()
+        self.indexed_height = self.words_added = self.docs_added = self.documents = 0
+        self.rebuilt_reason = reason
+        self._index = self._tantivy_index()
 
     def _tantivy_index(self) -> tantivy.Index:
         """tantivy's index in the folder, with the `body` analyzer registered (tantivy
@@ -194,6 +218,7 @@ class TextIndex:
         try:
             index = self._tantivy_index()
             held = int(index.searcher().num_docs)
+            _probe(index)
         except ValueError as exc:  # tantivy's error for any damaged or missing file
             return f"unreadable word index: {exc}"
         if self.documents is None:  # a watermark from before the count: none is wrong

@@ -82,6 +82,8 @@ class TextIndexer(Following):
         self._catch_up_lock = threading.Lock()
         self._follower: FollowerThread | None = None
         self._unindexed: tuple[int, int, list[WordBag]] | None = None
+        #: why a search found the index unreadable: the follower rebuilds it
+        self._damaged: str | None = None
         self.champions = Champions()
         #: documents added when the latest memories were last sampled for common words
         self._sampled_at = -lists.RESAMPLE_DOCS
@@ -99,16 +101,12 @@ class TextIndexer(Following):
         with self.engine.connect() as conn:
             hi = projection_height(conn)
             lo = self.index.indexed_height
-            went_back, state = hi < lo, self.state
+            went_back, state = hi < lo or self._damaged is not None, self.state
             if went_back:
                 self.state = "building"
                 if not rebuild:
                     return 0
-                log.warning("projection height %d is below the word index's %d: rebuilding",
-                            hi, lo)
-                self.index.reset()
-                self.index.rebuilt_reason = "projection behind index"
-                self.champions = Champions()
+                self._start_over(hi, lo)
                 lo = 0
             added = 0
             for rows, mark in new_memories(conn, lo, hi):
@@ -127,6 +125,20 @@ class TextIndexer(Following):
             if went_back:
                 self.state = state  # rebuilt up to the projection: serving again
             return added
+
+    def _start_over(self, hi: int, lo: int) -> None:
+        """Empty the index, to be rebuilt from the projection: it went back below the
+        watermark `lo`, or a search found the index's files damaged."""
+        damaged, self._damaged = self._damaged, None
+        if damaged is not None:
+            log.warning("word index damaged: rebuilding: %s", damaged)
+            self.index.discard(f"damaged: {damaged}")
+        else:
+            log.warning("projection height %d is below the word index's %d: rebuilding",
+                        hi, lo)
+            self.index.reset()
+            self.index.rebuilt_reason = "projection behind index"
+        self.champions = Champions()
 
     def _share_pending(self, lo: int, hi: int, bags: list[WordBag]) -> None:
         """Hand the rows about to be indexed to searches as their word bags first: the
@@ -164,7 +176,21 @@ class TextIndexer(Following):
             hits = self.champion_hits(words, fetch, bags)
             if hits is not None:
                 return FirstHits(hits, watermark, bags)
-        return FirstHits(self.index.search(words, fetch, any_word=any_word), watermark, None)
+        try:
+            hits = self.index.search(words, fetch, any_word=any_word)
+        except ValueError as exc:  # tantivy's error for a damaged file
+            self._found_damaged(str(exc))
+            hits = []
+        return FirstHits(hits, watermark, None)
+
+    def _found_damaged(self, reason: str) -> None:
+        """Stop serving (the search, finding the index not serving, asks the projection's
+        full-text index) and have the follower rebuild the index: damage inside a
+        segment that the open's probe did not read fails every search that reads it."""
+        log.warning("word index unreadable, searches use the projection until it is "
+                    "rebuilt: %s", reason)
+        self._damaged = reason
+        self.state = "building"
 
     def _champion_entries(self, term: str) -> list[Entry]:
         """The index's best CHAMPIONS documents for `term`, with their term counts and
@@ -240,7 +266,7 @@ class TextIndexer(Following):
         self._follower = FollowerThread("word-indexer", self._step, self.poll_s).start()
 
     def _step(self) -> bool:
-        if self.catch_up() == 0:
+        if self.catch_up() == 0 and self._damaged is None:  # else: rebuilt next
             self.state = "following"
         if not self.serving:
             return False

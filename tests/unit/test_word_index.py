@@ -648,3 +648,46 @@ def test_rows_that_fill_the_chunks_exactly_still_move_the_watermark_to_the_top( 
     assert words.catch_up() == 240
     assert words.index.indexed_height == chain.height
     assert words.catch_up() == 0  # nothing read twice
+
+
+@pytest.mark.parametrize("suffix", [".store", ".term"])
+def test_damage_inside_a_segment_is_found_at_open(tmp_path: Path, suffix: str) -> None:
+    """tantivy opens such an index without complaint; every search then failed."""
+    index = TextIndex(tmp_path / "text")
+    index.open()
+    index.add([(f"m-{k}", f"zeppelin note {k} " * 20) for k in range(50)], 10)
+    index.close()
+    segment = max((p for p in (tmp_path / "text").iterdir() if p.suffix == suffix),
+                  key=lambda p: p.stat().st_size)
+    data = segment.read_bytes()
+    half = len(data) // 2
+    segment.write_bytes(bytes(b ^ 0x5A for b in data[:half]) + data[half:])
+    again = TextIndex(tmp_path / "text")
+    assert (again.open() or "").startswith("unreadable word index: ")
+    assert len(again) == 0 and again.indexed_height == 0
+    assert again.search(["zeppelin"], 5) == []
+    again.close()
+
+
+def test_a_search_that_finds_the_index_damaged_asks_the_projection_and_it_is_rebuilt(
+        chain_and_words, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    _chain, engine, words = chain_and_words
+    _without_follower(words)
+    flt = MemoryFilter(q="river")
+    with engine.connect() as conn:
+        projected = text_ranked(conn, flt, "river", 1000)
+
+        def damaged(*args: Any, **kwargs: Any) -> list[tuple[str, float]]:
+            raise ValueError("An IO error occurred: 'Fst data is corrupted'")
+
+        monkeypatch.setattr(words.index, "search", damaged)
+        assert text_ranked(conn, flt, "river", 1000, words_index=words) == projected
+        assert not words.serving
+        monkeypatch.undo()
+        held = len(words.index)
+        words._step()  # the follower's next step rebuilds it
+        words._step()
+        assert words.serving and len(words.index) == held
+        assert (words.index.rebuilt_reason or "").startswith("damaged: An IO error")
+        indexed = text_ranked(conn, flt, "river", 1000, words_index=words)
+        assert {m for m, _ in indexed} == {m for m, _ in projected}
