@@ -13,8 +13,9 @@ import bisect
 import json
 import os
 from pathlib import Path
+from typing import Any
 
-from memledger.light.errors import TrustError
+from memledger.light.errors import TrustError, VerificationError
 from memledger.light.header import LightBlock, parse_light_block
 
 
@@ -28,11 +29,28 @@ class TrustedStore:
         self._heights: list[int] = []
         #: the trust root the blocks were verified from (LightClient's root_identity)
         self.root: str | None = None
-        if path is not None and path.exists():
-            doc = json.loads(path.read_text())
-            self.root = doc.get("root")
-            for raw in doc.get("blocks", []):
-                self._put(parse_light_block(raw["signed_header"], raw["validators"]))
+        if path is not None:
+            self._load(path)
+
+    def _load(self, path: Path) -> None:
+        """Take the blocks of the store at `path`. A path that is no store (a key file,
+        any other JSON) is refused, never overwritten later; a missing or empty file is a
+        new store, whose directory must exist (a user's path is not created)."""
+        if not path.parent.is_dir():
+            raise TrustError("no_directory", f"the trust store {path}: its directory "
+                                             f"{path.parent} does not exist")
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            return
+        except (OSError, UnicodeDecodeError) as exc:
+            raise _not_a_store(path, f"cannot read it ({exc})") from None
+        if not text.strip():
+            return
+        root, blocks = _parse_store(path, text)
+        self.root = root
+        for raw in blocks:
+            self._put(_parse_block(path, raw))
 
     def _put(self, lb: LightBlock) -> None:
         if lb.height not in self._blocks:
@@ -62,12 +80,14 @@ class TrustedStore:
             self._write()
 
     def _write(self) -> None:
+        """Replace the file whole (a temp file beside it, only the user may read)."""
         assert self.path is not None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         doc = {"root": self.root, "blocks": [self._blocks[h].raw for h in self._heights
                           if self._blocks[h].raw is not None]}
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc))
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(json.dumps(doc))
         os.replace(tmp, self.path)
 
     def get(self, height: int) -> LightBlock | None:
@@ -86,3 +106,32 @@ class TrustedStore:
 
     def __len__(self) -> int:
         return len(self._heights)
+
+
+def _not_a_store(path: Path, why: str) -> TrustError:
+    return TrustError("not_a_store", f"{path} is not a trust store: {why}; pass the path "
+                                     "of a trust store, or of a file that does not exist")
+
+
+def _parse_store(path: Path, text: str) -> tuple[str, list[Any]]:
+    """The root and raw blocks of a store file: a JSON object with a string `root` (the
+    store is bound before its first write) and a list `blocks`."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        raise _not_a_store(path, "it is not JSON") from None
+    if not isinstance(doc, dict):
+        raise _not_a_store(path, "it is not a JSON object")
+    root, blocks = doc.get("root", ...), doc.get("blocks", ...)
+    if not isinstance(root, str) or not isinstance(blocks, list):
+        raise _not_a_store(path, "it has no string 'root' and list 'blocks'")
+    return root, blocks
+
+
+def _parse_block(path: Path, raw: Any) -> LightBlock:
+    if not isinstance(raw, dict):
+        raise _not_a_store(path, "a block in it is not a JSON object")
+    try:
+        return parse_light_block(raw.get("signed_header"), raw.get("validators"))
+    except VerificationError as exc:
+        raise _not_a_store(path, f"a block in it does not parse ({exc.message})") from None

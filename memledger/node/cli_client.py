@@ -287,6 +287,7 @@ def verifying_client(api: str | None, home: Path, genesis: Path | None,
         root = GenesisRoot.from_file(path)
     if trust_store is None and NodeHome(home).exists():
         trust_store = default_trust_store(Path(home), root)
+        trust_store.parent.mkdir(exist_ok=True)  # the store makes no directory itself
     return MemLedgerClient(api_url(api, home), trust=root, trust_store=trust_store,
                            light_rpc=rpc_url)
 
