@@ -21,6 +21,7 @@ from memledger.node.cli_root import (
     fail_on_known_errors,
     home_option,
     main,
+    one_line,
 )
 from memledger.node.home import MAX_PORT, ConfigError, NodeConfig, NodeHome
 
@@ -84,6 +85,8 @@ def init(home: Path, chain_id: str, moniker: str, db_url: str, base_port: int, v
     node_home = NodeHome(home)
     if node_home.exists() and not force:
         _fail(f"{node_home.root} is already initialised (use --force to rewrite its config)")
+    if db_url:
+        _check_db_url(db_url)
     old = _old_config(node_home)
     genesis = _old_genesis(node_home)
     if not given("chain_id"):
@@ -276,7 +279,6 @@ def projection_rebuild(home: Path, db_url: str, as_json: bool) -> None:
     """
     from memledger.node.db_identity import same_database
     from memledger.node.home import HomeInUseError
-    from memledger.projection.writer import Projection
 
     node_home = NodeHome(home)
     if not node_home.exists():
@@ -284,6 +286,7 @@ def projection_rebuild(home: Path, db_url: str, as_json: bool) -> None:
     config = node_home.load()
     own = node_home.db_url(config)
     target = db_url or own
+    _check_db_url(target)
     lock = None
     if same_database(target, own):
         try:
@@ -293,23 +296,51 @@ def projection_rebuild(home: Path, db_url: str, as_json: bool) -> None:
             _fail(f"the node at {node_home.root} is running{pid} and writes this projection "
                   "every block: stop it first (Ctrl-C), or rebuild into another database "
                   "with --db-url")
-    store = _open_state(node_home, lock)
-    _progress(f"rebuilding {_redact(target)} from canonical state at height "
-              f"{store.last_height}")
-    proj = Projection(target)
     try:
+        store = _open_state(node_home, lock)
+        try:
+            result = _rebuild_into(target, store)
+        finally:
+            store.close()
+    finally:
+        if lock is not None:
+            lock.close()
+    _emit(result, as_json, f"rebuilt projection from {result['records']} records at height "
+          f"{result['height']}")
+
+
+def _rebuild_into(target: str, store: CanonicalStore) -> dict[str, Any]:
+    """Rebuild the projection at `target` from `store`. A database that cannot be opened
+    (a missing directory, a server that does not answer) is one line naming it, before
+    any "rebuilding" line."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from memledger.projection.writer import Projection
+
+    try:
+        proj = Projection(target)
+    except (SQLAlchemyError, ImportError) as exc:
+        _fail(f"cannot open the projection database {_redact(target)}: "
+              f"{one_line(str(getattr(exc, 'orig', None) or exc))}")
+    try:
+        _progress(f"rebuilding {_redact(target)} from canonical state at height "
+                  f"{store.last_height}")
         with store.snapshot() as view:  # rows and receipt from one read (a running node
             # may commit a block meanwhile: the receipt must name the rows' height)
             count = proj.rebuild(_Counted(view), view.last_height, view.last_app_hash)
-            height = view.last_height
-        result = {"records": count, "height": height, "db_url": target}
+            return {"records": count, "height": view.last_height, "db_url": target}
     finally:
         proj.close()
-        store.close()
-        if lock is not None:
-            lock.close()
-    _emit(result, as_json, f"rebuilt projection from {count} records at height "
-          f"{result['height']}")
+
+
+def _check_db_url(url: str) -> None:
+    """A database URL memledger cannot use is one line, before anything is written."""
+    from memledger.node.db_url import DbUrlError, check_db_url
+
+    try:
+        check_db_url(url)
+    except DbUrlError as exc:
+        _fail(str(exc))
 
 
 def _open_state(node_home: NodeHome, lock: IO[str] | None) -> CanonicalStore:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from memledger.durable import write_atomic
-from memledger.node.home import MAX_PORT, NodeConfig
+from memledger.node.home import MAX_PORT, ConfigError, NodeConfig
 
 PORT_BLOCK = 32
 P2P_OFFSET, RPC_OFFSET, ABCI_OFFSET, API_OFFSET = 0, 1, 2, 24
@@ -131,9 +131,64 @@ class TestnetSpec:
         path = root / SPEC_FILE
         if not path.exists():
             raise FileNotFoundError(f"no test net at {root} (missing {SPEC_FILE})")
-        data = json.loads(path.read_text())
-        data["nodes"] = [NodeSpec(**n) for n in data["nodes"]]
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read {path}: {exc}") from None
+        data = _spec_fields(text, path)
+        data["nodes"] = [_node_spec(n, path) for n in data["nodes"]]
         return cls(**data)
+
+
+#: the type of each field of testnet.json and of each of its nodes
+_SPEC_TYPES: dict[str, type] = {"chain_id": str, "base_port": int, "nodes": list,
+                                "flavour": str, "db_url_template": str, "voter": bool,
+                                "postgres": bool, "extra": dict}
+_NODE_TYPES: dict[str, type] = {"index": int, "name": str, "base_port": int, "power": int}
+
+
+def _spec_fields(text: str, path: Path) -> dict[str, Any]:
+    """testnet.json's fields, checked like config.json's: a damaged file (truncated, not an
+    object, a field missing or of the wrong type) is one ConfigError naming it."""
+    try:
+        data: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, "
+                          f"column {exc.colno}); restore it, or create the net again") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a JSON object describing the test net, got "
+                          f"{type(data).__name__}")
+    problems = _field_problems(data, _SPEC_TYPES, {"chain_id", "base_port", "nodes"})
+    if not problems and data.get("flavour", LOCAL) not in (LOCAL, COMPOSE):
+        problems.append(f"flavour must be {LOCAL!r} or {COMPOSE!r}")
+    if problems:
+        raise ConfigError(f"invalid test net description {path}: {'; '.join(problems)}")
+    return dict(data)
+
+
+def _node_spec(raw: Any, path: Path) -> NodeSpec:
+    """One entry of testnet.json's `nodes`, or ConfigError naming the file."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"invalid test net description {path}: each of nodes must be a "
+                          f"JSON object, got {type(raw).__name__}")
+    problems = _field_problems(raw, _NODE_TYPES, set(_NODE_TYPES))
+    if problems:
+        raise ConfigError(f"invalid test net description {path}: a node: "
+                          f"{'; '.join(problems)}")
+    return NodeSpec(**raw)
+
+
+def _field_problems(data: dict[str, Any], types: dict[str, type],
+                    required: set[str]) -> list[str]:
+    """What is wrong with `data`'s keys and value types, one phrase each."""
+    problems = [f"unknown key {k!r}" for k in data if k not in types]
+    problems += [f"missing {k}" for k in sorted(required) if k not in data]
+    for key, want in types.items():
+        if key in data and (not isinstance(data[key], want)
+                            or (want is int and isinstance(data[key], bool))):
+            problems.append(f"{key} must be {want.__name__}, got "
+                            f"{type(data[key]).__name__}")
+    return problems
 
 
 def port_block(base_port: int, index: int) -> int:
