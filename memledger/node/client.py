@@ -31,7 +31,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -55,6 +55,7 @@ __all__ = [
 
 DEFAULT_URL = "http://127.0.0.1:26680"
 MakeTx = Callable[[TxBuilder, int], bytes]
+_T = TypeVar("_T")
 
 
 # ----------------------------------------------------------------------------- errors
@@ -620,6 +621,36 @@ def _tx_path(tx_hash: str) -> str:
     return f"/v1/txs/{tx_hash}"
 
 
+_PUBLIC_KEY = re.compile(r"[0-9a-fA-F]{64}")
+
+
+def _account_path(public_key: str) -> str:
+    """The path of one account, for a key checked first: put in the path as it is,
+    "../status" would ask for another route (and its answer crash Account)."""
+    if not isinstance(public_key, str) or _PUBLIC_KEY.fullmatch(public_key) is None:
+        detail = f"{public_key!r} is not a public key (64 hex digits, an Ed25519 key)"
+        raise MemLedgerError(f"invalid_public_key: {detail}", name="invalid_public_key",
+                             detail=detail)
+    return f"/v1/accounts/{public_key}"
+
+
+def _known(cls: type[_T], doc: Any) -> _T:
+    """Dataclass `cls` from the fields of `doc` it knows: a field a newer node adds is
+    left out (like Memory.from_json), and a document that is not one is a clear error."""
+    names = cls.__dataclass_fields__  # type: ignore[attr-defined]
+    try:
+        return cls(**{k: v for k, v in doc.items() if k in names})
+    except (AttributeError, TypeError):
+        detail = f"the node answered {_shown(doc)} where a {cls.__name__} was expected"
+        raise MemLedgerError(f"unexpected_response: {detail}", name="unexpected_response",
+                             detail=detail) from None
+
+
+def _shown(doc: Any) -> str:
+    text = json.dumps(doc, default=str)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
 def _grantee_bytes(grantee: bytes | str) -> bytes:
     return grantee if isinstance(grantee, bytes) else bytes.fromhex(grantee)
 
@@ -904,14 +935,14 @@ class MemLedgerClient(_Core):
 
     def votes(self, memory_id: str) -> list[Vote]:
         doc = self._request("GET", f"/v1/memories/{_q(memory_id)}/votes")
-        return [Vote(**v) for v in doc["votes"]]
+        return [_known(Vote, v) for v in doc["votes"]]
 
     def challenges(self, memory_id: str) -> list[dict[str, Any]]:
         return list(self._request("GET", f"/v1/memories/{_q(memory_id)}/challenges")["challenges"])
 
     def corroborations(self, memory_id: str) -> list[Corroboration]:
         doc = self._request("GET", f"/v1/memories/{_q(memory_id)}/corroborations")
-        return [Corroboration(**c) for c in doc["corroborations"]]
+        return [_known(Corroboration, c) for c in doc["corroborations"]]
 
     def get_cocommit(self, cocommit_id: str) -> dict[str, Any]:
         return dict(self._request("GET", f"/v1/cocommits/{_q(cocommit_id)}")["record"])
@@ -920,10 +951,11 @@ class MemLedgerClient(_Core):
         key = public_key or self.public_key
         if key is None:
             raise MemLedgerError("no public key given and the client has no key", name="no_key")
-        return Account(**self._request("GET", f"/v1/accounts/{key}"))
+        return _known(Account, self._request("GET", _account_path(key)))
 
     def validators(self) -> list[Validator]:
-        return [Validator(**v) for v in self._request("GET", "/v1/validators")["validators"]]
+        return [_known(Validator, v)
+                for v in self._request("GET", "/v1/validators")["validators"]]
 
     def proposals(self) -> list[dict[str, Any]]:
         """Every governance proposal, by id, following the cursor pages."""
@@ -1211,7 +1243,7 @@ class AsyncMemLedgerClient(_Core):
 
     async def votes(self, memory_id: str) -> list[Vote]:
         doc = await self._request("GET", f"/v1/memories/{_q(memory_id)}/votes")
-        return [Vote(**v) for v in doc["votes"]]
+        return [_known(Vote, v) for v in doc["votes"]]
 
     async def challenges(self, memory_id: str) -> list[dict[str, Any]]:
         doc = await self._request("GET", f"/v1/memories/{_q(memory_id)}/challenges")
@@ -1219,7 +1251,7 @@ class AsyncMemLedgerClient(_Core):
 
     async def corroborations(self, memory_id: str) -> list[Corroboration]:
         doc = await self._request("GET", f"/v1/memories/{_q(memory_id)}/corroborations")
-        return [Corroboration(**c) for c in doc["corroborations"]]
+        return [_known(Corroboration, c) for c in doc["corroborations"]]
 
     async def get_cocommit(self, cocommit_id: str) -> dict[str, Any]:
         return dict((await self._request("GET", f"/v1/cocommits/{_q(cocommit_id)}"))["record"])
@@ -1228,11 +1260,11 @@ class AsyncMemLedgerClient(_Core):
         key = public_key or self.public_key
         if key is None:
             raise MemLedgerError("no public key given and the client has no key", name="no_key")
-        return Account(**await self._request("GET", f"/v1/accounts/{key}"))
+        return _known(Account, await self._request("GET", _account_path(key)))
 
     async def validators(self) -> list[Validator]:
         doc = await self._request("GET", "/v1/validators")
-        return [Validator(**v) for v in doc["validators"]]
+        return [_known(Validator, v) for v in doc["validators"]]
 
     async def proposals(self) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []

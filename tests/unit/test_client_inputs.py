@@ -1,0 +1,96 @@
+"""The SDK checks what it puts in a URL and reads answers by the fields it knows (sync and
+async): a public key that is no key is refused before any request (it was put in the path
+as it was: "../status" asked GET /v1/status), and a field a newer node adds to an
+account, vote, corroboration or validator is ignored, not a TypeError."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from memledger.node.client import AsyncMemLedgerClient, MemLedgerClient, MemLedgerError
+from tests.support.chain import seeded_key
+
+KEY = seeded_key("inputs-agent")
+PK = bytes(KEY.verify_key).hex()
+NEW = {"added_by_a_newer_node": 1}
+ANSWERS: dict[str, Any] = {
+    f"/v1/accounts/{PK}": {"public_key": PK, "last_nonce": 4, "next_nonce": 5, "height": 9,
+                           "source": "app", **NEW},
+    "/v1/memories/m-1/votes": {"votes": [{"voter": PK, "decision": "accept", "height": 3,
+                                          "reason": None, **NEW}]},
+    "/v1/memories/m-1/corroborations": {"corroborations": [{"agent": PK, "height": 4, **NEW}]},
+    "/v1/validators": {"validators": [{"public_key": PK, "address": "ab", "power": 10,
+                                       **NEW}]},
+}
+
+
+class Recorder:
+    def __init__(self, answers: dict[str, Any]) -> None:
+        self.answers = answers
+        self.paths: list[str] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.paths.append(request.url.path)
+        doc = self.answers.get(request.url.path)
+        return httpx.Response(200 if doc is not None else 404,
+                              json=doc if doc is not None else {"name": "not_found"})
+
+
+def _both(answers: dict[str, Any], call: Callable[[Any], Any]) -> tuple[Any, Any, list[str]]:
+    """`call` on a sync and on an async client; their results and the paths requested."""
+    rec = Recorder(answers)
+    with MemLedgerClient("http://node", transport=httpx.MockTransport(rec)) as ml:
+        sync = call(ml)
+
+    async def run() -> Any:
+        async with AsyncMemLedgerClient("http://node",
+                                        transport=httpx.MockTransport(rec)) as aml:
+            return await call(aml)
+
+    return sync, asyncio.run(run()), rec.paths
+
+
+@pytest.mark.parametrize("bad", ["../status", "../validators", "abc?prove=true", PK[:-1],
+                                 PK + "0", "g" * 64, f"{PK}/../x", 7])
+def test_a_public_key_that_is_no_key_is_refused_before_sending(bad: Any) -> None:
+    rec = Recorder(ANSWERS)
+    with MemLedgerClient("http://node", transport=httpx.MockTransport(rec)) as ml, \
+            pytest.raises(MemLedgerError) as err:
+        ml.account(bad)
+    assert err.value.name == "invalid_public_key" and repr(bad) in str(err.value)
+
+    async def run() -> None:
+        async with AsyncMemLedgerClient("http://node",
+                                        transport=httpx.MockTransport(rec)) as aml:
+            await aml.account(bad)
+
+    with pytest.raises(MemLedgerError) as aerr:
+        asyncio.run(run())
+    assert aerr.value.name == "invalid_public_key"
+    assert rec.paths == []
+
+
+def test_fields_a_newer_node_adds_are_ignored() -> None:
+    sync, asyn, _ = _both(ANSWERS, lambda ml: ml.account(PK))
+    assert sync == asyn and (sync.last_nonce, sync.next_nonce, sync.height) == (4, 5, 9)
+    sync, asyn, _ = _both(ANSWERS, lambda ml: ml.votes("m-1"))
+    assert sync == asyn and [v.decision for v in sync] == ["accept"]
+    sync, asyn, _ = _both(ANSWERS, lambda ml: ml.corroborations("m-1"))
+    assert sync == asyn and [c.height for c in sync] == [4]
+    sync, asyn, _ = _both(ANSWERS, lambda ml: ml.validators())
+    assert sync == asyn and [v.power for v in sync] == [10]
+
+
+def test_an_answer_missing_fields_is_a_clear_error() -> None:
+    answers = {f"/v1/accounts/{PK}": {"public_key": PK}}
+    for which in (0, 1):
+        with pytest.raises(MemLedgerError) as err:
+            _both(answers, lambda ml: ml.account(PK)) if which == 0 else asyncio.run(
+                AsyncMemLedgerClient("http://node", transport=httpx.MockTransport(
+                    Recorder(answers))).account(PK))
+        assert err.value.name == "unexpected_response" and "Account" in str(err.value)
