@@ -291,6 +291,12 @@ class NonceSource:
 RETRY_STATUSES = frozenset({429, 503})
 
 
+#: Transport failures after which the same signed tx bytes are sent again (RetryPolicy.
+#: resend_delay): the answer was lost or the request never left; not a timeout.
+RESENT_ERRORS = (httpx.NetworkError, httpx.RemoteProtocolError, httpx.PoolTimeout,
+                 httpx.ConnectTimeout)
+
+
 #: The refusal that means "this signer's backlog is full": the same bytes pass once a block
 #: has taken some of it, so it is waited out (up to `RetryPolicy.backlog_wait`).
 BACKLOG_FULL = Code.SIGNER_BACKLOG_FULL.slug
@@ -301,8 +307,9 @@ class RetryPolicy:
     """Bounded retries of 429/503 answers, honouring `Retry-After` like HTTP clients do.
 
     Reads are safe to repeat, and so are submits: the client re-sends the *same signed
-    bytes* (never re-signs on 429/503), and a tx is idempotent by its hash, so a copy that
-    did get through is found by hash instead of being applied twice. The wait is the
+    bytes* (never re-signs on 429/503, nor when a connection fails before the answer: see
+    `resend_delay`), and a tx is idempotent by its hash, so a copy that did get through
+    is found by hash instead of being applied twice. The wait is the
     server's Retry-After when it gives one, else `backoff * 2**attempt` with jitter; both
     capped at `max_wait`. `retries=0` turns retrying off.
 
@@ -336,8 +343,21 @@ class RetryPolicy:
             return None
         advised = _retry_after(resp.headers.get("retry-after"))
         if advised is None:
-            advised = self.backoff * 2 ** attempt * (0.5 + random.random() / 2)
+            advised = self._backoff(attempt)
         return max(0.0, min(self.max_wait, advised))
+
+    def resend_delay(self, exc: httpx.HTTPError, attempt: int) -> float | None:
+        """The wait before sending signed tx bytes again after `exc` lost the answer (a
+        connection the pool closed under a busy client, a reset, a refused connect), or
+        None to give up. The same bytes are idempotent by hash, so a copy that got
+        through is found, not applied twice; a read or write timeout is not resent (the
+        client's timeout bounds the wait)."""
+        if not isinstance(exc, RESENT_ERRORS) or self.retries <= 0 or attempt >= self.retries:
+            return None
+        return max(0.0, min(self.max_wait, self._backoff(attempt)))
+
+    def _backoff(self, attempt: int) -> float:
+        return self.backoff * 2 ** attempt * (0.5 + random.random() / 2)
 
     def backlog_delay(self, attempt: int, elapsed: float) -> float | None:
         """The wait before trying a write refused for a full backlog again (None: give up)."""
@@ -693,15 +713,21 @@ class MemLedgerClient(_Core):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method: str, path: str, wait_backlog: bool = True,
+    def _call(self, method: str, path: str, wait_backlog: bool = True, resend: bool = False,
               **kwargs: Any) -> tuple[httpx.Response, int]:
-        """The answer after retrying 429/503 per the policy, and how often it was sent."""
+        """The answer after retrying 429/503 per the policy (and, with `resend`, a lost
+        answer: see RetryPolicy.resend_delay), and how often it was sent."""
         attempt, started = 0, time.monotonic()
         while True:
             try:
                 resp = self._http.request(method, path, **kwargs)
             except httpx.HTTPError as exc:
-                raise _connection_error(self.base_url, exc) from None
+                lost = self._retry.resend_delay(exc, attempt) if resend else None
+                if lost is None:
+                    raise _connection_error(self.base_url, exc) from None
+                time.sleep(lost)
+                attempt += 1
+                continue
             delay = self._retry.delay(resp, attempt, time.monotonic() - started, wait_backlog)
             if delay is None:
                 return resp, attempt + 1
@@ -713,10 +739,11 @@ class MemLedgerClient(_Core):
         return self._raise_for(resp)
 
     def _post_tx(self, path: str, tx: bytes, wait: str, wait_backlog: bool = True) -> Any:
-        """POST signed bytes (the same bytes on every retry). If a retried copy is then
-        refused for its nonce, an earlier copy got through: answer with it, found by hash."""
-        resp, sent = self._call("POST", path, wait_backlog, params={"wait": wait},
-                                json=self._tx_json(tx))
+        """POST signed bytes (the same bytes on every retry, after a 429/503 or a lost
+        answer). If a retried copy is then refused for its nonce, an earlier copy got
+        through: answer with it, found by hash."""
+        resp, sent = self._call("POST", path, wait_backlog, resend=True,
+                                params={"wait": wait}, json=self._tx_json(tx))
         try:
             return self._raise_for(resp)
         except MemLedgerError as err:
@@ -1021,13 +1048,18 @@ class AsyncMemLedgerClient(_Core):
         await self.aclose()
 
     async def _call(self, method: str, path: str, wait_backlog: bool = True,
-                    **kwargs: Any) -> tuple[httpx.Response, int]:
+                    resend: bool = False, **kwargs: Any) -> tuple[httpx.Response, int]:
         attempt, started = 0, time.monotonic()
         while True:
             try:
                 resp = await self._http.request(method, path, **kwargs)
             except httpx.HTTPError as exc:
-                raise _connection_error(self.base_url, exc) from None
+                lost = self._retry.resend_delay(exc, attempt) if resend else None
+                if lost is None:
+                    raise _connection_error(self.base_url, exc) from None
+                await asyncio.sleep(lost)
+                attempt += 1
+                continue
             delay = self._retry.delay(resp, attempt, time.monotonic() - started, wait_backlog)
             if delay is None:
                 return resp, attempt + 1
@@ -1039,8 +1071,8 @@ class AsyncMemLedgerClient(_Core):
         return self._raise_for(resp)
 
     async def _post_tx(self, path: str, tx: bytes, wait: str, wait_backlog: bool = True) -> Any:
-        resp, sent = await self._call("POST", path, wait_backlog, params={"wait": wait},
-                                      json=self._tx_json(tx))
+        resp, sent = await self._call("POST", path, wait_backlog, resend=True,
+                                      params={"wait": wait}, json=self._tx_json(tx))
         try:
             return self._raise_for(resp)
         except MemLedgerError as err:

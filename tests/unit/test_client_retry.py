@@ -14,7 +14,13 @@ import httpx
 import pytest
 
 from memledger.node import client as client_module
-from memledger.node.client import AsyncMemLedgerClient, MemLedgerClient, MemLedgerError, RetryPolicy
+from memledger.node.client import (
+    AsyncMemLedgerClient,
+    MemLedgerClient,
+    MemLedgerConnectionError,
+    MemLedgerError,
+    RetryPolicy,
+)
 from tests.support.chain import seeded_key
 
 KEY = seeded_key("retry-agent")
@@ -274,3 +280,67 @@ def test_a_retried_submit_of_a_decided_write_returns_its_receipt(slept: list[flo
         async with _async(Script(terminal, same)) as aml:
             return await aml.submit("m-same", "the same words", tags=["a", "b"])
     assert asyncio.run(run()).memory_status == "committed"
+
+
+def _lost(request: httpx.Request) -> httpx.Response:
+    """A connection that failed under the request (as httpcore's EBADF race at pool
+    exhaustion does when >100 threads share one client): the answer is lost."""
+    raise httpx.ReadError("[Errno 9] Bad file descriptor", request=request)
+
+
+def test_a_lost_answer_resends_the_same_bytes(slept: list[float]) -> None:
+    script = Script(_lost, _lost, _committed)
+    with _sync(script) as ml:
+        receipt = ml.submit("m-1", "sent again after a lost answer")
+    assert receipt.committed and receipt.memory_id == "m-1"
+    sent = script.bodies("/v1/memories")
+    assert len(sent) == 3 and len(set(sent)) == 1  # never re-signed
+    assert len(slept) == 2
+
+
+def test_a_lost_answer_whose_copy_landed_is_found_by_hash(slept: list[float]) -> None:
+    """The first copy was applied before its connection failed: the resent copy is
+    refused for its used nonce, and the client answers with the landed one."""
+    def lookup(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"status": "included", "hash": request.url.path[-64:],
+                                         "code": 0, "height": 11})
+
+    script = Script(_lost, _problem(409, "nonce_replayed", code=10), lookup)
+    with _sync(script) as ml:
+        receipt = ml.vote("m-1")
+    assert receipt.included and receipt.height == 11
+    posted = script.bodies("/v1/txs")
+    assert len(posted) == 2 and posted[0] == posted[1]
+
+
+def test_resending_after_lost_answers_is_bounded_in_both_clients(slept: list[float]) -> None:
+    script = Script(*[_lost] * 3)
+    with _sync(script, retry=RetryPolicy(retries=2)) as ml, \
+            pytest.raises(MemLedgerConnectionError):
+        ml.submit("m-1", "never answered")
+    sent = script.bodies("/v1/memories")
+    assert len(sent) == 3 and len(set(sent)) == 1
+    ascript = Script(_lost, _committed)
+
+    async def run() -> Any:
+        async with _async(ascript) as aml:
+            return await aml.submit("m-1", "async, sent again")
+
+    assert asyncio.run(run()).committed
+    asent = ascript.bodies("/v1/memories")
+    assert len(asent) == 2 and asent[0] == asent[1]
+
+
+def test_reads_and_timeouts_are_not_resent(slept: list[float]) -> None:
+    reads = Script(_lost)
+    with _sync(reads) as ml, pytest.raises(MemLedgerConnectionError):
+        ml.status()
+    assert len(reads.requests) == 1
+
+    def timed_out(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("timed out", request=request)
+
+    writes = Script(timed_out)
+    with _sync(writes) as ml, pytest.raises(MemLedgerConnectionError):
+        ml.submit("m-1", "the client's timeout bounds the wait")
+    assert len(writes.requests) == 1 and slept == []
