@@ -97,8 +97,14 @@ class BodyLimitMiddleware:
         await self.app(scope, replay, send)
 
 
+#: nginx's "client closed request": the client left before any answer was sent
+CLIENT_CLOSED = 499
+
+
 class RequestMetricsMiddleware:
-    """Count requests and time them per route template (not per raw path)."""
+    """Count requests and time them per route template (not per raw path), by the status
+    sent. A request answered with nothing is 500 only when an exception escaped; a client
+    that left first (mid-body, or cancelled) is 499, so it cannot raise the 5xx rate."""
 
     def __init__(self, app: ASGIApp, observe: Callable[[str, str, int, float], None]) -> None:
         self.app = app
@@ -109,19 +115,23 @@ class RequestMetricsMiddleware:
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
-        status = [500]
+        sent: list[int] = []
+        unanswered = CLIENT_CLOSED
 
         async def capture(message: Message) -> None:
             if message["type"] == "http.response.start":
-                status[0] = int(message["status"])
+                sent.append(int(message["status"]))
             await send(message)
 
         try:
             await self.app(scope, receive, capture)
+        except Exception:
+            unanswered = 500
+            raise
         finally:
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
-            self.observe(scope.get("method", ""), template, status[0],
+            self.observe(scope.get("method", ""), template, sent[0] if sent else unanswered,
                          time.perf_counter() - start)
 
 
