@@ -20,9 +20,16 @@ BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{4}|[A-Za-z0-9+/]{3}=|[A-Za-z0-
 MEMORY_CURSOR = r"^[0-9]{1,18}~[A-Za-z0-9._:/@-]{1,128}$"
 #: GET /v1/proposals cursor: the last proposal id of a page.
 DOCUMENT_CURSOR = NAME
-#: Full-text query: at most 32 words, a word being a run of characters above U+0020 (so
-#: control characters separate words, like spaces). Unambiguous, so no regex backtracks.
-QUERY = r"^[\x00-\x20]*(?:[^\x00-\x20]+(?:[\x00-\x20]+|$)){0,32}$"
+#: What separates the words of a query: spaces and control characters up to U+0020, and
+#: every other character Python's str.split() takes for whitespace (NBSP, U+2000..U+200A,
+#: U+3000...), so the bound below counts the words the search splits (search.query_words).
+#: Regex escapes both Python's and the server's (Rust) engine read the same way.
+QUERY_SEPARATORS = (r"\x00-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f"
+                    r"\u3000")
+#: Full-text query: at most 32 words, a word being a run of non-separators (above).
+#: Unambiguous, so no regex backtracks.
+QUERY = (f"^[{QUERY_SEPARATORS}]*(?:[^{QUERY_SEPARATORS}]+(?:[{QUERY_SEPARATORS}]+|$))"
+         "{0,32}$")
 MAX_QUERY_WORDS = 32
 #: A tag: what the ledger stores (1..64 UTF-8 bytes, no NUL; bytes beyond the character
 #: bound are the ledger's own `invalid_tag` verdict).

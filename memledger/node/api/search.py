@@ -13,18 +13,34 @@ import re
 import sqlalchemy as sa
 
 from memledger.node.api.problems import Problem
+from memledger.node.api.schemas import MAX_QUERY_WORDS, QUERY_SEPARATORS
 from memledger.projection.schema import FTS_TABLE, TS_CONFIG, TSV_COLUMN
 
 MAX_QUERY_CHARS = 512
 COMMON_MIN_MATCHES = 500
-_SEPARATORS = re.compile(r"[\x00-\x20]+")
+_SEPARATORS = re.compile(f"[{QUERY_SEPARATORS}]+")
+
+
+def split_query(text: str) -> list[str]:
+    """Every word of `q`: the runs between separators, as the QUERY pattern counts them."""
+    return [t for t in _SEPARATORS.split(text) if t]
 
 
 def query_words(text: str) -> list[str]:
-    """The words of `q` that can match: runs between spaces, control characters (the
-    document's QUERY pattern bounds these runs to 32) or other Unicode whitespace, that
-    hold a letter or digit."""
-    return [t for t in _SEPARATORS.sub(" ", text).split() if any(ch.isalnum() for ch in t)]
+    """The words of `q` that can match: those of split_query (at most 32, by the document's
+    QUERY pattern) that hold a letter or digit."""
+    return [t for t in split_query(text) if any(ch.isalnum() for ch in t)]
+
+
+def check_query(text: str) -> None:
+    """422 invalid_query for a q beyond the document's bounds (the route's pattern refuses
+    it first; this holds for any caller)."""
+    if len(text) > MAX_QUERY_CHARS:
+        raise Problem(422, "invalid_query", f"q is longer than {MAX_QUERY_CHARS} characters")
+    words = len(split_query(text))
+    if words > MAX_QUERY_WORDS:
+        raise Problem(422, "invalid_query", f"q has {words} words; at most "
+                                            f"{MAX_QUERY_WORDS} are searched for")
 
 
 def fts5_query(text: str) -> str | None:
@@ -43,8 +59,7 @@ def search_clause(dialect: str, text: str, *, ordered_scan: bool = False) -> sa.
     memories in page order and probes the match list, instead of fetching and sorting
     every match — the right plan for common words, the wrong one for rare words.
     """
-    if len(text) > MAX_QUERY_CHARS:
-        raise Problem(422, "invalid_query", f"q is longer than {MAX_QUERY_CHARS} characters")
+    check_query(text)
     fts = fts5_query(text)
     if fts is None:
         return sa.text("1 = 0")
