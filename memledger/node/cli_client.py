@@ -446,12 +446,12 @@ def submit_cmd(content: str, memory_id: str | None, domain: str, type_: str, con
     It is `proposed` once its tx is in a block; validators then commit or deprecate it
     (`memledger get ID` shows which, and why).
     """
-    from memledger.node.client import check_content_size
+    from memledger.node.client import check_content
 
     with errors_as_messages():
         agent = load_key(key)
         text = _read_content(content)
-        check_content_size(text)  # before anything is signed or sent
+        check_content(text)  # before anything is signed or sent
         with client(api, home, agent) as ml:
             if print_tx:
                 _print_signed_submit(ml, agent, memory_id, text, domain, type_, confidence,
@@ -603,10 +603,12 @@ def cocommit_cmd(content: str, coauthors: tuple[str, ...], domain: str, type_: s
     """Jointly sign CONTENT with every coauthor key and submit it as one co-commit."""
     import time
 
-    from memledger.node.client import cocommit_core, sign_cocommit
+    from memledger.node.client import check_content, cocommit_core, sign_cocommit
     from memledger.node.txbuilder import confidence_to_ppm
 
     with errors_as_messages():
+        text = _read_content(content)
+        check_content(text)  # before anything is signed or sent
         submitter = load_key(key or coauthors[0])
         signers = {submitter.public_key: submitter}
         for name in coauthors:
@@ -617,7 +619,7 @@ def cocommit_cmd(content: str, coauthors: tuple[str, ...], domain: str, type_: s
         with client(api, home, submitter) as ml:
             not_after = (1 << 63) - 1 if valid_for is None else \
                 time.time_ns() + int(valid_for * 1e9)
-            core = cocommit_core(ml.chain_id, _read_content(content), sorted(signers),
+            core = cocommit_core(ml.chain_id, text, sorted(signers),
                                  domain=domain, memory_type=type_,
                                  confidence_ppm=confidence_to_ppm(confidence), tags=tags,
                                  agreement_nonce=agreement_nonce, not_after_unix_ns=not_after)

@@ -24,6 +24,7 @@ import dataclasses
 import email.utils
 import hashlib
 import json
+import numbers
 import random
 import re
 import threading
@@ -31,7 +32,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, NoReturn, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -405,6 +406,49 @@ def check_content_size(content: str) -> None:
             detail=f"content is {size} bytes; the limit is {MAX_CONTENT_BYTES} bytes")
 
 
+def check_content(content: str) -> None:
+    """Refuse content that cannot be sent, before signing: text UTF-8 cannot carry (a lone
+    surrogate, e.g. from command-line bytes that are not UTF-8; it failed deep in the
+    encoder as a UnicodeEncodeError) or too large (check_content_size)."""
+    if not isinstance(content, str):
+        _invalid("invalid_content", f"content must be a str, got {type(content).__name__}")
+    try:
+        content.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        _invalid("invalid_content", f"content holds a lone surrogate "
+                                    f"U+{ord(content[exc.start]):04X} at character {exc.start} "
+                                    "(counting from 0), which is not text: UTF-8 cannot carry it")
+    check_content_size(content)
+
+
+def _checked_tags(tags: Sequence[str]) -> tuple[str, ...]:
+    """The tags as a tuple of strings: a str given for tags would be taken as its letters
+    ("abc" as a, b, c)."""
+    if isinstance(tags, (str, bytes)):
+        _invalid("invalid_tags", f"tags must be a list of tags, got the {type(tags).__name__} "
+                                 f"{tags!r} (write tags=[{tags!r}])")
+    out = tuple(tags)
+    odd = next((t for t in out if not isinstance(t, str)), None)
+    if odd is not None:
+        _invalid("invalid_tags", f"each tag must be a str, got {odd!r}")
+    return out
+
+
+def _confidence_ppm(confidence: float) -> int:
+    """A confidence given as a fraction from 0 to 1 (0.9: 90%), in the ledger's parts per
+    million. Anything else is refused: an int above 1 silently meant parts per million (2
+    was 0.0002%), and 1.5 was signed only to be refused by the ledger."""
+    if (isinstance(confidence, bool) or not isinstance(confidence, numbers.Real)
+            or not 0 <= confidence <= 1):
+        _invalid("invalid_confidence", "confidence is a fraction from 0 to 1 (0.9 means 90%), "
+                                       f"got {confidence!r}")
+    return confidence_to_ppm(float(confidence))
+
+
+def _invalid(name: str, detail: str) -> NoReturn:
+    raise MemLedgerError(f"{name}: {detail}", name=name, detail=detail)
+
+
 def derive_memory_id(author_hex: str, domain: str, content: str) -> str:
     """A stable id for (author, domain, content), so a retried submit is idempotent."""
     digest = hashlib.sha256(f"{author_hex}\0{domain}\0{content}".encode()).hexdigest()
@@ -546,9 +590,10 @@ class _Core:
                       ) -> tuple[str, MakeTx, dict[str, Any]]:
         """The memory id, the tx maker, and the fields the memory will hold (to know an
         earlier attempt's memory as this same write)."""
-        check_content_size(content)
+        check_content(content)
+        tags = _checked_tags(tags)
+        ppm = _confidence_ppm(confidence)
         mid = memory_id or derive_memory_id(self.public_key or "", domain, content)
-        ppm = confidence_to_ppm(confidence)
 
         def make(b: TxBuilder, nonce: int) -> bytes:
             return b.submit(nonce, mid, content, domain=domain, memory_type=type,
@@ -672,7 +717,14 @@ def _shown(doc: Any) -> str:
 
 
 def _grantee_bytes(grantee: bytes | str) -> bytes:
-    return grantee if isinstance(grantee, bytes) else bytes.fromhex(grantee)
+    """A grantee's public key: 32 bytes, or 64 hex digits (else MemLedgerError, where
+    "zz" raised a bare ValueError)."""
+    if isinstance(grantee, bytes) and len(grantee) == 32:
+        return grantee
+    if isinstance(grantee, str) and _PUBLIC_KEY.fullmatch(grantee) is not None:
+        return bytes.fromhex(grantee)
+    _invalid("invalid_public_key", f"grantee {grantee!r} is not a public key (64 hex digits "
+                                   "or 32 bytes, an Ed25519 key)")
 
 
 def _decision_timeout(message: str) -> MemLedgerError:
@@ -799,7 +851,11 @@ class MemLedgerClient(_Core):
         """Propose a memory. `wait="commit"` returns once its tx is in a block (the memory
         is then `proposed`); `wait="decided"` also waits up to `decide_timeout` seconds for
         the validators' decision: `memory_status` is then `committed` or `deprecated`, or
-        still `proposed` if they have not decided by then."""
+        still `proposed` if they have not decided by then.
+
+        `confidence` is a fraction from 0 to 1 (0.9 means 90%) and `tags` a list of
+        strings; other values (an int above 1, a str for tags) are refused before signing,
+        as is content that is not text (MemLedgerError)."""
         mid, make, fields = self._submit_maker(memory_id, content, domain, type, confidence,
                                                tags)
         try:

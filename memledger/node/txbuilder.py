@@ -26,10 +26,10 @@ LEVELS = {
 }
 
 
-def confidence_to_ppm(confidence: float | int) -> int:
-    """Client-side conversion; consensus only ever sees the integer."""
-    if isinstance(confidence, int) and confidence > 1:
-        return confidence
+def confidence_to_ppm(confidence: float) -> int:
+    """A fraction from 0 to 1 in parts per million (consensus only ever sees the integer).
+    An int above 1 is not taken for ppm: 2 would mean 2,000,000 ppm, which the ledger
+    refuses, never a silent 0.0002%."""
     return int(round(float(confidence) * 1_000_000))
 
 

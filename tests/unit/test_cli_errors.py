@@ -94,3 +94,15 @@ def test_a_malformed_genesis_for_verify_is_one_line(runner: CliRunner, tmp_path:
     assert result.exit_code == 3, result.output
     line = _error_line(result)
     assert says in line and "verification failed" in line  # it was a KeyError traceback
+
+
+def test_content_that_is_not_text_is_one_line_naming_where(runner: CliRunner) -> None:
+    """Command-line bytes that are not UTF-8 reach Python as lone surrogates."""
+    assert runner.invoke(main, ["keys", "new", "alice"]).exit_code == 0
+    for command in (["submit", "caf\udce9 au lait", "--key", "alice"],
+                    ["co-commit", "caf\udce9 au lait", "--coauthor", "alice",
+                     "--coauthor", "alice"]):
+        result = runner.invoke(main, [*command, "--api", CLOSED])
+        assert result.exit_code == 1
+        line = _error_line(result)
+        assert "invalid_content" in line and "U+DCE9 at character 3" in line, line

@@ -94,3 +94,70 @@ def test_an_answer_missing_fields_is_a_clear_error() -> None:
                 AsyncMemLedgerClient("http://node", transport=httpx.MockTransport(
                     Recorder(answers))).account(PK))
         assert err.value.name == "unexpected_response" and "Account" in str(err.value)
+
+
+# --- what a write is given: refused before signing, as MemLedgerError --------------------
+
+def _refused(call: Callable[[Any], Any]) -> MemLedgerError:
+    """`call`'s MemLedgerError on a sync and an async client with a key (the same name
+    from both), having sent nothing."""
+    rec = Recorder({})
+    names = []
+    with MemLedgerClient("http://node", key=KEY, chain_id="c",
+                         transport=httpx.MockTransport(rec)) as ml, \
+            pytest.raises(MemLedgerError) as err:
+        call(ml)
+    names.append(err.value.name)
+
+    async def run() -> None:
+        async with AsyncMemLedgerClient("http://node", key=KEY, chain_id="c",
+                                        transport=httpx.MockTransport(rec)) as aml:
+            await call(aml)
+
+    with pytest.raises(MemLedgerError) as aerr:
+        asyncio.run(run())
+    assert aerr.value.name == err.value.name
+    assert rec.paths == []
+    return err.value
+
+
+def test_a_str_for_tags_is_refused_not_split_into_letters() -> None:
+    err = _refused(lambda ml: ml.submit("m-1", "tagged with a string", tags="abc"))
+    assert err.name == "invalid_tags" and "tags=['abc']" in str(err)
+    assert _refused(lambda ml: ml.submit("m-1", "a number tag", tags=["a", 7])).name == \
+        "invalid_tags"
+
+
+@pytest.mark.parametrize("confidence", [2, 900_000, 1.5, -0.1, float("nan"), True, "0.9"])
+def test_a_confidence_that_is_no_fraction_is_refused(confidence: Any) -> None:
+    err = _refused(lambda ml: ml.submit("m-1", "confident content", confidence=confidence))
+    assert err.name == "invalid_confidence" and "fraction from 0 to 1" in str(err)
+
+
+def test_confidence_0_and_1_are_sent() -> None:
+    posted: list[bytes] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        posted.append(request.content)
+        return httpx.Response(200, json={"status": "included", "hash": "00" * 32, "code": 0,
+                                         "height": 2})
+
+    with MemLedgerClient("http://node", key=KEY, chain_id="c",
+                         transport=httpx.MockTransport(answer)) as ml:
+        for confidence in (0, 1, 0.5):
+            ml.submit(None, f"sure {confidence}", confidence=confidence,
+                      tags=["x", "y"])
+    assert len(posted) == 3
+
+
+@pytest.mark.parametrize("grantee", ["zz", PK[:-2], bytes(31), b"\x00" * 33, None])
+def test_a_grantee_that_is_no_key_is_refused(grantee: Any) -> None:
+    err = _refused(lambda ml: ml.grant("team", grantee))
+    assert err.name == "invalid_public_key" and "grantee" in str(err)
+    assert _refused(lambda ml: ml.revoke("team", grantee)).name == "invalid_public_key"
+
+
+def test_content_with_a_lone_surrogate_is_refused_naming_where() -> None:
+    err = _refused(lambda ml: ml.submit("m-1", "caf\udce9 au lait"))
+    assert err.name == "invalid_content"
+    assert "lone surrogate U+DCE9 at character 3" in str(err)
