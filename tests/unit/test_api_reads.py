@@ -165,7 +165,7 @@ def test_invalid_filters_are_problems(api: TestClient) -> None:
     _problem(api.get("/v1/memories?domain=a%00b"), 422, "invalid_request")
     _problem(api.get("/v1/memories?tag="), 422, "invalid_request")
     _problem(api.get("/v1/memories?tag=" + "t" * 65), 422, "invalid_request")
-    _problem(api.get("/v1/memories?q=" + "%20".join(["w"] * 33)), 422, "invalid_request")
+    _problem(api.get("/v1/memories?q=" + "%20".join(["w"] * 33)), 422, "invalid_query")
     _problem(api.get("/v1/memories?include_disputed=perhaps"), 422, "invalid_request")
 
 

@@ -59,5 +59,6 @@ def test_the_route_refuses_33_words_however_separated(api: TestClient, sep: str,
     ok = api.get("/v1/memories", params={"q": sep.join(["w"] * 32), "mode": mode})
     assert ok.status_code == 200, ok.text
     over = api.get("/v1/memories", params={"q": sep.join(["w"] * 33), "mode": mode})
-    assert over.status_code == 422 and over.json()["name"] == "invalid_request"
+    assert over.status_code == 422 and over.json()["name"] == "invalid_query"
+    assert over.json()["detail"].startswith("q has 33 words; at most 32")
     assert over.headers["content-type"].startswith("application/problem+json")

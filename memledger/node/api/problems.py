@@ -159,8 +159,27 @@ async def _on_validation(request: Request, exc: Exception) -> JSONResponse:
         problem = Problem(400, "malformed_json",
                           f"request body is not valid JSON{': ' + reason if reason else ''}")
         return problem.response(request.url.path)
+    too_many = _too_many_words(errors)
+    if too_many is not None:
+        return too_many.response(request.url.path)
     detail, clean = _validation_detail(errors)
     return Problem(422, "invalid_request", detail, errors=clean).response(request.url.path)
+
+
+def _too_many_words(errors: list[Any]) -> Problem | None:
+    """A q refused only by its pattern is one with too many words: say so, as
+    invalid_query, instead of quoting the pattern (a wall of Unicode ranges)."""
+    from memledger.node.api.schemas import MAX_QUERY_WORDS
+    from memledger.node.api.search import split_query
+
+    if not errors or any(e.get("type") != "string_pattern_mismatch"
+                         or tuple(e.get("loc", ())) != ("query", "q") for e in errors):
+        return None
+    words = len(split_query(str(errors[0].get("input", ""))))
+    return Problem(422, "invalid_query", f"q has {words} words; at most {MAX_QUERY_WORDS} "
+                   "(spaces, control characters and other Unicode whitespace separate "
+                   "words)", errors=[{"loc": ["query", "q"], "msg": "too many words",
+                                      "type": "string_pattern_mismatch"}])
 
 
 async def _on_http(request: Request, exc: Exception) -> JSONResponse:
