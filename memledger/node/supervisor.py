@@ -2,7 +2,8 @@
 
 They are separate processes so that read load never delays consensus (one Python
 process cannot serve both under the GIL). If any child dies the others are stopped and
-the supervisor exits non-zero with a message naming the culprit.
+the supervisor exits non-zero with a message naming the culprit; while cometbft and the
+app still run, the mempool is first drained into blocks as at a clean stop (DRAIN_S).
 
 The children never outlive the supervisor, even when it gets no chance to stop them
 (SIGKILL, the OOM killer, a container runtime's timeout): on Linux each is started with
@@ -303,7 +304,9 @@ class Supervisor:
                 said = f": {last}" if last else ""
                 print(f"memledger: {dead.name} exited with code {code}{said}; stopping the "
                       f"node (see {dead.log_path})", file=sys.stderr, flush=True)
-                self.stop()
+                # drained as at a clean stop (when cometbft and the app still run): a dead
+                # voter or API must not lose the txs the API acknowledged (wait=sync)
+                self.stop(drain_s=DRAIN_S)
                 return 1
             time.sleep(0.2)
         print("memledger: shutting down", flush=True)

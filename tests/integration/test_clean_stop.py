@@ -35,6 +35,11 @@ CHAIN = "memledger-clean-stop"
 AGENT = seeded_key("clean-stop-agent")
 
 
+def _slow_blocks(cfg: Any) -> None:
+    """A 4 s gap between blocks: acknowledged txs wait in the mempool."""
+    cfg["consensus"]["timeout_commit"] = "4s"
+
+
 def _after_a_restart(runner: NodeRunner, memory_ids: list[str]) -> list[int]:
     """Start the stopped node again; the status of a read of each memory."""
     runner.start()
@@ -46,11 +51,7 @@ def _after_a_restart(runner: NodeRunner, memory_ids: list[str]) -> list[int]:
 def test_a_clean_stop_commits_what_was_acknowledged_first(tmp_path: Path,
                                                          cometbft_bin: Path) -> None:
     runner = NodeRunner(tmp_path / "home", chain_id=CHAIN)
-
-    def slow(cfg: Any) -> None:  # a 4 s gap between blocks: acked txs wait in the mempool
-        cfg["consensus"]["timeout_commit"] = "4s"
-
-    cometbft.edit_config(NodeHome(runner.home).cometbft, slow)
+    cometbft.edit_config(NodeHome(runner.home).cometbft, _slow_blocks)
     runner.start()
     agent = TxBuilder(AGENT, CHAIN)
     try:
@@ -64,6 +65,33 @@ def test_a_clean_stop_commits_what_was_acknowledged_first(tmp_path: Path,
                 assert answer.status_code == 202 and answer.json()["status"] == "accepted"
         assert runner.stop() == 0
         assert _after_a_restart(runner, [f"s-{i}" for i in range(3)]) == [200] * 3
+    finally:
+        runner.stop()
+
+
+@pytest.mark.parametrize("victim", ["voter", "api"])
+def test_a_dead_voter_or_api_stops_the_node_with_what_was_acknowledged(
+        victim: str, tmp_path: Path, cometbft_bin: Path) -> None:
+    """cometbft and the app are healthy when the voter or the REST API dies: the node
+    stops (exit 1) but first commits the txs the API acknowledged, as a Ctrl-C does."""
+    runner = NodeRunner(tmp_path / "home", chain_id=CHAIN, voter=True)
+    cometbft.edit_config(NodeHome(runner.home).cometbft, _slow_blocks)
+    runner.start()
+    agent = TxBuilder(AGENT, CHAIN)
+    ids = [f"d-{i}" for i in range(3)]
+    try:
+        wait_api_ready(runner.api_url)
+        rpc = runner.rpc()
+        rpc.wait_for_height(rpc.latest_height() + 1)  # just committed: ~4 s to the next
+        with httpx.Client(base_url=runner.api_url, timeout=30) as api:
+            for i, memory_id in enumerate(ids):
+                tx = base64.b64encode(agent.submit(30 + i, memory_id, f"acked {i}")).decode()
+                answer = api.post("/v1/txs", params={"wait": "sync"}, json={"tx": tx})
+                assert answer.status_code == 202 and answer.json()["status"] == "accepted"
+        os.kill(node_processes(runner.home)[victim][0], signal.SIGKILL)
+        assert runner.wait_exit(60) == 1
+        assert f"{victim} exited with code -9" in runner.output, runner.output
+        assert _after_a_restart(runner, ids) == [200] * 3
     finally:
         runner.stop()
 
