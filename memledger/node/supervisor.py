@@ -319,7 +319,8 @@ def last_log_line(path: Path, limit: int = 300, since: int = 0) -> str:
     in the error itself, e.g. an embedder that cannot load), cut to `limit` characters:
     the operator sees why in the one line the node prints, not only where to look. Only
     lines from byte `since` on count: an earlier run's last words are not this one's.
-    A Go panic (cometbft) ends in a goroutine dump: its `panic:` line is the one quoted."""
+    A Go panic (cometbft) ends in a goroutine dump: its `panic:` line is the one quoted.
+    SQLAlchemy ends its errors in a link to its docs: the error line before it is quoted."""
     try:
         with open(path, "rb") as f:
             end = f.seek(0, os.SEEK_END)
@@ -329,10 +330,20 @@ def last_log_line(path: Path, limit: int = 300, since: int = 0) -> str:
             tail = f.read().decode("utf-8", "replace")
     except OSError:
         return ""
-    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    lines = [line.strip() for line in tail.splitlines() if _says_something(line)]
     panics = [line for line in lines if line.startswith("panic:")]
     said = panics[-1] if panics else lines[-1] if lines else ""
     return said[:limit]
+
+
+#: the line SQLAlchemy puts after each error it raises: a link, not the error
+_SQLALCHEMY_LINK = "(Background on this error at: https://sqlalche.me/"
+
+
+def _says_something(line: str) -> bool:
+    """Whether a log line can be the one quoted (not blank, not SQLAlchemy's doc link)."""
+    text = line.strip()
+    return bool(text) and not text.startswith(_SQLALCHEMY_LINK)
 
 
 def startup_failure(child: Child, what: str) -> str:

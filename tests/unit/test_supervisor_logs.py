@@ -194,3 +194,13 @@ def test_a_go_panic_is_quoted_by_its_panic_line_not_the_goroutine_dump(
     said = supervisor.last_log_line(log, since=len(earlier))
     assert said == "panic: leveldb: corrupted manifest"
     assert supervisor.last_log_line(log, since=log.stat().st_size - 30).endswith("+0x1f3")
+
+
+def test_a_sqlalchemy_error_is_quoted_by_its_error_not_its_doc_link(tmp_path: Path) -> None:
+    log = tmp_path / "api.log"
+    log.write_text("Traceback (most recent call last):\n  ...\n"
+                   "sqlalchemy.exc.DatabaseError: (sqlite3.DatabaseError) database disk "
+                   "image is malformed\n"
+                   "(Background on this error at: https://sqlalche.me/e/20/4xp6)\n\n")
+    assert supervisor.last_log_line(log) == ("sqlalchemy.exc.DatabaseError: (sqlite3."
+                                             "DatabaseError) database disk image is malformed")
