@@ -14,7 +14,8 @@ Files in the index folder (HOME/data/recall/ for a node):
 - `keys.sqlite`: vector key -> memory id. Keys are the first 63 bits of BLAKE2b(id), so
   the same memory has the same key on every backend and after any rebuild. This map is
   written before the vectors it serves; extra rows are harmless, fewer rows than the
-  saved vectors (a lost map) rebuild the index at open.
+  saved vectors (a lost map) rebuild the index at open, and so does a damaged map
+  (SQLite finds it malformed or not a database), deleted and made again first.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import numpy as np
 
 from memledger.durable import write_atomic
 from memledger.recall.embedder import Embedder
+from memledger.sqlite_damage import is_damaged, remove_database
 from memledger.sqlite_uri import readonly_uri
 
 FORMAT = 2
@@ -113,12 +115,9 @@ class VectorIndex:
         """Load the persisted index. Returns why it must be rebuilt from height 0 (missing,
         unreadable, other model), or None when it was loaded and can be caught up."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        self._keys = sqlite3.connect(self.folder / "keys.sqlite", check_same_thread=False,
-                                     isolation_level=None)
-        self._keys.execute("PRAGMA journal_mode=WAL")
-        self._keys.execute("CREATE TABLE IF NOT EXISTS keys (key INTEGER PRIMARY KEY, "
-                           "id TEXT NOT NULL)")
+        damaged = self._open_keys()
         reason = self._load()
+        reason = damaged or reason  # the generation read by _load is kept all the same
         if reason is not None:
             with self.lock:
                 generation = self.meta.generation
@@ -126,6 +125,32 @@ class VectorIndex:
                 self._index = self._new_index()
         self.rebuilt_reason = reason
         return reason
+
+    @property
+    def keys_file(self) -> Path:
+        return self.folder / "keys.sqlite"
+
+    def _open_keys(self) -> str | None:
+        """Open the key map. A damaged one (truncated, overwritten) is deleted and made
+        again empty, and the reason returned: the index is rebuilt, as for a lost map."""
+        try:
+            self._connect_keys()
+            self._keys_held()  # reads the table: damage shows here or in the PRAGMA
+            return None
+        except sqlite3.DatabaseError as exc:
+            if not is_damaged(exc):
+                raise
+            self.close()
+            remove_database(self.keys_file)
+            self._connect_keys()
+            return f"unreadable key map: {exc}"
+
+    def _connect_keys(self) -> None:
+        self._keys = sqlite3.connect(self.keys_file, check_same_thread=False,
+                                     isolation_level=None)
+        self._keys.execute("PRAGMA journal_mode=WAL")
+        self._keys.execute("CREATE TABLE IF NOT EXISTS keys (key INTEGER PRIMARY KEY, "
+                           "id TEXT NOT NULL)")
 
     def _load(self) -> str | None:
         if not self.meta_file.exists():
@@ -311,7 +336,7 @@ class VectorIndex:
         with self._readers_lock:
             conn = self._readers.get(me)
             if conn is None:
-                conn = sqlite3.connect(readonly_uri(self.folder / "keys.sqlite"), uri=True,
+                conn = sqlite3.connect(readonly_uri(self.keys_file), uri=True,
                                        check_same_thread=False)
                 self._readers[me] = conn
             return conn

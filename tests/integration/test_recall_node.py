@@ -3,15 +3,17 @@
 One node per backend for the module, with the default embedder (`minilm-int8:128`): a paraphrase
 that shares no word with a memory finds it; every filter and include_disputed holds in
 every mode; a challenged memory leaves default results; restart, `projection reindex`,
-a deleted index and a model change all come back to the same results (the last two
-rebuilding, and saying why in /v1/status); the changed model is `wordllama`, which
-must find the paraphrases too and keep its index across a restart.
+a deleted index, a damaged key map and a model change all come back to the same results
+(the last three rebuilding at start, and saying why in /v1/status); the changed model is
+`wordllama`, which must find the paraphrases too and keep its index across a restart.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -228,6 +230,32 @@ def test_restart_reindex_deleted_index_and_model_change(env: Env) -> None:
         config_file.write_text(config)
         env.node.start()
         wait_api_ready(env.node.api_url)
+
+
+@pytest.mark.parametrize("repair", ["start", "reindex"])
+def test_a_damaged_key_map_is_rebuilt_at_start_and_by_reindex(env: Env, repair: str) -> None:
+    """A key map SQLite cannot read stopped the node ("api exited with code 1: ...
+    sqlite3.DatabaseError: file is not a database") and `projection reindex` failed the
+    same way."""
+    env.wait_indexed()
+    before = env.snapshot()
+    keys = env.node.home / "data" / "recall" / "keys.sqlite"
+    env.node.stop()
+    with contextlib.closing(sqlite3.connect(keys)) as db:  # all in the file, none in a WAL
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert not keys.with_name("keys.sqlite-wal").exists()
+    keys.write_bytes(b"x" * keys.stat().st_size)  # overwritten
+    if repair == "reindex":
+        out = memledger("projection", "reindex", "--home", str(env.node.home), "--json")
+        assert json.loads(out.stdout)["memories"] >= len(MEMORIES), out.stderr
+    env.node.start()
+    wait_api_ready(env.node.api_url)
+    reason = env.wait_indexed()["rebuilt_reason"]
+    if repair == "start":
+        assert reason == "unreadable key map: file is not a database"
+    else:
+        assert reason is None  # reindex healed and saved it: loaded as it was
+    assert env.snapshot() == before
 
 
 def test_an_embedder_that_cannot_load_stops_the_node_saying_why(

@@ -206,6 +206,33 @@ def test_a_lost_key_map_rebuilds_the_vector_index(tmp_path: Path, wordllama  # t
     lost.close()
 
 
+@pytest.mark.parametrize("damage", ["truncated", "garbage"])
+def test_a_damaged_key_map_is_made_again_and_the_vector_index_rebuilt(  # type: ignore[no-untyped-def]
+        tmp_path: Path, wordllama, damage: str) -> None:
+    folder = tmp_path / "recall"
+    notes = [(f"m-{i}", f"note {i} about topic {i % 7}") for i in range(300)]
+    index = VectorIndex(folder, wordllama)
+    index.open()
+    index.add(notes, height=10)
+    index.save()
+    index.close()
+    keys = folder / "keys.sqlite"
+    data = keys.read_bytes()
+    keys.write_bytes(data[:len(data) // 2] if damage == "truncated" else b"x" * len(data))
+    damaged = VectorIndex(folder, wordllama)
+    reason = damaged.open()  # raised sqlite3.DatabaseError: the node could not start
+    assert reason is not None and reason.startswith("unreadable key map: "), reason
+    assert len(damaged) == 0 and damaged.meta.indexed_height == 0
+    damaged.add(notes, height=10)  # the rebuild
+    damaged.save()
+    damaged.close()
+    healed = VectorIndex(folder, wordllama)
+    assert healed.open() is None and len(healed) == 300
+    hits = healed.search(wordllama.embed(["note 5 about topic 5"])[0], 3)
+    assert len(hits) == 3 and all(mid.startswith("m-") for mid, _ in hits)
+    healed.close()
+
+
 # ---------------------------------------------------------------- the projection went back
 def test_a_word_index_above_the_projection_rebuilds_without_serving(  # type: ignore[no-untyped-def]
         tmp_path: Path, monkeypatch) -> None:
