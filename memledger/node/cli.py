@@ -315,10 +315,12 @@ def _rebuild_into(target: str, store: CanonicalStore) -> dict[str, Any]:
     any "rebuilding" line."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from memledger.projection.writer import Projection
+    from memledger.projection.writer import Projection, ProjectionUnavailable
 
     try:
-        proj = Projection(target)
+        proj = Projection(target)  # a damaged SQLite file is moved aside for a new one
+    except ProjectionUnavailable as exc:
+        _fail(str(exc))
     except (SQLAlchemyError, ImportError) as exc:
         _fail(f"cannot open the projection database {_redact(target)}: "
               f"{one_line(str(getattr(exc, 'orig', None) or exc))}")

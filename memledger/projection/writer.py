@@ -29,12 +29,28 @@ from memledger.projection.schema import (
     use_byte_order,
     validators,
 )
+from memledger.sqlite_damage import is_damaged, move_aside
 from memledger.sqlite_uri import sqlite_path
 
 log = logging.getLogger("memledger.projection")
 
 class ProjectionConflict(RuntimeError):
     """The projection holds a different app hash for this height: never paper over it."""
+
+
+class ProjectionUnavailable(RuntimeError):
+    """The projection's database cannot be opened, and it is not a damaged SQLite file
+    this node may replace (PostgreSQL, a locked or unreadable file): the operator's call."""
+
+
+def _unavailable(url: str, exc: sa.exc.DBAPIError) -> str:
+    """One line on why the projection at `url` (password hidden) cannot be opened."""
+    shown = sa.engine.make_url(url).render_as_string(hide_password=True)
+    said = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else repr(exc.orig)
+    hint = ("" if sqlite_path(url) is not None else ": a PostgreSQL projection is never "
+            "replaced by the node; repair the database (or point db_url at an empty one), "
+            "then `memledger projection rebuild` fills it from canonical state")
+    return f"cannot open the projection {shown}: {said}{hint}"
 
 
 def _is_transient(exc: OperationalError) -> bool:
@@ -52,9 +68,34 @@ class Projection:
         self.url = url
         self.engine = make_engine(url)
         self.dialect = self.engine.dialect.name
+        try:
+            self._prepare()
+        except sa.exc.DBAPIError as exc:
+            self.engine.dispose()
+            path = sqlite_path(url)
+            if path is None or not is_damaged(exc):
+                raise ProjectionUnavailable(_unavailable(url, exc)) from exc
+            self._set_aside(path, exc)
+            self.engine = make_engine(url)
+            self._prepare()
+
+    def _prepare(self) -> None:
+        """Schema and search set up, and the receipts read once: a damaged SQLite file
+        shows here (or in the PRAGMAs of the first connection), not at the first flush."""
         metadata.create_all(self.engine)
         use_byte_order(self.engine)
         install_search(self.engine)
+        self.last_receipt()
+
+    @staticmethod
+    def _set_aside(path: str, exc: BaseException) -> None:
+        """Move a damaged SQLite projection aside (kept as evidence) for a new one: it is
+        derived data, which the app's catch-up (or `projection rebuild`) writes again from
+        canonical state; left there it stopped the node at every start."""
+        moved = move_aside(path)
+        log.error("the projection %s is damaged (%s): moved it aside to %s and starting an "
+                  "empty one, rebuilt from canonical state", path, getattr(exc, "orig", exc),
+                  moved)
 
     @property
     def shareable(self) -> bool:
