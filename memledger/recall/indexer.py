@@ -86,6 +86,7 @@ class Indexer(Following):
         self._follower: FollowerThread | None = None
         self._last_save = time.monotonic()
         self._unsaved = 0
+        self._building = False  # a build is under way, to be saved when it completes
         # the memories above the watermark that searches embedded, for the next searches
         # and then for the follower (so each is embedded once): (lo, hi, [(id, vector)])
         self._unindexed_lock = threading.Lock()
@@ -130,7 +131,7 @@ class Indexer(Following):
         once: a crash during the rebuild must not reload vectors of another projection
         under the old watermark."""
         log.warning("projection height %d is below the index's %d: rebuilding", hi, lo)
-        self.state = "building"
+        self.state, self._building = "building", True
         self.index.reset()
         self.index.rebuilt_reason = "projection behind index"
         self.index.save()
@@ -222,6 +223,7 @@ class Indexer(Following):
         if reason is not None:
             log.warning("vector index will be rebuilt from the projection: %s", reason)
         self.state = "building" if reason is not None else "following"
+        self._building = reason is not None
         self.follow()
 
     def follow(self) -> None:
@@ -233,7 +235,9 @@ class Indexer(Following):
         added = self.catch_up()
         if added == 0 and self.index.meta.indexed_height >= self.projection_height:
             self.state = "following"
-        self.maybe_save()
+        built = self._building and self.state == "following"
+        self.maybe_save(force=built)  # a finished build at once: a crash must not redo it
+        self._building = self._building and not built
         return self.state == "following"
 
     def stop(self) -> None:

@@ -19,6 +19,7 @@ from memledger.node.api.app import start_words
 from memledger.node.api.queries import MemoryFilter
 from memledger.node.api.ranked import text_ranked
 from memledger.node.api.settings import ApiSettings
+from memledger.node.waiting import wait_until
 from memledger.recall import follow, text_indexer
 from memledger.recall import indexer as indexer_module
 from memledger.recall.embedder import make_embedder
@@ -231,6 +232,26 @@ def test_a_damaged_key_map_is_made_again_and_the_vector_index_rebuilt(  # type: 
     hits = healed.search(wordllama.embed(["note 5 about topic 5"])[0], 3)
     assert len(hits) == 3 and all(mid.startswith("m-") for mid, _ in hits)
     healed.close()
+
+
+def test_a_vector_index_rebuilt_at_start_is_saved_once_built(  # type: ignore[no-untyped-def]
+        tmp_path: Path, wordllama) -> None:
+    """Saved when the build completes, as docs/RECALL.md says, not 5 minutes (or 50,000
+    additions) later: a crash meanwhile rebuilt the whole index again."""
+    chain = _chain(tmp_path / "chain", 3, 20)
+    engine = sa.create_engine(chain.db_url)
+    indexer = Indexer(engine, VectorIndex(tmp_path / "recall", wordllama), poll_s=0.05)
+    indexer.start()  # no index yet: "missing", built from the projection
+    try:
+        assert indexer.wait_caught_up(30)
+        saved = tmp_path / "recall" / "meta.json"
+        wait_until(saved.exists, 5, 0.05, what="the built index to be saved")
+        meta = json.loads(saved.read_text())
+        assert (meta["indexed_height"], meta["count"]) == (chain.height, 60)
+    finally:
+        indexer.stop()
+        engine.dispose()
+        chain.close()
 
 
 # ---------------------------------------------------------------- the projection went back
