@@ -50,7 +50,7 @@ def _unavailable(url: str, exc: sa.exc.DBAPIError) -> str:
     hint = ("" if sqlite_path(url) is not None else ": a PostgreSQL projection is never "
             "replaced by the node; repair the database (or point db_url at an empty one), "
             "then `memledger projection rebuild` fills it from canonical state")
-    return f"cannot open the projection {shown}: {said}{hint}"
+    return f"cannot open the projection database {shown}: {said}{hint}"
 
 
 def _is_transient(exc: OperationalError) -> bool:

@@ -72,7 +72,7 @@ def test_an_unreachable_postgres_projection_is_an_error_saying_so() -> None:
     with pytest.raises(ProjectionUnavailable) as info:
         Projection(url)
     said = str(info.value)
-    assert said.startswith("cannot open the projection postgresql+psycopg://ml:***@127.0.0.1:1/")
+    assert said.startswith("cannot open the projection database postgresql+psycopg://ml:***@127.0.0.1:1/")
     assert "s3cret" not in said and "never replaced by the node" in said
 
 
