@@ -7,9 +7,15 @@ respects filters takes one of two paths:
 - **narrow filter** (at most PREFILTER_CAP memories pass it): read the ids that pass from
   SQL and score exactly those against the query with their stored vectors. Exact, and the
   cut is taken over the filtered set only.
-- **broad filter**: walk the HNSW graph for `want * 2` neighbours, keep those the filter
-  passes, and widen the walk (x4, up to OVERFETCH_CAP) until `want` survive. A memory the
-  filter rejects never takes a place in the top-k.
+- **broad filter**: walk the HNSW graph in SEMANTIC_WINDOWS (40, 160, 640, 1,280, 5,120, then
+  OVERFETCH_CAP) until `want` pass. A memory the filter rejects never takes a place in
+  the top-k. If even the widest walk leaves fewer than `want` and the filter passes at
+  most PREFILTER_CAP memories, those not placed yet are scored exactly and appended.
+
+A page's hits never depend on how deep the page reaches (cursors would repeat and skip
+hits otherwise): usearch returns different neighbours for different counts, so each
+window is searched at its own fixed count, ordered by (score, id), and adds only the
+memories no earlier window placed.
 """
 
 from __future__ import annotations
@@ -110,45 +116,91 @@ def first_passing(hits: Ranked, want: int, keep: Keep | None) -> Ranked:
     return kept[:want]
 
 
+#: the neighbour counts the graph is searched at, in turn (see semantic_ranked)
+SEMANTIC_WINDOWS = (40, 160, 640, 1_280, 5_120, OVERFETCH_CAP)
+
+
+def nearest(index: VectorIndex, query: np.ndarray, count: int) -> Ranked:
+    """The index's `count` nearest to `query`, best first, equal scores by id: the same
+    list for the same count, whatever page asks (usearch orders ties as it finds them)."""
+    return sorted(index.search(query, count), key=lambda kv: (-kv[1], kv[0]))
+
+
+def exactly(index: VectorIndex, query: np.ndarray, ids: list[str]) -> Ranked:
+    """`ids` scored exactly by their stored vectors, best first, equal scores by id."""
+    return sorted(index.similarities(query, ids).items(), key=lambda kv: (-kv[1], kv[0]))
+
+
 def semantic_ranked(index: VectorIndex, query: np.ndarray, want: int,
                     keep: Keep | None,
                     narrow: Callable[[int], list[str] | None] | None,
-                    first: Ranked | None = None) -> Ranked:
+                    first: Ranked | None = None, exact_first: bool = True) -> Ranked:
     """The `want` memories nearest to `query` among those the filter passes.
 
     `keep(ids)` returns the subset of ids the filter passes (None: no filter);
-    `narrow(cap)` returns every id the filter passes when there are fewer than `cap`,
-    else None (None: never narrow); `first`: the index's `first_fetch(want)` nearest,
-    when the caller has already searched for them.
+    `narrow(cap)` returns every id the filter passes when there are at most `cap`, else
+    None (None: the filter is never read whole); `exact_first`: the filter is likely
+    narrow (a domain, author...), so `narrow` is tried before the graph, not only after
+    its widest walk; `first`: `nearest(index, query, SEMANTIC_WINDOWS[0])`, when the
+    caller has already searched for it.
+
+    The graph is walked window by window (SEMANTIC_WINDOWS): each window's neighbours that
+    pass and were not placed by an earlier one are appended in (score, id) order, so the
+    first n hits are the same for any `want` >= n (a cursor's pages are slices of one
+    list). A later window can hold a hit scoring above the last hits of an earlier one.
     """
     if want <= 0 or len(index) == 0:
         return []
-    if narrow is not None:
+    if narrow is not None and exact_first:
         ids = narrow(PREFILTER_CAP)
         if ids is not None:
-            sims = index.similarities(query, ids)
-            return sorted(sims.items(), key=lambda kv: (-kv[1], kv[0]))[:want]
-    fetch = first_fetch(want)
-    while True:
-        found = index.search(query, fetch) if first is None else first
+            return exactly(index, query, ids)[:want]
+    placed: Ranked = []
+    seen: set[str] = set()
+    for window in SEMANTIC_WINDOWS:
+        found = nearest(index, query, window) if first is None else first
         first = None
-        hits = first_passing(found, want, keep)
-        if len(hits) >= want or fetch >= min(len(index), OVERFETCH_CAP):
-            return hits
-        fetch = min(fetch * 4, OVERFETCH_CAP)
+        fresh = [(m, s) for m, s in found if m not in seen]
+        placed += first_passing(fresh, want - len(placed), keep)
+        seen.update(m for m, _ in fresh)
+        if len(placed) >= want or window >= len(index):
+            return placed
+    return placed + _past_the_walk(index, query, want - len(placed), narrow, seen)
+
+
+def _past_the_walk(index: VectorIndex, query: np.ndarray, want: int,
+                   narrow: Callable[[int], list[str] | None] | None,
+                   seen: set[str]) -> Ranked:
+    """The memories the filter passes that the widest walk did not reach, scored exactly
+    (when at most PREFILTER_CAP pass): a filter no field names as narrow (status=committed
+    on a ledger of proposals) must still fill its page."""
+    ids = narrow(PREFILTER_CAP) if narrow is not None else None
+    if ids is None:
+        return []
+    return exactly(index, query, [m for m in ids if m not in seen])[:want]
 
 
 def with_unindexed(hits: Ranked, query: np.ndarray,
                    unindexed: Sequence[tuple[str, np.ndarray]], keep: Keep | None,
                    want: int) -> Ranked:
     """The index's `want` best (`hits`) merged with the memories not in it yet that the
-    filter passes, each scored by its cosine to the unit `query`; the best `want` of both.
-    An id in both is the index's (its follower got there first)."""
+    filter passes, each scored by its cosine to the unit `query` and placed before the
+    first hit scoring less; the first `want` of both. The hits keep their order (a
+    deeper page's longer list must start with a shallower page's), and a fresh memory
+    scoring under every hit is left out while more hits may follow. An id in both is
+    the index's (its follower got there first)."""
     seen = {m for m, _ in hits}
     fresh = [(m, v) for m, v in unindexed if m not in seen]
     if not fresh or want <= 0:
         return hits
     passing = keep([m for m, _ in fresh]) if keep is not None else {m for m, _ in fresh}
-    scored = [(m, float(v @ query) / (float(np.linalg.norm(v)) or 1.0))
-              for m, v in fresh if m in passing]
-    return sorted(hits + scored, key=lambda kv: (-kv[1], kv[0]))[:want]
+    scored = sorted(((m, float(v @ query) / (float(np.linalg.norm(v)) or 1.0))
+                     for m, v in fresh if m in passing), key=lambda kv: (-kv[1], kv[0]))
+    merged: Ranked = []
+    for hit in hits:
+        while scored and scored[0][1] > hit[1]:
+            merged.append(scored.pop(0))
+        merged.append(hit)
+    if len(hits) < want:  # every hit there is: the rest go below them
+        merged += scored
+    return merged[:want]

@@ -42,6 +42,7 @@ from memledger.node.api.search import (
 from memledger.projection.schema import FTS_TABLE, TS_CONFIG, TSV_COLUMN, memories
 from memledger.recall.hybrid import (
     OVERFETCH_CAP,
+    SEMANTIC_WINDOWS,
     Keep,
     Ranked,
     first_chunk,
@@ -49,6 +50,7 @@ from memledger.recall.hybrid import (
     first_passing,
     fuse_in_windows,
     fusion_windows,
+    nearest,
     semantic_ranked,
     with_unindexed,
 )
@@ -259,7 +261,7 @@ def semantic(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
              indexer: Indexer, keep: FilterCheck | None = None, vector: Any = None,
              first: Ranked | None = None, since: int | None = None) -> Ranked:
     """Top `n` memories by meaning among those `flt` passes (`vector`: the text's
-    embedding and `first` the index's first fetch for it, when the caller has them, with
+    embedding and `first` the index's first window for it, when the caller has them, with
     `since` the watermark read before that fetch), the ones committed since the index's
     watermark included (read-your-writes). The watermark is read before the index is
     searched: a follower step in between would otherwise move memories into the index
@@ -275,8 +277,8 @@ def semantic(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
                             .limit(cap + 1)).scalars().all()
         return None if len(rows) > cap else [str(r) for r in rows]
 
-    hits = semantic_ranked(indexer.index, vector, n, keep,
-                           narrow if narrowed(flt) else None, first)
+    hits = semantic_ranked(indexer.index, vector, n, keep, narrow, first,
+                           exact_first=narrowed(flt))
     return with_unindexed(hits, vector, indexer.unindexed(conn, keep.height(), since),
                           keep, n)
 
@@ -298,7 +300,7 @@ def hybrid(conn: sa.Connection, flt: MemoryFilter, text: str, want: int,
         words_first = words_index.first_hits(content_words(rare), fetch, any_word=True)
     since = indexer.index.meta.indexed_height  # before the index is searched: see semantic
     if not narrowed(flt) and len(indexer.index):  # a narrow filter scores its own set
-        meaning_first = indexer.index.search(vector, fetch)
+        meaning_first = nearest(indexer.index, vector, SEMANTIC_WINDOWS[0])
     check([m for m, _ in (words_first.hits if words_first else [])[:chunk]] +
           [m for m, _ in (meaning_first or [])[:chunk]])  # answers kept for both legs
     words = text_ranked(conn, flt, rare, depth, any_word=True, words_index=words_index,

@@ -1,0 +1,107 @@
+"""Ranked pages are slices of one list, and filters fill them: the semantic walk's windows,
+its exact scoring past the widest walk, and the word leg past its widest fetch."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memledger.recall import hybrid
+from memledger.recall.embedder import make_embedder
+from memledger.recall.hybrid import semantic_ranked, with_unindexed
+from memledger.recall.index import VectorIndex
+
+FILL = ("river stone lamp orbit quartz ember glacier harbor meadow falcon copper violet "
+        "thunder pepper maple cedar willow canyon basalt heron otter moss fern").split()
+
+
+@pytest.fixture(scope="module")
+def wordllama():  # type: ignore[no-untyped-def]
+    embedder = make_embedder("wordllama")
+    assert embedder is not None
+    return embedder
+
+
+def _word_salad(n: int, seed: int) -> list[tuple[str, str]]:
+    """`n` memories of a few shared words: many near and equal scores, as in real sets."""
+    rng = random.Random(seed)
+    return [(f"m-{i:05d}", " ".join(rng.choices(FILL, k=rng.randint(3, 9))))
+            for i in range(n)]
+
+
+def test_semantic_pages_are_prefixes_of_one_list(tmp_path: Path, wordllama) -> None:  # type: ignore[no-untyped-def]
+    """A shallow page is the start of a deep one (usearch's neighbours differ by count:
+    walked at 2*want, pages of 50 repeated and skipped hits against one page of 500)."""
+    index = VectorIndex(tmp_path / "recall", wordllama)
+    index.open()
+    index.add(_word_salad(4000, 4), height=1)
+    for question in ("herons and otters by the river", "copper lamp in the canyon"):
+        query = wordllama.embed([question])[0]
+        whole = semantic_ranked(index, query, 600, None, None)
+        assert len(whole) == len({m for m, _ in whole}) == 600
+        for want in (11, 51, 151, 201, 251, 401, 551):
+            assert semantic_ranked(index, query, want, None, None) == whole[:want], want
+    index.close()
+
+
+def test_fresh_memories_join_without_reordering_the_hits() -> None:
+    """Memories above the watermark go before the first hit scoring less; the hits keep
+    their order, so a deeper page still starts with the shallower one."""
+    query = np.array([1.0, 0.0])
+    hits = [("a", 0.9), ("b", 0.5), ("c", 0.7), ("d", 0.2)]  # a later window's c > b
+    fresh = [("x", np.array([0.6, 0.8])), ("y", np.array([0.1, 0.99]))]  # 0.6, ~0.1
+    merged = with_unindexed(hits, query, fresh, None, 5)
+    assert [m for m, _ in merged] == ["a", "x", "b", "c", "d"]
+    assert with_unindexed(hits[:2], query, fresh, None, 2) == [("a", 0.9), merged[1]]
+    assert [m for m, _ in with_unindexed(hits, query, fresh, None, 9)][-1] == "y"
+
+
+def test_a_filter_the_walk_cannot_fill_is_scored_exactly(tmp_path: Path, wordllama,  # type: ignore[no-untyped-def]
+                                                        monkeypatch) -> None:
+    """status=committed passing 10 memories far from the query, on an index larger than
+    the widest walk: all 10, not the few the walk met (3 of 10 at 21k memories)."""
+    from fastapi.testclient import TestClient
+
+    from memledger.devtools.chain import LocalChain, seeded_key
+    from memledger.node.api import ApiSettings, create_app
+
+    # the widest walk 16 neighbours (20,000 in service): 300 memories are past it
+    monkeypatch.setattr(hybrid, "OVERFETCH_CAP", 16)
+    monkeypatch.setattr(hybrid, "SEMANTIC_WINDOWS", (4, 16), raising=False)
+    chain = LocalChain(tmp_path / "chain")
+    key = seeded_key("committed-unit")
+    b = chain.builder(key)
+    chain.block([b.submit(chain.next_nonce(key), mid, text)
+                 for mid, text in _word_salad(300, 3)])
+    finance = ["The marketing budget for the third quarter is 40,000 euros",
+               "Payroll taxes are filed every month by the accountant",
+               "Invoice numbers restart at one every fiscal year",
+               "Quarterly revenue grew eight percent over forecast",
+               "The CFO approves every expense over five thousand dollars",
+               "Our bank charges a fee for international wire transfers",
+               "Annual audit is scheduled for the second week of March",
+               "The pension fund contributions were raised to six percent",
+               "Travel reimbursements need receipts within thirty days",
+               "Sales commission is paid at the end of each quarter"]
+    chain.block([b.submit(chain.next_nonce(key), f"fin-{i}", t)
+                 for i, t in enumerate(finance)])
+    voters = [(chain.builder(k), k) for k in chain.validator_keys[2:]]
+    chain.block([v.vote(chain.next_nonce(k), f"fin-{i}") for i in range(10)
+                 for v, k in voters])
+    app = create_app(ApiSettings(db_url=chain.db_url, rpc_url="http://127.0.0.1:9",
+                                 chain_id="x", embedder="wordllama",
+                                 index_dir=tmp_path / "recall"))
+    assert app.state.memledger.recall.wait_caught_up(60)
+    with TestClient(app, raise_server_exceptions=False) as api:
+        committed = api.get("/v1/memories", params={"status": "committed", "limit": 50})
+        assert len(committed.json()["items"]) == 10
+        for mode in ("semantic", "hybrid"):
+            params = {"q": "herons and otters by the river among ferns", "mode": mode,
+                      "status": "committed", "limit": 10}
+            found = api.get("/v1/memories", params=params).json()["items"]
+            assert sorted(m["id"] for m in found) == [f"fin-{i}" for i in range(10)], mode
+    chain.close()
+
