@@ -105,3 +105,63 @@ def test_a_filter_the_walk_cannot_fill_is_scored_exactly(tmp_path: Path, wordlla
             assert sorted(m["id"] for m in found) == [f"fin-{i}" for i in range(10)], mode
     chain.close()
 
+
+def _wait_for_words(app, chain) -> None:  # type: ignore[no-untyped-def]
+    """The word index's follower caught up with the chain and serving."""
+    import time
+
+    words = app.state.memledger.words
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if words.index.indexed_height >= chain.height and words.state == "following":
+            return
+        time.sleep(0.02)
+    raise TimeoutError("the word index did not catch up")
+
+
+def _follow(api, params: dict[str, str | int]) -> list[tuple[str, float]]:  # type: ignore[no-untyped-def]
+    """Every (id, score) a cursor shows, page after page."""
+    seen: list[tuple[str, float]] = []
+    cursor: str | None = None
+    while True:
+        page = api.get("/v1/memories",
+                       params={**params, **({"cursor": cursor} if cursor else {})}).json()
+        seen += [(m["id"], m["score"]) for m in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return seen
+
+
+def test_text_pages_keep_their_ranker_past_the_widest_fetch(tmp_path: Path,
+                                                             monkeypatch) -> None:
+    """A filter whose matches the widest fetch (OVERFETCH_CAP, 16 here) does not hold
+    all of: page 1 came from the word index, page 2 from the projection's bm25, with
+    other scores and another order of ties (a hit shown twice, another never)."""
+    from fastapi.testclient import TestClient
+
+    from memledger.devtools.chain import LocalChain, seeded_key
+    from memledger.node.api import ApiSettings, create_app, ranked
+
+    monkeypatch.setattr(ranked, "OVERFETCH_CAP", 16)
+    rng = random.Random(2)
+    chain = LocalChain(tmp_path / "chain")
+    key = seeded_key("overfetch-unit")
+    b = chain.builder(key)
+    # equal BM25, added in descending id order: the index's order of ties is not by id
+    for letters in ("hgfe", "dcba"):
+        chain.block([b.submit(chain.next_nonce(key), f"rare-{c}", "river stone lamp orbit",
+                              domain="rare") for c in letters])
+    chain.block([b.submit(chain.next_nonce(key), f"bulk-{i:03d}",
+                          "river " + " ".join(rng.choices(FILL, k=rng.randint(3, 30))))
+                 for i in range(60)])
+    app = create_app(ApiSettings(db_url=chain.db_url, rpc_url="http://127.0.0.1:9",
+                                 chain_id="x", index_dir=tmp_path / "recall"))
+    with TestClient(app, raise_server_exceptions=False) as api:
+        _wait_for_words(app, chain)
+        query: dict[str, str | int] = {"q": "river", "mode": "text", "domain": "rare"}
+        whole = _follow(api, {**query, "limit": 20})
+        assert sorted(m for m, _ in whole) == [f"rare-{c}" for c in "abcdefgh"]
+        for limit in (3, 5):
+            assert _follow(api, {**query, "limit": limit}) == whole, limit
+    chain.close()
+

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
+import tantivy
 from sqlalchemy.dialects.postgresql import TSQUERY
 
 from memledger.node.api.filter_check import FilterCheck, Rows
@@ -42,6 +44,7 @@ from memledger.node.api.search import (
 from memledger.projection.schema import FTS_TABLE, TS_CONFIG, TSV_COLUMN, memories
 from memledger.recall.hybrid import (
     OVERFETCH_CAP,
+    PREFILTER_CAP,
     SEMANTIC_WINDOWS,
     Keep,
     Ranked,
@@ -55,7 +58,7 @@ from memledger.recall.hybrid import (
     with_unindexed,
 )
 from memledger.recall.indexer import Indexer
-from memledger.recall.text_index import WordBag
+from memledger.recall.text_index import TextIndex, WordBag, query_terms
 from memledger.recall.text_indexer import FirstHits, TextIndexer
 
 MODES = ("text", "semantic", "hybrid")
@@ -176,11 +179,12 @@ def _with_unindexed(hits: Ranked, extra: Ranked, complete: bool) -> Ranked:
 
 def _indexed_text(keep: Keep, words: list[str], n: int, any_word: bool,
                   index: TextIndexer, unindexed: list[WordBag],
-                  first: Ranked | None = None) -> Ranked | None:
+                  below: Callable[[set[str], Ranked], Ranked],
+                  first: Ranked | None = None) -> Ranked:
     """Top `n` by BM25 from the word index and the memories not in it yet, keeping only
     what the filter passes: fetch 2n, widen x4 until n pass (`first`: the index's first
-    fetch, when the caller has made it). None when even OVERFETCH_CAP hits leave fewer
-    than n and more exist (a filter that narrow is answered exactly by the projection)."""
+    fetch, when the caller has made it). When even OVERFETCH_CAP hits leave fewer than n
+    and more exist, `below(fetched ids, unindexed scores)` ranks the rest."""
     extra = index.index.score_unindexed(words, unindexed, any_word) if unindexed else []
     fetch = first_fetch(n)
     while True:
@@ -196,8 +200,44 @@ def _indexed_text(keep: Keep, words: list[str], n: int, any_word: bool,
         if len(kept) >= n or len(hits) < fetch:
             return kept
         if fetch >= OVERFETCH_CAP:
-            return None
+            return kept + below({m for m, _ in hits}, extra)[:n - len(kept)]
         fetch = min(fetch * 4, OVERFETCH_CAP)
+
+
+def _scored_by_index(index: TextIndex, words: list[str], ids: list[str],
+                     any_word: bool) -> Ranked:
+    """The word index's BM25 of the documents `ids` that match `words` (the query
+    `TextIndex.search` makes, restricted to these ids at no score), best first."""
+    terms = query_terms(words)
+    if not terms or not ids:
+        return []
+    tindex = index._open_index()
+    joiner = " OR " if any_word else " AND "
+    only = tantivy.Query.const_score_query(
+        tantivy.Query.term_set_query(tindex.schema, "id", ids), 0.0)
+    query = tantivy.Query.boolean_query([
+        (tantivy.Occur.Must, tindex.parse_query(joiner.join(terms), ["body"])),
+        (tantivy.Occur.Must, only)])
+    searcher = tindex.searcher()
+    hits = searcher.search(query, len(ids), count=False).hits
+    return [(str(searcher.doc(address)["id"][0]), float(score)) for score, address in hits]
+
+
+def _below_the_fetch(conn: sa.Connection, flt: MemoryFilter, text: str, any_word: bool,
+                     index: TextIndex, terms: list[str]
+                     ) -> Callable[[set[str], Ranked], Ranked]:
+    """What ranks the matches a filter passes below the word index's widest fetch: those
+    the projection finds (at most PREFILTER_CAP, its best first), scored by the word
+    index's BM25 beside the memories not in it yet. Falling back to the projection's own
+    ranking instead switched scales and order between the pages of one cursor."""
+    def below(fetched: set[str], extra: Ranked) -> Ranked:
+        ids = [m for m, _ in _projection_ranked(conn, flt, text, PREFILTER_CAP, any_word)
+               if m not in fetched]
+        passing = set(ids)
+        scored = _scored_by_index(index, terms, ids, any_word)
+        scored += [(m, sc) for m, sc in extra if m in passing]
+        return sorted(scored, key=lambda kv: (-kv[1], kv[0]))
+    return below
 
 
 def text_ranked(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
@@ -225,10 +265,16 @@ def text_ranked(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
             # the first hits go with the memories above the watermark, unless the index
             # moved meanwhile (or a list's scores used other rows): then fetched again
             held = first.hold(words_index.index.indexed_height, unindexed)
-            found = _indexed_text(check, terms, n, any_word, words_index, unindexed,
-                                  first.hits if held else None)
-            if found is not None:
-                return found
+            below = _below_the_fetch(conn, flt, text, any_word, words_index.index, terms)
+            return _indexed_text(check, terms, n, any_word, words_index, unindexed, below,
+                                 first.hits if held else None)
+    return _projection_ranked(conn, flt, text, n, any_word)
+
+
+def _projection_ranked(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
+                       any_word: bool) -> Ranked:
+    """Top `n` by the projection's own full-text ranking (SQLite bm25 with the sign
+    flipped, PostgreSQL ts_rank_cd): while the word index is built."""
     dialect = conn.dialect.name
     if dialect == "sqlite":
         fts = _fts_any(text) if any_word else _fts_all(text)
