@@ -40,6 +40,7 @@ from typing import Any
 import tantivy
 
 from memledger.durable import write_atomic
+from memledger.recall import tantivy_bm25
 
 #: 2: accents folded (ascii_fold), as the projection's `unicode61` full-text index does;
 #: 3: words up to MAX_TERM_BYTES kept (2 dropped those over 40 bytes). An index of another
@@ -401,25 +402,19 @@ class TextIndex:
         the memories of the last block or two, which a search ranks itself beside the
         index's hits rather than wait for the follower's commit (read-your-writes, no wait).
 
-        The document counts are the index's plus these documents', as tantivy counts
-        them; the scores are close to tantivy's, not equal: lengths are not quantised,
-        and the average length is counted as documents are added. Serving data only:
-        floats are fine here, nothing of it reaches consensus."""
-        self._open_index()  # a closed index is an error, even for no terms
+        Each score is the one tantivy gives the document once it holds these documents
+        (`tantivy_bm25`: its one-byte lengths, its average length, its precision), so a
+        memory keeps its place when it is indexed and a cursor's pages stay slices of one
+        list. Serving data only: floats are fine here, nothing of it reaches consensus."""
+        index = self._open_index()  # a closed index is an error, even for no terms
         terms = analysed_terms(words)
         if not terms or not bags:
             return []
-        average = self.average_length(bags)
-        idf = {term: self.idf(term, bags) for term in set(terms)}
-        scored = []
-        for memory_id, bag in bags:
-            present = [t in bag for t in terms]
-            if not (any(present) if any_word else all(present)):
-                continue
-            length = sum(bag.values())
-            scored.append((memory_id, sum(
-                bm25(idf[t], bag[t], length, average) for t in terms if t in bag)))
-        return sorted(scored, key=lambda hit: (-hit[1], hit[0]))
+        searcher = index.searcher()
+        view = (str(self.folder), int(searcher.num_docs), int(searcher.num_segments),
+                self.indexed_height)
+        return tantivy_bm25.score_bags(index, searcher, "body", terms, bags, any_word, view,
+                                       self.average_length(bags))
 
     def average_length(self, bags: Sequence[WordBag] = ()) -> float:
         """The average document length BM25 normalises by, as counted while adding

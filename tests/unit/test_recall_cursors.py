@@ -165,3 +165,32 @@ def test_text_pages_keep_their_ranker_past_the_widest_fetch(tmp_path: Path,
             assert _follow(api, {**query, "limit": limit}) == whole, limit
     chain.close()
 
+
+def test_a_memory_above_the_watermark_scores_as_the_index_scores_it(tmp_path: Path) -> None:
+    """score_unindexed gives a memory the score tantivy gives an indexed one of the same
+    words (its one-byte lengths, its average, its precision), so it ranks among the
+    index's hits where it ranks once indexed. With exact lengths and a running average
+    its score was close only: it moved when the follower indexed it between two pages,
+    and the next page repeated or skipped a hit."""
+    from memledger.recall.text_index import TextIndex, word_bags
+
+    rng = random.Random(1)
+
+    def doc(i: int, prefix: str) -> tuple[str, str]:
+        words = ["river"] * rng.randint(1, 3) + rng.choices(FILL, k=rng.randint(10, 120))
+        return f"{prefix}-{i:03d}", " ".join(rng.sample(words, len(words)))
+
+    index = TextIndex(tmp_path / "text")
+    index.open()
+    index.add([doc(i, "old") for i in range(200)], height=1)
+    twins = [doc(i, "twin") for i in range(8)] + [("twin-long", f"river {'x' * 60} stone")]
+    index.add(twins, height=2)  # a second segment
+    pending = [(m.replace("twin", "new"), body) for m, body in twins]
+    for words, any_word in ((["river"], False), (["river", "stone"], False),
+                            (["river", "heron"], True)):
+        held = dict(index.search(words, 400, any_word=any_word))
+        got = index.score_unindexed(words, word_bags(pending), any_word)
+        assert got and all(score == held[m.replace("new", "twin")] for m, score in got), (
+            words, got[:2])
+    index.close()
+
