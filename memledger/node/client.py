@@ -60,6 +60,10 @@ _T = TypeVar("_T")
 
 
 # ----------------------------------------------------------------------------- errors
+#: the problem a node without an embedder answers a search by meaning with
+RECALL_UNAVAILABLE = "recall_unavailable"
+
+
 class MemLedgerError(Exception):
     """A problem reported by the node (or no answer at all, see the subclass).
 
@@ -1008,8 +1012,17 @@ class MemLedgerClient(_Core):
         (`semantic`) or by words alone (`text`, all words must match). Each hit carries
         `score` and `mode`. Filters (domain, status, type, author, tags,
         include_disputed) apply before the top-k cut. With `verify`, each hit is checked
-        against the chain; that the ranking is complete is NOT proven."""
-        hits = self.memory_page(q=q, mode=mode, limit=limit, **filters).items
+        against the chain; that the ranking is complete is NOT proven.
+
+        Without `mode`, a node with no embedder ranks by words (`text`): left to its
+        default, it would list every match unranked, oldest first."""
+        try:
+            page = self.memory_page(q=q, mode=mode or "hybrid", limit=limit, **filters)
+        except MemLedgerError as err:
+            if mode is not None or err.name != RECALL_UNAVAILABLE:
+                raise
+            page = self.memory_page(q=q, mode="text", limit=limit, **filters)
+        hits = page.items
         return [self._rescored(self.verify_memory(m), m) for m in hits] if verify else hits
 
     @staticmethod
@@ -1319,7 +1332,12 @@ class AsyncMemLedgerClient(_Core):
     async def recall(self, q: str, *, mode: str | None = None, limit: int = 10,
                      verify: bool = False, **filters: Any) -> list[Memory]:
         """As MemLedgerClient.recall."""
-        page = await self.memory_page(q=q, mode=mode, limit=limit, **filters)
+        try:
+            page = await self.memory_page(q=q, mode=mode or "hybrid", limit=limit, **filters)
+        except MemLedgerError as err:
+            if mode is not None or err.name != RECALL_UNAVAILABLE:
+                raise
+            page = await self.memory_page(q=q, mode="text", limit=limit, **filters)
         if not verify:
             return page.items
         return [replace(await self.verify_memory(m), score=m.score, mode=m.mode)

@@ -194,3 +194,42 @@ def test_a_memory_above_the_watermark_scores_as_the_index_scores_it(tmp_path: Pa
             words, got[:2])
     index.close()
 
+
+def test_recall_ranks_by_words_on_a_node_without_an_embedder(tmp_path: Path) -> None:
+    """SDK recall() with no mode, on a node with no embedder: the best matches by BM25
+    (it got the unranked listing, oldest first, every score None)."""
+    import asyncio
+
+    import httpx
+    from fastapi.testclient import TestClient
+
+    from memledger.devtools.chain import LocalChain, seeded_key
+    from memledger.node.api import ApiSettings, create_app
+    from memledger.node.client import AsyncMemLedgerClient, MemLedgerClient
+
+    chain = LocalChain(tmp_path / "chain")
+    key = seeded_key("recall-words")
+    b = chain.builder(key)
+    chain.block([b.submit(chain.next_nonce(key), f"a-{i}", f"river stone {'lamp ' * 30}{i}")
+                 for i in range(5)] +
+                [b.submit(chain.next_nonce(key), "best", "river river stone")])
+    app = create_app(ApiSettings(db_url=chain.db_url, rpc_url="http://127.0.0.1:9",
+                                 chain_id="x", index_dir=tmp_path / "recall"))
+    with TestClient(app, raise_server_exceptions=False) as api:
+        _wait_for_words(app, chain)
+        def relay(request: httpx.Request) -> httpx.Response:
+            answer = api.request(request.method, str(request.url), content=request.content)
+            return httpx.Response(answer.status_code, headers=answer.headers,
+                                  content=answer.content)
+
+        ml = MemLedgerClient("http://testserver", transport=httpx.MockTransport(relay))
+        hits = ml.recall("river", limit=2)
+        assert [(m.id, m.mode) for m in hits][:1] == [("best", "text")]
+        assert all(m.score and m.score > 0 for m in hits)
+
+        async def recall_async() -> list[str]:
+            async with AsyncMemLedgerClient(
+                    "http://testserver", transport=httpx.MockTransport(relay)) as aml:
+                return [m.id for m in await aml.recall("river", limit=2)]
+        assert asyncio.run(recall_async())[0] == "best"
+    chain.close()
