@@ -58,7 +58,7 @@ from memledger.recall.hybrid import (
     with_unindexed,
 )
 from memledger.recall.indexer import Indexer
-from memledger.recall.text_index import TextIndex, WordBag, query_terms
+from memledger.recall.text_index import TextIndex, WordBag, analysed_terms, terms_query
 from memledger.recall.text_indexer import FirstHits, TextIndexer
 
 MODES = ("text", "semantic", "hybrid")
@@ -208,15 +208,14 @@ def _scored_by_index(index: TextIndex, words: list[str], ids: list[str],
                      any_word: bool) -> Ranked:
     """The word index's BM25 of the documents `ids` that match `words` (the query
     `TextIndex.search` makes, restricted to these ids at no score), best first."""
-    terms = query_terms(words)
+    terms = analysed_terms(words)
     if not terms or not ids:
         return []
     tindex = index._open_index()
-    joiner = " OR " if any_word else " AND "
     only = tantivy.Query.const_score_query(
         tantivy.Query.term_set_query(tindex.schema, "id", ids), 0.0)
     query = tantivy.Query.boolean_query([
-        (tantivy.Occur.Must, tindex.parse_query(joiner.join(terms), ["body"])),
+        (tantivy.Occur.Must, terms_query(tindex.schema, terms, any_word)),
         (tantivy.Occur.Must, only)])
     searcher = tindex.searcher()
     hits = searcher.search(query, len(ids), count=False).hits
