@@ -124,7 +124,8 @@ def test_cli_calls_off_a_scheduled_upgrade(tmp_path: Path, cometbft_bin: Path) -
         assert "the scheduled upgrade is 'v10-typo', not 'v10'" in wrong.stderr
         cancel = passed("upgrade-cancel", "v10-typo", "--title", "wrong height")
         shown = json.loads(memledger("gov", "show", cancel, "--home", home, "--json").stdout)
-        assert (shown["kind"], shown["payload"]) == ("upgrade_cancel", {"name": "v10-typo"})
+        assert (shown["kind"], shown["payload"]) == (
+            "upgrade_cancel", {"name": "v10-typo", "upgrade_proposal": upgrade})
         # `gov watch` on the upgrade says so at once, where it waited for the activation
         watched = memledger("gov", "watch", upgrade, "--home", home, "--timeout", "20",
                             "--json", check=False)

@@ -52,7 +52,8 @@ def test_a_cancelled_upgrade_never_activates_and_a_new_one_can_be_scheduled(
     result = run(c, v[1], "propose", upgrade_cancel_proposal("v10-wrong", "wrong height"))
     assert result.code == 0, result.log
     cancel = proposal(c, "p2")
-    assert (cancel["kind"], cancel["payload"]) == ("upgrade_cancel", {"name": "v10-wrong"})
+    assert (cancel["kind"], cancel["payload"]) == (
+        "upgrade_cancel", {"name": "v10-wrong", "upgrade_proposal": "p1"})
     assert _plan(c) is not None  # nothing changes until the cancel passes
     txs = [c.builder(v[i]).gov_vote(c.next_nonce(v[i]), "p2", "accept") for i in (3, 2)]
     resp = c.finalize(txs)
@@ -128,3 +129,23 @@ def test_an_empty_name_is_a_cancel_of_nothing_at_v9(tmp_path: Path) -> None:
     assert tx_pb2.GovPropose(upgrade_cancel="").WhichOneof("kind") == "upgrade_cancel"
     result = run(c, c.validator_keys[0], "propose", upgrade_cancel_proposal(""))
     assert result.code == Code.GOV_INVALID_PROPOSAL and "no upgrade is scheduled" in result.log
+
+
+def test_a_cancel_holds_to_the_plan_its_voters_were_shown(tmp_path: Path) -> None:
+    """Two cancels of one plan: the first passes and the upgrade is scheduled again under
+    the same name. The second, passing later, fails: it was voted on p1's plan, not p4's.
+    Bound by name alone it removed the new plan."""
+    c = _chain(tmp_path, 9, voting_period=30)
+    v = c.validator_keys
+    _scheduled(c, "v10", 10, c.height + 10_000)  # p1, the wrong height
+    assert run(c, v[0], "propose", upgrade_cancel_proposal("v10")).code == 0  # p2
+    assert run(c, v[1], "propose", upgrade_cancel_proposal("v10")).code == 0  # p3
+    vote_all(c, "p2", [3, 2])
+    assert proposal(c, "p2")["status"] == "executed" and _plan(c) is None
+    _scheduled(c, "v10", 10, c.height + 50)  # p4, the right one
+    vote_all(c, "p3", [3, 2])
+    p3 = proposal(c, "p3")
+    assert p3["status"] == "failed", p3
+    assert p3["failure"] == ("the scheduled upgrade 'v10' is the one p4 scheduled, not the "
+                             "one p1 scheduled that this cancel names")
+    assert _plan(c)["proposal"] == "p4"  # type: ignore[index]

@@ -33,6 +33,7 @@ def propose(ctx: TxContext, msg: tx_pb2.GovPropose) -> None:
         raise TxError(Code.GOV_INVALID_PROPOSAL, "title longer than 4 KiB")
     kind, payload = _payload(msg)
     proposals.validate(ctx.state, kind, payload, ctx.block.height, ctx.block.app_version)
+    payload = proposals.bind(ctx.state, kind, payload)
     gov = proposals.gov_state(ctx.state)
     proposal_id = f"p{gov['next_id']}"
     period = int(chain_params.value(ctx.state, "gov_voting_period"))

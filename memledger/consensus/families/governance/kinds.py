@@ -58,11 +58,18 @@ class Execution:
 Payload = dict[str, Any]
 
 
+def _as_proposed(state: TxBuffer, payload: Payload) -> Payload:
+    return payload
+
+
 @dataclass(frozen=True)
 class ProposalKind:
     decode: Callable[[Any], Payload]
     validate: Callable[[TxBuffer, Payload, int, int], None]  # state, payload, height, version
     execute: Callable[[Execution, Payload], None]
+    #: the payload the proposal record keeps, from the validated one and the state it was
+    #: proposed in: what the voters are shown, and what execution is held to
+    bind: Callable[[TxBuffer, Payload], Payload] = _as_proposed
 
 
 def _invalid(reason: str) -> TxError:
@@ -231,8 +238,10 @@ def _decode_upgrade_cancel(msg: Any) -> Payload:
 
 def _validate_upgrade_cancel(state: TxBuffer, payload: Payload, height: int,
                              version: int) -> None:
-    """The upgrade scheduled now, named: the voters were shown that name, so a cancel
-    whose upgrade activated or was replaced by another while it was open fails."""
+    """The upgrade scheduled now, by its name and, once proposed, by the proposal that
+    scheduled it (`_bind_upgrade_cancel`): a cancel whose upgrade activated, or was
+    called off and scheduled again under the same name while it was open, fails rather
+    than remove a plan its voters were never shown."""
     if not versions.active("upgrade_cancel", version):  # the gate refuses it earlier
         raise _invalid("upgrade_cancel needs app version 9")
     plan = state.get_record(records.UPGRADE)
@@ -240,6 +249,16 @@ def _validate_upgrade_cancel(state: TxBuffer, payload: Payload, height: int,
         raise _invalid(f"no upgrade is scheduled (asked to cancel {payload['name']!r})")
     if plan["name"] != payload["name"]:
         raise _invalid(f"the scheduled upgrade is {plan['name']!r}, not {payload['name']!r}")
+    bound = payload.get("upgrade_proposal")
+    if bound is not None and plan["proposal"] != bound:
+        raise _invalid(f"the scheduled upgrade {plan['name']!r} is the one {plan['proposal']} "
+                       f"scheduled, not the one {bound} scheduled that this cancel names")
+
+
+def _bind_upgrade_cancel(state: TxBuffer, payload: Payload) -> Payload:
+    """Name the plan by the proposal that scheduled it, as well as by its name."""
+    plan = state.get_record(records.UPGRADE)
+    return {**payload, "upgrade_proposal": plan["proposal"]}
 
 
 def _execute_upgrade_cancel(run: Execution, payload: Payload) -> None:
@@ -268,7 +287,7 @@ KINDS: dict[str, ProposalKind] = {
     "param": ProposalKind(_decode_param, _validate_param, _execute_param),
     "upgrade": ProposalKind(_decode_upgrade, _validate_upgrade, _execute_upgrade),
     "upgrade_cancel": ProposalKind(_decode_upgrade_cancel, _validate_upgrade_cancel,
-                                   _execute_upgrade_cancel),
+                                   _execute_upgrade_cancel, _bind_upgrade_cancel),
 }
 
 

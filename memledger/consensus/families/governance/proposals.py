@@ -31,6 +31,11 @@ def validate(state: TxBuffer, kind: str, payload: dict[str, Any], height: int,
     kinds.kind_of(kind).validate(state, payload, height, app_version)
 
 
+def bind(state: TxBuffer, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload a validated proposal is recorded with (`ProposalKind.bind`)."""
+    return kinds.kind_of(kind).bind(state, payload)
+
+
 def last_vote_height(proposal: ProposalRecord, app_version: int) -> int:
     """The last height whose votes count: the end of the voting period, and from v8, for
     an upgrade, no later than the block before its activation height, the last block in
