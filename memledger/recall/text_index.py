@@ -195,8 +195,10 @@ class TextIndex:
             self._start_empty(reason)
 
     def _start_empty(self, reason: str) -> None:
-        """Wipe the folder and open an empty index (searches under way keep the old view)."""
-        self._index = None
+        """Wipe the folder and open an empty index. Searches under way keep the old view,
+        and one starting meanwhile takes it too (the open index is swapped, never unset:
+        unset, such a search failed with "not open", a 500, where a damaged view's
+        ValueError sends it to the projection)."""
         self._wipe()
         self.indexed_height = self.words_added = self.docs_added = self.documents = 0
         self.rebuilt_reason = reason

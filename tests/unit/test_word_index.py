@@ -48,6 +48,30 @@ def test_add_search_replay_and_reopen(tmp_path: Path) -> None:
     again.close()
 
 
+def test_a_search_during_a_discard_keeps_the_old_view(tmp_path: Path) -> None:
+    """A search that starts while a damaged index is wiped (it passed the `serving` check
+    just before) reads the old view or gets tantivy's ValueError, which sends it to the
+    projection: the open index was unset for the wipe, and it failed "not open" (a 500)."""
+    index = TextIndex(tmp_path / "text")
+    index.open()
+    index.add([("a", "river stone"), ("b", "river lamp")], 3)
+    seen: list[object] = []
+    wipe = index._wipe
+
+    def search_then_wipe() -> None:
+        try:
+            seen.append({m for m, _ in index.search(["river"], 10)})
+        except ValueError as exc:  # tantivy's error for files gone: handled upstream
+            seen.append(exc)
+        wipe()
+
+    index._wipe = search_then_wipe  # type: ignore[method-assign]
+    index.discard("found damaged")
+    assert seen and not isinstance(seen[0], RuntimeError), seen
+    assert len(index) == 0 and index.search(["river"], 10) == []
+    index.close()
+
+
 ODD_WORDS = ["İstanbul", "İSTANBUL", "ǅungla", "ﬁsh", "cat\u0301", "ab\u0640cd", "²",
              "x" * 300, "--", "\x00cat", "a\u00a0b", "\u200bcat", "NEAR(a b)", "title:foo"]
 
