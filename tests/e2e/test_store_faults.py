@@ -48,7 +48,7 @@ from memledger.consensus.store.state import DEFAULT_MAP_SIZE, CanonicalStore
 from memledger.node.rpc import RpcClient
 from memledger.node.txbuilder import TxBuilder
 from memledger.node.waiting import wait_until
-from memledger.projection.writer import Projection
+from memledger.projection.writer import Projection, ProjectionUnavailable
 from tests.support.chain import HaltCalled, LocalChain, seeded_key
 from tests.support.node import NodeRunner, memledger
 from tests.support.postgres import (
@@ -302,9 +302,11 @@ def test_postgres_read_only_role_at_startup_refuses_to_serve(tmp_path: Path,
     chain.close()
     pg_role.admin(f'ALTER ROLE "{pg_role.role}" SET default_transaction_read_only = on')
     # The app process opens the projection at startup (memledger/consensus/main.py serve); on a
-    # read-only database that fails before the ABCI socket is served.
-    with pytest.raises(sa.exc.SQLAlchemyError, match="read-only transaction"):
+    # read-only database that fails before the ABCI socket is served, in one line that
+    # says the node never replaces a PostgreSQL projection.
+    with pytest.raises(ProjectionUnavailable, match="read-only transaction") as refused:
         Projection(pg_role.url)
+    assert "never replaced" in str(refused.value) and "\n" not in str(refused.value)
     store = CanonicalStore(str(tmp_path / "node" / "state"), readonly=True)
     assert store.last_height == 1  # nothing was committed by the refused start
     store.close()
