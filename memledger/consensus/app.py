@@ -298,7 +298,8 @@ class MemLedgerApp(BaseApplication):
             if self.faults.fail_flush_height == pending.height:
                 raise OSError(f"fault injection: projection flush fails at {pending.height}")
             self.projection.flush(pending.height, pending.app_hash, changes,
-                                  before_commit=lambda: faults.maybe_kill("in_flush", height))
+                                  before_commit=lambda: faults.maybe_kill("in_flush", height),
+                                  follows=self.store.last_height)
         except Exception as exc:  # noqa: BLE001 - any failure must halt
             self.on_halt(f"projection flush failed at height {pending.height}: {exc!r}")
             raise

@@ -66,10 +66,14 @@ def catch_up_projection(store: CanonicalStore, projection: Projection) -> bool:
     Returns whether it rebuilt.
     """
     receipt = projection.last_receipt()
-    if store.last_height == 0 or (receipt is not None and receipt[0] >= store.last_height):
+    if store.last_height == 0:
         return False
-    log.warning("projection is behind canonical state (receipt %s, state at height %d): "
-                "rebuilding it from canonical state", receipt, store.last_height)
+    behind = receipt is None or receipt[0] < store.last_height
+    if not behind and not projection.has_gaps():
+        return False
+    why = "is behind" if behind else "lost blocks below its last one"
+    log.warning("projection %s canonical state (receipt %s, state at height %d): "
+                "rebuilding it from canonical state", why, receipt, store.last_height)
     count = projection.rebuild_committed(store)
     log.info("projection rebuilt from %d records at height %d", count, store.last_height)
     return True

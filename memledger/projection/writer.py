@@ -38,6 +38,14 @@ class ProjectionConflict(RuntimeError):
     """The projection holds a different app hash for this height: never paper over it."""
 
 
+class ProjectionBehind(RuntimeError):
+    """The projection's last block is not the one canonical state committed last: its
+    database lost commits (a failover to a standby, a restore from a backup, commits not
+    made durable) while the node ran. Flushing on top of it would hide those blocks'
+    memories for good; the node halts instead, and at its next start
+    `catch_up_projection` rebuilds the projection from canonical state."""
+
+
 class ProjectionUnavailable(RuntimeError):
     """The projection's database cannot be opened, and it is not a damaged SQLite file
     this node may replace (PostgreSQL, a locked or unreadable file): the operator's call."""
@@ -109,15 +117,19 @@ class Projection:
         app_hash: bytes,
         changes: Iterable[tuple[bytes, bytes | None]],
         before_commit: Callable[[], None] | None = None,
+        follows: int = 0,
     ) -> bool:
-        """Apply one block in one transaction; False if this receipt already exists."""
+        """Apply one block in one transaction; False if this receipt already exists.
+
+        `follows`: the height canonical state committed last (0: none, or unchecked). The
+        projection's last receipt must be that one (ProjectionBehind otherwise)."""
         batch = Batch()
         for key, value in changes:
             add_change(batch, key, value)
         for attempt in range(1, self.MAX_ATTEMPTS + 1):
             try:
                 with self.engine.begin() as conn:
-                    if not self._claim_receipt(conn, height, app_hash):
+                    if not self._claim_receipt(conn, height, app_hash, follows):
                         return False
                     self._apply(conn, batch)
                     if before_commit is not None:
@@ -131,7 +143,8 @@ class Projection:
                 time.sleep(0.05 * attempt)
         raise AssertionError("unreachable")
 
-    def _claim_receipt(self, conn: Connection, height: int, app_hash: bytes) -> bool:
+    def _claim_receipt(self, conn: Connection, height: int, app_hash: bytes,
+                       follows: int) -> bool:
         found = conn.execute(
             sa.select(receipts.c.app_hash).where(receipts.c.height == height)
         ).scalar_one_or_none()
@@ -143,8 +156,25 @@ class Projection:
                 )
             log.info("projection already holds height %d; skipping replayed flush", height)
             return False
+        if follows:
+            last = conn.execute(sa.select(sa.func.max(receipts.c.height))).scalar()
+            if last != follows:
+                raise ProjectionBehind(
+                    f"the projection's last block is {last}, canonical state's is {follows}: "
+                    "its database lost commits (a failover or a restore?); restart the node "
+                    "to rebuild the projection from canonical state")
         conn.execute(receipts.insert().values(height=height, app_hash=app_hash.hex()))
         return True
+
+    def has_gaps(self) -> bool:
+        """Whether a block is missing between the projection's first receipt (a rebuild's,
+        or block 1's) and its last: blocks lost by its database before `flush` checked
+        what it follows, each hiding its memories for good."""
+        with self.engine.connect() as conn:
+            count, low, high = conn.execute(sa.select(
+                sa.func.count(), sa.func.min(receipts.c.height),
+                sa.func.max(receipts.c.height))).one()
+        return bool(count) and int(count) != int(high) - int(low) + 1
 
     def _insert(self, table: sa.Table) -> Any:
         if self.dialect == "postgresql":
