@@ -3,13 +3,15 @@
 `projection rebuild` must lock the node's home when it rebuilds the node's own
 projection: the running app writes it every block. Comparing URL strings missed the same
 database spelled another way (`./data/projection.db`, a symlink, `localhost` for
-`127.0.0.1`, the default port written out, another driver), and the rebuild then ran
-beside the node's writer without the lock.
+`127.0.0.1` or another name that resolves to the same server, the default port written
+out, another driver), and the rebuild then ran beside the node's writer without the lock.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import socket
 
 from sqlalchemy.engine import URL, make_url
 
@@ -30,6 +32,28 @@ def _server(url: URL) -> tuple[str, str, int | None, str]:
     return backend, host, port, url.database or ""
 
 
+def _addresses(host: str) -> set[str]:
+    """The addresses a host name resolves to, with every loopback one as `localhost` (an
+    alias in /etc/hosts names the node's own server); the name itself when it does not
+    resolve."""
+    if host == "localhost":
+        return {host}
+    try:
+        found = {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
+    except (OSError, UnicodeError):
+        return {host}
+    return {"localhost" if ipaddress.ip_address(a.split("%")[0]).is_loopback else a
+            for a in found}
+
+
+def _same_server(a: URL, b: URL) -> bool:
+    backend_a, host_a, port_a, db_a = _server(a)
+    backend_b, host_b, port_b, db_b = _server(b)
+    if (backend_a, port_a, db_a) != (backend_b, port_b, db_b):
+        return False
+    return host_a == host_b or bool(_addresses(host_a) & _addresses(host_b))
+
+
 def same_database(a: str, b: str) -> bool:
     """True when `a` and `b` name one database (a SQLite file by its real path, a server
     database by backend, host, port and name: the user and driver do not change it)."""
@@ -40,4 +64,4 @@ def same_database(a: str, b: str) -> bool:
         if path_a is None or path_b is None:
             return False
         return os.path.realpath(path_a) == os.path.realpath(path_b)
-    return _server(make_url(a)) == _server(make_url(b))
+    return _same_server(make_url(a), make_url(b))

@@ -38,6 +38,32 @@ def test_one_postgres_database_spelled_three_ways() -> None:
     assert not same_database(sqlite_url(os.path.join("/tmp", "node0")), own)
 
 
+def test_a_host_alias_of_the_same_server_is_the_same_database(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`vm` in /etc/hosts for 127.0.0.1: compared as strings, a rebuild into the node's
+    own PostgreSQL database ran without the lock and wiped a block flushed meanwhile."""
+    import socket
+
+    real = socket.getaddrinfo
+
+    def resolve(host: str, *args: object, **kwargs: object) -> object:
+        if host == "vm":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 0))]
+        if host == "db.example":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.1.2.3", 0))]
+        if host == "db-alias.example":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.1.2.3", 0))]
+        return real(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    own = "postgresql+psycopg://ml@127.0.0.1:5432/node0"
+    assert same_database("postgresql+psycopg://postgres@vm/node0", own)
+    assert same_database("postgresql+psycopg://ml@127.0.0.2/node0", own)  # loopback too
+    assert same_database("postgresql://db-alias.example/node0", "postgresql://db.example/node0")
+    assert not same_database("postgresql://db.example/node0", own)
+    assert not same_database("postgresql://no-such-host.invalid/node0", own)
+
+
 def test_rebuild_into_the_own_projection_spelled_otherwise_waits_for_the_node(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A running node (its home lock held) keeps `projection rebuild` out of its own
