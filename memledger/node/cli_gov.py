@@ -334,15 +334,17 @@ def watch(home: Path, rpc: str | None, proposal_id: str, timeout: float, as_json
 
 
 def _scheduled_upgrade_state(ctx: GovContext, found: dict[str, Any]) -> str:
-    """A passed upgrade: still `executed` (waiting for its height), `activated`, or
-    `called off` by an upgrade_cancel (v9). The plan is read first: activation removes
-    it and moves the app version in one Commit, so a missing plan with the old version
-    means it was called off."""
+    """A passed upgrade: still `executed` (waiting for its height), `called off` by an
+    executed upgrade_cancel that names it (v9: the cancel records the proposal that
+    scheduled its plan), else `activated`: nothing else removes a plan. The app version
+    alone cannot tell: a later upgrade to the same version may have activated since."""
     plan = ctx.record(b"sys/upgrade")
     if plan is not None and plan.get("proposal") == found["id"]:
         return "executed"
-    version = int(ctx.rpc.abci_info()["response"].get("app_version", 0))
-    return "activated" if version >= found["payload"]["app_version"] else "called off"
+    cancelled = any(p["kind"] == "upgrade_cancel" and p["status"] == "executed"
+                    and p["payload"].get("upgrade_proposal") == found["id"]
+                    for p in ctx.proposals())
+    return "called off" if cancelled else "activated"
 
 
 def _parse_member(text: str) -> tuple[bytes, int]:

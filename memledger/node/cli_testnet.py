@@ -293,8 +293,9 @@ def check_cmd(net_dir: Path, no_projections: bool, timeout: float, as_json: bool
         click.echo(str(report.divergence))
     else:
         answered = len([n for n in report.heights if n not in report.unreachable])
-        if report.common_height:
-            click.echo(f"headers 1..{report.common_height} agree on {answered} nodes")
+        if report.common_height and report.first_common_height <= report.common_height:
+            click.echo(f"headers {report.first_common_height}..{report.common_height} agree "
+                       f"on {answered} nodes")
         if report.projection_height is not None:
             click.echo(f"projections agree at height {report.projection_height}")
         for note in report.notes:

@@ -21,6 +21,8 @@ stopped. Receipts are left out because a rebuilt projection only holds the last 
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -135,9 +137,14 @@ def fetch_headers(client: RpcClient, low: int, high: int) -> dict[int, dict[str,
 
 
 def finalize_app_hash(client: RpcClient, height: int) -> str:
-    """App hash returned by FinalizeBlock at ``height`` (not yet in any header)."""
-    raw = client.block_results(height).get("app_hash") or ""
-    return str(raw).upper()
+    """App hash returned by FinalizeBlock at ``height`` (not yet in any header), in the
+    headers' upper-case hex. CometBFT serves it in base64 here: upper-cased as it came,
+    two hashes whose base64 differed only in letter case compared equal."""
+    raw = str(client.block_results(height).get("app_hash") or "")
+    try:
+        return base64.b64decode(raw, validate=True).hex().upper()
+    except (binascii.Error, ValueError):
+        return raw.upper()  # hex already
 
 
 def compare_headers(headers: dict[str, dict[int, dict[str, str]]],
@@ -270,6 +277,20 @@ def _reachable(targets: Sequence[NodeTarget], report: CheckReport) -> dict[str, 
     return clients
 
 
+def _finalize_app_hashes(clients: dict[str, RpcClient], height: int,
+                         report: CheckReport) -> dict[str, str]:
+    """Each node's FinalizeBlock app hash at `height`; a node that cannot answer is
+    noted (the check is then inconclusive), not taken for a divergence."""
+    found = {}
+    for name, client in clients.items():
+        try:
+            found[name] = finalize_app_hash(client, height)
+        except TRANSPORT_ERRORS as exc:
+            report.notes.append(f"{name}: no FinalizeBlock app hash at height {height}: "
+                                f"{exc}")
+    return found
+
+
 def check(targets: Sequence[NodeTarget], *, projections: bool = True,
           timeout: float = 30.0) -> CheckReport:
     """Compare every reachable node; unreachable nodes are listed, not failed."""
@@ -281,6 +302,10 @@ def check(targets: Sequence[NodeTarget], *, projections: bool = True,
             return report
         top = report.common_height = min(report.heights[n] for n in clients)
         low = report.first_common_height
+        if low > top:  # a node still below a state-synced node's first block
+            report.notes.append(f"no block every reachable node holds: the lowest is at "
+                                f"height {top}, a state-synced node's first block is {low}")
+            return report
         headers: dict[str, dict[int, dict[str, str]]] = {}
         for name, client in list(clients.items()):
             try:
@@ -293,8 +318,7 @@ def check(targets: Sequence[NodeTarget], *, projections: bool = True,
             return report
         report.divergence = compare_headers(headers, range(low, top + 1))
         if report.divergence is None and top >= 1:
-            found = first_disagreement(
-                {name: finalize_app_hash(c, top) for name, c in clients.items()})
+            found = first_disagreement(_finalize_app_hashes(clients, top, report))
             if found:
                 report.divergence = Divergence(top, found[0], "finalize.app_hash",
                                                found[1], found[2])

@@ -232,3 +232,37 @@ def test_upgrade_help_says_the_default_height() -> None:
     result = CliRunner().invoke(main, ["gov", "propose", "upgrade", "--help"],
                                 terminal_width=200)
     assert "gov_voting_period" in result.stdout and "gov_min_upgrade_delay" in result.stdout
+
+
+class _Chain:
+    """What `gov watch` reads once an upgrade's plan is gone: the proposals."""
+
+    def __init__(self, proposals: list[dict[str, Any]]) -> None:
+        self._proposals = proposals
+
+    def record(self, key: bytes) -> None:
+        assert key == b"sys/upgrade"
+        return None  # no plan scheduled
+
+    def proposals(self) -> list[dict[str, Any]]:
+        return self._proposals
+
+
+UPGRADE_P1: dict[str, Any] = {"id": "p1", "kind": "upgrade", "status": "executed",
+              "payload": {"name": "v10", "app_version": 10, "activation_height": 10_000}}
+
+
+def test_watch_tells_a_called_off_upgrade_from_an_activated_one() -> None:
+    """Judged by the app version, p1 called off by p2 read `activated` once p3, a later
+    upgrade to the same version, had activated."""
+    from memledger.node.cli_gov import _scheduled_upgrade_state
+
+    cancel = {"id": "p2", "kind": "upgrade_cancel", "status": "executed",
+              "payload": {"name": "v10", "upgrade_proposal": "p1"}}
+    again = {**UPGRADE_P1, "id": "p3"}
+    chain = _Chain([UPGRADE_P1, cancel, again])
+    assert _scheduled_upgrade_state(chain, UPGRADE_P1) == "called off"  # type: ignore[arg-type]
+    assert _scheduled_upgrade_state(chain, again) == "activated"  # type: ignore[arg-type]
+    failed = {**cancel, "status": "failed"}
+    assert _scheduled_upgrade_state(_Chain([UPGRADE_P1, failed]),  # type: ignore[arg-type]
+                                    UPGRADE_P1) == "activated"
