@@ -230,6 +230,10 @@ def render_db_url(template: str, node: NodeSpec, home: Path) -> str:
     return template.format(index=node.index, name=node.name, home=home) if template else ""
 
 
+TESTNET_SNAPSHOT_INTERVAL = 25
+TESTNET_SNAPSHOT_KEEP = 10
+
+
 def node_config(spec: TestnetSpec, node: NodeSpec, home: Path) -> NodeConfig:
     """The memledger NodeConfig of one node under the net's topology."""
     topo = spec.topology
@@ -244,6 +248,11 @@ def node_config(spec: TestnetSpec, node: NodeSpec, home: Path) -> NodeConfig:
         api_port=node.api_port,
         db_url=render_db_url(spec.db_url_template, node, home),
         voter=spec.voter,
+        # A test net is young: with a node's defaults (every 1,000 blocks) it served no
+        # snapshot for its first 1,000 blocks, and `testnet add-node --state-sync` then
+        # never joined. 25 x 10 keeps 250 blocks' worth (docs/SNAPSHOTS.md).
+        snapshot_interval=TESTNET_SNAPSHOT_INTERVAL,
+        snapshot_keep=TESTNET_SNAPSHOT_KEEP,
     )
 
 

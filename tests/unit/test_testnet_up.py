@@ -59,3 +59,12 @@ def test_a_failed_testnet_up_command_leaves_running_nodes_running(
     assert "starting node1" in result.stderr and "starting node0" not in result.stderr
     assert node0.poll() is None, "the failed up stopped node0, which it had not started"
     assert not net.node(1).running
+
+
+def test_a_new_test_net_serves_snapshots_while_young(tmp_path: Path) -> None:
+    """With a node's defaults (a snapshot every 1,000 blocks) a net younger than that had
+    none, and the README's `testnet add-node NET --state-sync` never joined."""
+    net = Testnet.create(tmp_path / "net", 2, voter=False)
+    for node in net.nodes:
+        config = node.node_home.load()
+        assert (config.snapshot_interval, config.snapshot_keep) == (25, 10)
