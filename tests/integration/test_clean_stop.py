@@ -28,7 +28,7 @@ from memledger.node.testnet_procs import node_processes
 from memledger.node.txbuilder import TxBuilder
 from memledger.node.waiting import wait_until
 from tests.support.chain import seeded_key
-from tests.support.node import NodeRunner, wait_api_ready
+from tests.support.node import NodeRunner, statuses_after_start, wait_api_ready
 
 pytestmark = pytest.mark.cometbft
 CHAIN = "memledger-clean-stop"
@@ -38,14 +38,6 @@ AGENT = seeded_key("clean-stop-agent")
 def _slow_blocks(cfg: Any) -> None:
     """A 4 s gap between blocks: acknowledged txs wait in the mempool."""
     cfg["consensus"]["timeout_commit"] = "4s"
-
-
-def _after_a_restart(runner: NodeRunner, memory_ids: list[str]) -> list[int]:
-    """Start the stopped node again; the status of a read of each memory."""
-    runner.start()
-    wait_api_ready(runner.api_url)
-    with httpx.Client(base_url=runner.api_url, timeout=30) as api:
-        return [api.get(f"/v1/memories/{m}").status_code for m in memory_ids]
 
 
 def test_a_clean_stop_commits_what_was_acknowledged_first(tmp_path: Path,
@@ -64,7 +56,7 @@ def test_a_clean_stop_commits_what_was_acknowledged_first(tmp_path: Path,
                 answer = api.post("/v1/txs", params={"wait": "sync"}, json={"tx": tx})
                 assert answer.status_code == 202 and answer.json()["status"] == "accepted"
         assert runner.stop() == 0
-        assert _after_a_restart(runner, [f"s-{i}" for i in range(3)]) == [200] * 3
+        assert statuses_after_start(runner, [f"s-{i}" for i in range(3)]) == [200] * 3
     finally:
         runner.stop()
 
@@ -91,7 +83,7 @@ def test_a_dead_voter_or_api_stops_the_node_with_what_was_acknowledged(
         os.kill(node_processes(runner.home)[victim][0], signal.SIGKILL)
         assert runner.wait_exit(60) == 1
         assert f"{victim} exited with code -9" in runner.output, runner.output
-        assert _after_a_restart(runner, ids) == [200] * 3
+        assert statuses_after_start(runner, ids) == [200] * 3
     finally:
         runner.stop()
 
@@ -128,7 +120,7 @@ def test_txs_arriving_during_the_stop_do_not_keep_it_waiting(tmp_path: Path,
         assert "still in the mempool" not in runner.output, runner.output
         stop_flood.set()
         flooder.join(10)
-        assert _after_a_restart(runner, [f"t-{i}" for i in range(3)]) == [200] * 3
+        assert statuses_after_start(runner, [f"t-{i}" for i in range(3)]) == [200] * 3
     finally:
         stop_flood.set()
         runner.stop()

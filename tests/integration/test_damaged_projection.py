@@ -12,12 +12,11 @@ import contextlib
 import sqlite3
 from pathlib import Path
 
-import httpx
 import pytest
 
 from memledger.node.client import MemLedgerClient
 from memledger.node.keys import Agent
-from tests.support.node import NodeRunner, memledger, wait_api_ready
+from tests.support.node import NodeRunner, memledger, statuses_after_start, wait_api_ready
 
 pytestmark = pytest.mark.cometbft
 IDS = [f"pd-{i}" for i in range(12)]
@@ -30,14 +29,6 @@ def _damage(db: Path) -> None:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     data = db.read_bytes()
     db.write_bytes(data[:len(data) // 2])
-
-
-def _served(runner: NodeRunner) -> list[int]:
-    """Start the node; the status of a read of each memory."""
-    runner.start()
-    wait_api_ready(runner.api_url)
-    with httpx.Client(base_url=runner.api_url, timeout=30) as api:
-        return [api.get(f"/v1/memories/{m}").status_code for m in IDS]
 
 
 def test_a_damaged_projection_is_set_aside_and_rebuilt(tmp_path: Path,
@@ -53,7 +44,7 @@ def test_a_damaged_projection_is_set_aside_and_rebuilt(tmp_path: Path,
         assert runner.stop() == 0
 
         _damage(db)  # at start: the app sets it aside and rebuilds
-        assert _served(runner) == [200] * len(IDS)
+        assert statuses_after_start(runner, IDS) == [200] * len(IDS)
         assert (db.parent / "projection.db.corrupt-1").is_file()
         assert "is damaged (database disk image is malformed): moved it aside" in \
             (runner.home / "logs" / "app.log").read_text()
@@ -63,6 +54,6 @@ def test_a_damaged_projection_is_set_aside_and_rebuilt(tmp_path: Path,
         out = memledger("projection", "rebuild", "--home", str(runner.home), check=False)
         assert out.returncode == 0, out.stderr
         assert (db.parent / "projection.db.corrupt-2").is_file()
-        assert _served(runner) == [200] * len(IDS)
+        assert statuses_after_start(runner, IDS) == [200] * len(IDS)
     finally:
         runner.stop()
