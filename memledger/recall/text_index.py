@@ -43,9 +43,11 @@ from memledger.durable import write_atomic
 from memledger.recall import tantivy_bm25
 
 #: 2: accents folded (ascii_fold), as the projection's `unicode61` full-text index does;
-#: 3: words up to MAX_TERM_BYTES kept (2 dropped those over 40 bytes). An index of another
-#: format or tokenizer is rebuilt at open
-FORMAT = 3
+#: 3: words up to MAX_TERM_BYTES kept (2 dropped those over 40 bytes);
+#: 4: accents folded before lower-casing ("İstanbul" was held as "i" + a combining dot +
+#: "stanbul", so "istanbul" never found it). An index of another format or tokenizer is
+#: rebuilt at open
+FORMAT = 4
 #: The longest word indexed: any a query can hold (512 characters, of up to 4 bytes).
 #: tantivy's "en_stem" drops words over 40 bytes, and with them a SHA-256 digest, long
 #: identifiers and CJK runs (no spaces: a clause is one word), which the projection's
@@ -65,13 +67,16 @@ _WORD_PIECES = re.compile(r"[^\W_]+")
 def _analyzer() -> tantivy.TextAnalyzer:
     """The `body` field's analyzer, registered on the index as TOKENIZER: tantivy's
     "en_stem" (split on non-alphanumerics, lower-case, English stemmer) plus accent
-    folding before the stemmer, so "café" and "cafe" are one term, as in the
-    projection's full-text index (SQLite's unicode61 removes diacritics), and words up
-    to MAX_TERM_BYTES where "en_stem" drops those over 40."""
+    folding, so "café" and "cafe" are one term, as in the projection's full-text index
+    (SQLite's unicode61 removes diacritics), and words up to MAX_TERM_BYTES where
+    "en_stem" drops those over 40. Folding comes before lower-casing: lower-casing "İ"
+    leaves "i" and a combining dot that folding keeps, so "İstanbul" and "istanbul"
+    were two terms; folded first, "İ" is "I", then "i"."""
     return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
             .filter(tantivy.Filter.remove_long(MAX_TERM_BYTES))
+            .filter(tantivy.Filter.ascii_fold())
             .filter(tantivy.Filter.lowercase())
-            .filter(tantivy.Filter.ascii_fold()).filter(tantivy.Filter.stemmer("english"))
+            .filter(tantivy.Filter.stemmer("english"))
             .build())
 
 

@@ -95,6 +95,20 @@ def test_a_word_tantivy_splits_in_two_is_two_terms_not_a_phrase(tmp_path: Path,
     index.close()
 
 
+def test_a_capital_dotted_i_matches_its_plain_lower_case(tmp_path: Path) -> None:
+    """Lower-casing "İ" leaves "i" and a combining dot: "istanbul" did not find a memory
+    saying "İstanbul" (nor the reverse) until accents were folded before lower-casing."""
+    index = TextIndex(tmp_path / "text")
+    index.open()
+    index.add([("a", "a trip to İstanbul in spring"), ("b", "ISTANBUL by night"),
+               ("c", "fish and chips")], 1)
+    for word in ("istanbul", "İstanbul", "ISTANBUL", "İSTANBUL"):
+        assert sorted(m for m, _ in index.search([word], 10, any_word=False)) == ["a", "b"]
+    bags = word_bags([("d", "İstanbul again"), ("e", "istanbul too")])
+    assert sorted(m for m, _ in index.score_unindexed(["istanbul"], bags, False)) == ["d", "e"]
+    index.close()
+
+
 def test_word_frequency_is_read_from_the_term_dictionary(tmp_path: Path) -> None:
     index = TextIndex(tmp_path / "text")
     index.open()
