@@ -11,6 +11,7 @@ import base64
 import json
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -185,7 +186,13 @@ def test_two_of_four_down_halts_then_resumes_without_loss(net: Testnet) -> None:
 
 def test_cli_status_bench_and_check_catches_tampering(net: Testnet) -> None:
     """The CLI end to end, and proof that the checker is not vacuous."""
-    status = json.loads(memledger("testnet", "status", str(net.root), "--json").stdout)
+    def full_mesh() -> dict[str, Any] | None:
+        shown = json.loads(memledger("testnet", "status", str(net.root), "--json").stdout)
+        return shown if all(n["peers"] == 3 for n in shown["nodes"]) else None
+
+    # caught up is not fully peered: a restarted node's dials (and its peers' redials,
+    # seconds apart) may still be under way
+    status = wait_until(full_mesh, 60, 1.0, what="every node to show 3 peers in testnet status")
     assert [n["running"] for n in status["nodes"]] == [True] * 4
     assert all(n["peers"] == 3 and n["height"] >= 1 for n in status["nodes"]), status
     bench = memledger("bench", "load", "--net", str(net.root), "--rate", "5", "--duration",
