@@ -351,11 +351,16 @@ run(Crashing(), sys.argv[1])
 
 
 def _wait_listening(proc: subprocess.Popen[str] | subprocess.Popen[bytes], path: Path) -> None:
+    """Until a connect succeeds: the socket file appears at bind(), a moment before
+    listen(), and a connect in between is refused."""
     def listening() -> bool:
         assert proc.poll() is None, "server exited"
-        return path.exists()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.connect(str(path))
+        return True
 
-    wait_until(listening, 20, 0.02, what=f"the server to listen on {path}")
+    wait_until(listening, 20, 0.02, what=f"the server to listen on {path}",
+               ignore=(FileNotFoundError, ConnectionRefusedError))
 
 
 def test_app_exception_kills_process_without_response(tmp_path: Path) -> None:
