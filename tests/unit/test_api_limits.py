@@ -76,7 +76,9 @@ def test_request_timeout_is_a_504_problem() -> None:
 
 
 def test_a_request_may_wait_for_its_own_commit_timeout_but_no_longer_than_allowed() -> None:
-    client = TestClient(_app(seconds=0.2, max_wait_s=1.0, wait_margin_s=0.3))
+    # the margin leaves a loaded box time to answer a 0.5 s wait (0.3 s was too little:
+    # the answer and the cut race on one event loop), and still cuts a 3 s wait at 2.5 s
+    client = TestClient(_app(seconds=0.2, max_wait_s=1.0, wait_margin_s=1.5))
     # asked to wait 0.5 s, over the node's 0.2 s: its own answer comes, not a 504
     assert client.get("/v1/wait", params={"timeout": 0.5}).status_code == 200
     # a wait above the most a client may ask for is cut at that most plus the margin
