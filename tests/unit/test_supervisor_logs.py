@@ -97,7 +97,9 @@ def test_copy_truncate_while_a_child_appends(tmp_path: Path) -> None:
     try:
         wait_until(lambda: log.stat().st_size > 200_000, 20, what="the child to write")
         assert rotate_log(log, 100_000, running=True)
-        time.sleep(0.2)  # the child goes on writing
+        # the child goes on writing (a hole at its old offset would show at once)
+        wait_until(lambda: log.stat().st_size >= 1000, 20, 0.01,
+                   what="the child to write after the rotation")
     finally:
         child.kill()
         child.wait()
