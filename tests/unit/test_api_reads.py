@@ -243,6 +243,20 @@ def test_json_nested_past_the_parser_stack_is_malformed_json(api: TestClient,
 
 
 @pytest.mark.parametrize("path", ["/v1/txs", "/v1/memories"])
+@pytest.mark.parametrize(("body", "said"), [
+    (b'{"tx": "AA==", "nonce": 1' + b"0" * 5_000 + b"}", "4300 digits"),
+    (b'{"tx": "\xff"}', "can't decode byte 0xff")])
+def test_json_that_json_loads_refuses_is_malformed_json(api: TestClient, path: str,
+                                                        body: bytes, said: str) -> None:
+    """json.loads refuses an integer of more than 4,300 digits and bytes that are not
+    UTF-8 (ValueError): POST /v1/txs said malformed_json, POST /v1/memories a vague
+    bad_request 'There was an error parsing the body'."""
+    doc = _problem(api.post(path, content=body, headers={"content-type": "application/json"}),
+                   400, "malformed_json")
+    assert said in doc["detail"]
+
+
+@pytest.mark.parametrize("path", ["/v1/txs", "/v1/memories"])
 @pytest.mark.parametrize("media", ["text/plain", "application/x-www-form-urlencoded", None])
 def test_a_body_that_is_not_json_is_415_on_both_submit_routes(api: TestClient, path: str,
                                                               media: str | None) -> None:

@@ -193,15 +193,25 @@ async def _on_http(request: Request, exc: Exception) -> JSONResponse:
     elif status == 405 and detail == "Method Not Allowed":
         detail = f"method {request.method} not allowed on {request.url.path}"
     name = names.get(status, f"http_{status}")
-    if status == 400 and isinstance(exc.__cause__, RecursionError):
-        # FastAPI's body parser hit the stack limit: malformed JSON, as POST /v1/txs says
-        name, detail = "malformed_json", NESTED_TOO_DEEPLY
+    if status == 400 and (unparsed := _json_refusal(exc.__cause__)) is not None:
+        name, detail = "malformed_json", unparsed
     problem = Problem(status, name, detail)
     if exc.headers:
         problem.headers.update(exc.headers)
     if status == 405:
         problem.headers["Allow"] = ", ".join(_allowed_methods(request))
     return problem.response(request.url.path)
+
+
+def _json_refusal(cause: BaseException | None) -> str | None:
+    """The detail POST /v1/txs gives when json.loads refuses a body FastAPI's parser also
+    refused (it answers a bare 400 'error parsing the body'): nested past the stack, or an
+    integer past Python's 4,300 digits (ValueError). None for any other cause."""
+    if isinstance(cause, RecursionError):
+        return NESTED_TOO_DEEPLY
+    if isinstance(cause, ValueError):
+        return f"request body is not valid JSON: {cause}"
+    return None
 
 
 def _allowed_methods(request: Request) -> list[str]:
