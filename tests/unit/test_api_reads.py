@@ -256,6 +256,17 @@ def test_json_that_json_loads_refuses_is_malformed_json(api: TestClient, path: s
     assert said in doc["detail"]
 
 
+@pytest.mark.parametrize("tx", ["CgA=", "0Ahm"])
+def test_a_tx_with_no_message_is_left_to_the_ledger_on_post_memories(api: TestClient,
+                                                                     tx: str) -> None:
+    """A tx whose body holds no message (an empty body, "CgA="; unknown envelope fields,
+    "0Ahm") is no other kind of tx: POST /v1/memories broadcasts it for the ledger's code
+    (tx_not_canonical for both), as POST /v1/txs does, instead of answering 422
+    wrong_tx_kind 'not an empty one; use POST /v1/txs'. cometbft is down here: reaching
+    it is a 503."""
+    _problem(api.post("/v1/memories", json={"tx": tx}), 503, "cometbft_unavailable")
+
+
 @pytest.mark.parametrize("path", ["/v1/txs", "/v1/memories"])
 @pytest.mark.parametrize("media", ["text/plain", "application/x-www-form-urlencoded", None])
 def test_a_body_that_is_not_json_is_415_on_both_submit_routes(api: TestClient, path: str,

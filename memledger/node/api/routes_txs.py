@@ -173,15 +173,18 @@ def target_memory_id(tx: bytes) -> str | None:
 
 def _submitted_memory_id(tx: bytes) -> str | None:
     """The memory id of a memory_submit tx; 422 for any other kind; None if undecodable
-    (CheckTx then answers with the precise decode code)."""
+    or without a message (CheckTx then answers with the precise code: tx_decode,
+    tx_not_canonical, empty_message, ...), which is no other kind to send elsewhere."""
     try:
         body = tx_pb2.TxBody.FromString(tx_pb2.Tx.FromString(tx).body)
     except (DecodeError, ValueError):
         return None
     kind = body.WhichOneof("msg")
+    if kind is None:
+        return None
     if kind != "memory_submit":
         raise Problem(422, "wrong_tx_kind",
-                      f"POST /v1/memories takes a memory_submit tx, not {kind or 'an empty one'}"
+                      f"POST /v1/memories takes a memory_submit tx, not {kind}"
                       "; use POST /v1/txs for other kinds")
     return str(body.memory_submit.memory_id)
 
