@@ -7,6 +7,7 @@ never depend on it. Write routes are covered by tests/integration/test_rest_api.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -278,6 +279,24 @@ def test_a_body_that_is_not_json_is_415_on_both_submit_routes(api: TestClient, p
         assert "content-type" not in resp.request.headers
     doc = _problem(resp, 415, "unsupported_media_type")
     assert "application/json" in doc["detail"]
+
+
+def test_proofs_document_the_account_ids_the_ledger_takes(api: TestClient) -> None:
+    """The ledger reads an account id as hex bytes and refuses anything else ('malformed
+    query data', a 400 without a result code); the document allowed any id of the common
+    pattern for every kind, so GET /v1/proofs/account?id=zz, schema-valid, was refused."""
+    spec = api.get("/openapi.json").json()
+    account = spec["paths"]["/v1/proofs/account"]["get"]
+    pattern = next(p["schema"]["pattern"] for p in account["parameters"] if p["name"] == "id")
+    assert all(re.fullmatch(pattern, ok) for ok in (A_HEX, A_HEX.upper(), ""))
+    assert not any(re.fullmatch(pattern, bad) for bad in ("zz", "abc", "m-cache", A_HEX + "a"))
+    generic = spec["paths"]["/v1/proofs/{kind}"]["get"]
+    kind = next(p["schema"]["pattern"] for p in generic["parameters"] if p["name"] == "kind")
+    assert not re.fullmatch(kind, "account") and re.fullmatch(kind, "memory")
+    _problem(api.get("/v1/proofs/account", params={"id": "zz"}), 422, "invalid_request")
+    # a key is asked of the ledger as before (cometbft is down in this test)
+    _problem(api.get("/v1/proofs/account", params={"id": A_HEX}), 503, "cometbft_unavailable")
+    _problem(api.get("/v1/proofs/memory", params={"id": "zz"}), 503, "cometbft_unavailable")
 
 
 def test_metrics(api: TestClient, chain: LocalChain) -> None:

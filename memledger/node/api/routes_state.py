@@ -16,6 +16,7 @@ from memledger.node.api.db import projection_height
 from memledger.node.api.deps import ApiState, State, read, rpc_call
 from memledger.node.api.problems import PROBLEM_RESPONSES, not_found
 from memledger.node.api.schemas import (
+    ACCOUNT_ID,
     DOCUMENT_CURSOR,
     HEX_KEY,
     NAME,
@@ -147,13 +148,30 @@ async def get_light_block(state: State, height: Annotated[int | None, Query(
     return await rpc_call(proving.light_block, state.rpc, height)
 
 
+#: Kinds served by GET /v1/proofs/{kind}; an account's id has a pattern of its own, so
+#: it has its own operation (declared first: a concrete path matches before the template).
+_NAMED_KINDS = tuple(kind for kind in proving.KINDS if kind != "account")
+
+
+@router.get("/proofs/account", response_model=ProvenDocument, tags=["verified reads"],
+            summary="One account record with its proof of inclusion or absence")
+async def get_account_proof(state: State, id: Annotated[str, Query(  # noqa: A002
+        pattern=ACCOUNT_ID, description="account key, hex")] = "") -> dict[str, Any]:
+    return await _proven(state, "account", id)
+
+
 @router.get("/proofs/{kind}", response_model=ProvenDocument, tags=["verified reads"],
             summary="One canonical record with its proof of inclusion or absence")
-async def get_proof(kind: Annotated[str, Path(pattern="^(" + "|".join(proving.KINDS) + ")$")],
+async def get_proof(kind: Annotated[str, Path(pattern="^(" + "|".join(_NAMED_KINDS) + ")$")],
                     state: State,
                     id: Annotated[str, Query(  # noqa: A002
                         pattern=r"^[A-Za-z0-9._:/@-]{0,128}$",
-                        description="memory/content/domain/scope/proposal id, account key "
-                                    "(hex); empty for validators")] = "") -> dict[str, Any]:
-    record = await rpc_call(proving.proven_record, state.rpc, proving.KINDS[kind], id.encode())
-    return {"kind": kind, "id": id, "record": record}
+                        description="memory/content/domain/scope/proposal/co-commit id; "
+                                    "empty for validators")] = "") -> dict[str, Any]:
+    return await _proven(state, kind, id)
+
+
+async def _proven(state: ApiState, kind: str, ident: str) -> dict[str, Any]:
+    record = await rpc_call(proving.proven_record, state.rpc, proving.KINDS[kind],
+                            ident.encode())
+    return {"kind": kind, "id": ident, "record": record}

@@ -20,6 +20,9 @@ BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{4}|[A-Za-z0-9+/]{3}=|[A-Za-z0-
 MEMORY_CURSOR = r"^[0-9]{1,18}~[A-Za-z0-9._:/@-]{1,128}$"
 #: GET /v1/proposals cursor: the last proposal id of a page.
 DOCUMENT_CURSOR = NAME
+#: GET /v1/proofs/account id: the key in hex, as the ledger reads it (whole bytes, at most
+#: NAME's 128 characters); anything else is 'malformed query data' there.
+ACCOUNT_ID = r"^(?:[0-9a-fA-F]{2}){0,64}$"
 #: What separates the words of a query: spaces and control characters up to U+0020, and
 #: every other character Python's str.split() takes for whitespace (NBSP, U+2000..U+200A,
 #: U+3000...), so the bound below counts the words the search splits (search.query_words).
