@@ -17,7 +17,9 @@ from tests.support.chain import LocalChain, seeded_key
 
 AGENT = seeded_key("sdk-ids")
 # valid ledger ids that an HTTP client would clean ('.', '..') or a router would split
-PATH_LIKE = ["b", "a/../b", "c/./d", "c/d", "e//f", "g/", "x", "x/votes", ".", ".."]
+# ("/votes" is "" then a sub-resource's name)
+PATH_LIKE = ["b", "a/../b", "c/./d", "c/d", "e//f", "g/", "x", "x/votes", ".", "..",
+             "/votes", "/challenges", "/corroborations"]
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +44,10 @@ def test_path_like_ids_read_their_own_memory(base_url: str) -> None:
         assert ml.votes("x/votes") == [] and ml.votes("a/../b") == []
         assert ml.votes(".") == [] and ml.votes("..") == []
         assert ml.challenges("..") == [] and ml.corroborations(".") == []
+        assert ml.votes("/votes") == [] and ml.corroborations("/challenges") == []
+        # sent literally, "//votes" is the votes of no memory (the id "" is none)
+        empty = httpx.get(f"{base_url}/v1/memories//votes")
+        assert empty.status_code == 404 and empty.json()["name"] == "not_found"
         proven = httpx.get(f"{base_url}/v1/memories/x%2Fvotes", params={"prove": "maybe"})
         assert proven.status_code == 422
         assert proven.headers["content-type"].startswith("application/problem+json")

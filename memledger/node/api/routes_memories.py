@@ -43,6 +43,11 @@ router = APIRouter(prefix="/v1", tags=["memories"], responses=PROBLEM_RESPONSES)
 # that sends an id's own "/" as %2F (the SDK does) also reaches an id that ends in a
 # sub-resource's name: see `_id_ending_in`.
 MemoryId = Annotated[str, Path(pattern=NAME, description="memory id (may contain '/')")]
+#: The id before a sub-resource's name, which may be empty: memory "/votes", sent as
+#: %2Fvotes, has the decoded path ".../memories//votes" (no id, then the name), and
+#: `_id_ending_in` reads it from the raw path; a literal "//votes" is a 404.
+OwnerId = Annotated[str, Path(pattern=r"^[A-Za-z0-9._:/@-]{0,128}$",
+                              description="memory id (may contain '/')")]
 
 
 def memory_links(pointer: str) -> dict[str, Any]:
@@ -122,7 +127,7 @@ def _votes(conn: sa.Connection, memory_id: str) -> dict[str, Any]:
 
 @router.get("/memories/{memory_id:path}/votes", response_model=VoteList,
             summary="Votes on a memory")
-async def memory_votes(memory_id: MemoryId, state: State, request: Request) -> Any:
+async def memory_votes(memory_id: OwnerId, state: State, request: Request) -> Any:
     return await _list_or_memory(request, state, memory_id, "votes", _votes)
 
 
@@ -135,7 +140,7 @@ def _challenges(conn: sa.Connection, memory_id: str) -> dict[str, Any]:
 
 @router.get("/memories/{memory_id:path}/challenges", response_model=ChallengeList,
             summary="Dispute rounds of a memory")
-async def memory_challenges(memory_id: MemoryId, state: State, request: Request) -> Any:
+async def memory_challenges(memory_id: OwnerId, state: State, request: Request) -> Any:
     return await _list_or_memory(request, state, memory_id, "challenges", _challenges)
 
 
@@ -147,7 +152,7 @@ def _corroborations(conn: sa.Connection, memory_id: str) -> dict[str, Any]:
 
 @router.get("/memories/{memory_id:path}/corroborations", response_model=CorroborationList,
             summary="Corroborations of a memory")
-async def memory_corroborations(memory_id: MemoryId, state: State, request: Request) -> Any:
+async def memory_corroborations(memory_id: OwnerId, state: State, request: Request) -> Any:
     return await _list_or_memory(request, state, memory_id, "corroborations", _corroborations)
 
 
