@@ -431,6 +431,15 @@ def test_allow_names_head_with_get_and_no_head_without_it(api: TestClient) -> No
     assert api.request("DELETE", "/health").headers["allow"] == "GET, HEAD"
 
 
+def test_allow_of_a_mounted_app_s_405_names_its_methods(api: TestClient) -> None:
+    """The docs assets (a mounted StaticFiles) refuse POST with Allow: GET, HEAD; matched
+    against the app's own routes, from inside the mount, it was replaced by an empty
+    Allow (RFC 9110: no method at all)."""
+    refused = api.post("/docs/assets/swagger-ui.css")
+    _problem(refused, 405, "method_not_allowed")
+    assert refused.headers["allow"] == "GET, HEAD"
+
+
 def test_head_adds_no_operation_to_the_openapi_document(api: TestClient) -> None:
     paths = api.get("/openapi.json").json()["paths"]
     assert not any("head" in ops for ops in paths.values())

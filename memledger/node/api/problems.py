@@ -198,8 +198,9 @@ async def _on_http(request: Request, exc: Exception) -> JSONResponse:
     problem = Problem(status, name, detail)
     if exc.headers:
         problem.headers.update(exc.headers)
-    if status == 405:
-        problem.headers["Allow"] = ", ".join(_allowed_methods(request))
+    if status == 405 and (allowed := _allowed_methods(request)):
+        # none when a mounted app refused (the docs assets): its own Allow stands
+        problem.headers["Allow"] = ", ".join(allowed)
     return problem.response(request.url.path)
 
 
