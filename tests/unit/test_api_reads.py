@@ -443,3 +443,15 @@ def test_allow_of_a_mounted_app_s_405_names_its_methods(api: TestClient) -> None
 def test_head_adds_no_operation_to_the_openapi_document(api: TestClient) -> None:
     paths = api.get("/openapi.json").json()["paths"]
     assert not any("head" in ops for ops in paths.values())
+
+
+def test_a_projection_file_that_is_not_a_database_is_a_503(tmp_path: Path) -> None:
+    """A damaged SQLite projection is an outage (the node rebuilds it at its next start),
+    not a fault of this code: it answered 500 internal_error."""
+    db = tmp_path / "projection.db"
+    db.write_bytes(b"this is not a database, " * 400)
+    app = create_app(ApiSettings(db_url=f"sqlite:///{db}", rpc_url="http://127.0.0.1:9"))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        for path in ("/v1/memories/m1", "/v1/memories"):
+            doc = _problem(client.get(path), 503, "projection_unavailable")
+            assert "not a database" in doc["detail"]

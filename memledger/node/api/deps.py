@@ -20,6 +20,7 @@ from memledger.node.api.signer_locks import SignerLocks
 from memledger.node.rpc import RpcClient, RpcError
 from memledger.recall.indexer import Indexer
 from memledger.recall.text_indexer import TextIndexer
+from memledger.sqlite_damage import is_damaged
 
 T = TypeVar("T")
 
@@ -57,11 +58,15 @@ State = Annotated[ApiState, Depends(get_state)]
 
 
 def _with_connection(state: ApiState, func: Callable[..., T], *args: Any) -> T:
-    """A projection outage (file missing, server down, connection lost) is a 503."""
+    """A projection outage (file missing, server down, connection lost) is a 503, and so
+    is a damaged SQLite file (the node moves it aside and rebuilds it at its next start):
+    neither is the client's fault nor a bug of this code, which a 500 would say."""
     try:
         with state.engine.connect() as conn:
             return func(conn, *args)
-    except sa.exc.OperationalError as exc:
+    except sa.exc.DatabaseError as exc:
+        if not isinstance(exc, sa.exc.OperationalError) and not is_damaged(exc):
+            raise
         raise Problem(503, "projection_unavailable",
                       f"the SQL projection is not readable: {exc.orig}") from None
 
