@@ -43,6 +43,8 @@ VOTER_HEARTBEAT_MAX_AGE_S = 10.0
 #: slow pass (the RPC timeout is 10 s) on top of the sleep does not make /ready call a
 #: healthy voter dead
 VOTER_INTERVAL_MAX_S = VOTER_HEARTBEAT_MAX_AGE_S / 2
+#: the largest state_max_gib config.json may set (1 PiB of LMDB map)
+STATE_MAX_GIB = 1 << 20
 _TCP_ADDRESS = re.compile(r"^tcp://(?P<host>[^\s/]+):(?P<port>[0-9]{1,5})$")
 
 
@@ -107,8 +109,8 @@ class NodeConfig:
                   "snapshots)")
         if not _is_int(self.snapshot_keep) or self.snapshot_keep < 1:
             wrong("snapshot_keep", "an integer, 1 or more")
-        if not _is_int(self.state_max_gib) or not 1 <= self.state_max_gib <= 1 << 20:
-            wrong("state_max_gib", "an integer number of GiB, 1 or more")
+        if not _is_int(self.state_max_gib) or not 1 <= self.state_max_gib <= STATE_MAX_GIB:
+            wrong("state_max_gib", f"an integer number of GiB in 1..{STATE_MAX_GIB}")
         if not isinstance(self.extra, dict):
             wrong("extra", "an object of strings")
         else:

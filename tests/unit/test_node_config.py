@@ -75,7 +75,9 @@ def _error_line(result: Result) -> str:
     ("snapshot_interval", -1, "got -1"),
     ("snapshot_interval", 10.5, "got 10.5"),
     ("snapshot_keep", 0, "snapshot_keep must be an integer, 1 or more, got 0"),
-    ("state_max_gib", 0, "state_max_gib must be an integer number of GiB, 1 or more, got 0"),
+    ("state_max_gib", 0, "state_max_gib must be an integer number of GiB in 1..1048576, "
+                         "got 0"),
+    ("state_max_gib", (1 << 20) + 1, "in 1..1048576, got 1048577"),
     ("api_port", True, "api_port must be an integer in 1..65535, got true (a boolean)"),
     ("api_port", 0, "api_port must be an integer in 1..65535, got 0"),
     ("api_port", 65554, "got 65554"),
