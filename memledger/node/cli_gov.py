@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 import click
 
+from memledger.consensus.families.governance.proposals import last_vote_height
 from memledger.consensus.params import PARAMS
 from memledger.consensus.wire._pb import tx_pb2
 from memledger.node import cometbft
@@ -69,6 +70,10 @@ class GovContext:
         wait = max(int(params.get(name, PARAMS[name].default))
                    for name in ("gov_min_upgrade_delay", "gov_voting_period"))
         return self.rpc.latest_height() + wait + UPGRADE_MARGIN_BLOCKS
+
+    def app_version(self) -> int:
+        """The chain's app version now: from v8 it closes an upgrade's votes early."""
+        return int(self.rpc.abci_info()["response"].get("app_version") or 0)
 
     def record(self, key: bytes) -> Any:
         result = self.rpc.abci_query("/key", key)
@@ -259,10 +264,13 @@ def cancel(home: Path, rpc: str | None, proposal_id: str, yes: bool) -> None:
     click.echo(f"cancelled {proposal_id}")
 
 
-def _line(p: dict[str, Any]) -> str:
+def _line(p: dict[str, Any], app_version: int) -> str:
+    """One proposal; `ends@` is the last height whose votes count (from v8 an upgrade's
+    ends before its activation height, however long its voting period)."""
     votes = len(p["votes"])
+    ends = last_vote_height(p, app_version)  # type: ignore[arg-type]
     return (f"{p['id']:<6} {p['status']:<10} {p['kind']:<14} votes={votes:<3} "
-            f"ends@{p['voting_end']:<8} {json.dumps(p['payload'], sort_keys=True)}")
+            f"ends@{ends:<8} {json.dumps(p['payload'], sort_keys=True)}")
 
 
 @gov.command("list")
@@ -272,7 +280,8 @@ def _line(p: dict[str, Any]) -> str:
 @click.option("--open", "only_open", is_flag=True, help="Only open proposals.")
 def list_(home: Path, rpc: str | None, as_json: bool, only_open: bool) -> None:
     """List proposals."""
-    items = _ctx(home, rpc).proposals()
+    ctx = _ctx(home, rpc)
+    items = ctx.proposals()
     if only_open:
         items = [p for p in items if p["status"] == "open"]
     if as_json:
@@ -280,8 +289,9 @@ def list_(home: Path, rpc: str | None, as_json: bool, only_open: bool) -> None:
     elif not items:
         click.echo("no proposals")
     else:
+        version = ctx.app_version()
         for p in items:
-            click.echo(_line(p))
+            click.echo(_line(p, version))
 
 
 @gov.command("show")
@@ -291,13 +301,14 @@ def list_(home: Path, rpc: str | None, as_json: bool, only_open: bool) -> None:
 @json_option
 def show(home: Path, rpc: str | None, proposal_id: str, as_json: bool) -> None:
     """Show one proposal with its votes."""
-    found = _ctx(home, rpc).record(f"gov/{proposal_id}".encode())
+    ctx = _ctx(home, rpc)
+    found = ctx.record(f"gov/{proposal_id}".encode())
     if found is None:
         _fail(f"no proposal {proposal_id!r}")
     if as_json:
         click.echo(json.dumps(found, indent=2))
         return
-    click.echo(_line(found))
+    click.echo(_line(found, ctx.app_version()))
     for voter, (decision, height) in sorted(found["votes"].items()):
         click.echo(f"  {voter[:16]}…  {decision:<8} @{height}")
 

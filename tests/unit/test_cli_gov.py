@@ -266,3 +266,18 @@ def test_watch_tells_a_called_off_upgrade_from_an_activated_one() -> None:
     failed = {**cancel, "status": "failed"}
     assert _scheduled_upgrade_state(_Chain([UPGRADE_P1, failed]),  # type: ignore[arg-type]
                                     UPGRADE_P1) == "activated"
+
+
+def test_list_shows_when_an_upgrades_votes_end() -> None:
+    """From v8 an upgrade takes votes until the block before its activation height, not
+    to the end of its voting period: `gov list` said ends@156 of one that activates at
+    76, and it expired at 75 while the list still showed it taking votes."""
+    from memledger.node.cli_gov import _line
+
+    upgrade = {"id": "p2", "status": "open", "kind": "upgrade", "votes": {},
+               "voting_end": 156, "payload": {"name": "u9", "app_version": 9,
+                                              "activation_height": 76}}
+    assert " ends@75 " in _line(upgrade, 8)
+    assert " ends@156 " in _line(upgrade, 7)  # before v8 votes counted to the end
+    param = {**upgrade, "kind": "param", "payload": {"key": "nonce_window", "value": 9}}
+    assert " ends@156 " in _line(param, 8)
