@@ -320,7 +320,11 @@ def show(home: Path, rpc: str | None, proposal_id: str, as_json: bool) -> None:
 @click.option("--timeout", type=float, default=600.0, show_default=True)
 @json_option
 def watch(home: Path, rpc: str | None, proposal_id: str, timeout: float, as_json: bool) -> None:
-    """Follow a proposal until it closes (and, for upgrades, until activation)."""
+    """Follow a proposal until it closes (and, for upgrades, until activation).
+
+    Exit status 0 when it executed (an upgrade: once activated), 2 when it closed
+    otherwise (rejected, expired, cancelled, failed, or an upgrade called off), 1 on an
+    error or at --timeout."""
     ctx = _ctx(home, rpc)
     deadline = time.monotonic() + timeout
     last = ""

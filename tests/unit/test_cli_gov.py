@@ -234,6 +234,14 @@ def test_upgrade_help_says_the_default_height() -> None:
     assert "gov_voting_period" in result.stdout and "gov_min_upgrade_delay" in result.stdout
 
 
+def test_watch_help_says_its_exit_status() -> None:
+    """A proposal that closed without executing ended the watch with status 2, which
+    neither --help nor the README said."""
+    result = CliRunner().invoke(main, ["gov", "watch", "--help"], terminal_width=200)
+    assert "Exit status 0 when it executed" in result.stdout
+    assert "2 when it closed otherwise" in result.stdout
+
+
 class _Chain:
     """What `gov watch` reads once an upgrade's plan is gone: the proposals."""
 
