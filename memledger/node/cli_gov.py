@@ -253,7 +253,8 @@ def vote(home: Path, rpc: str | None, proposal_id: str, decision: str, yes: bool
 @rpc_option
 @click.argument("proposal_id")
 @yes_option
-def cancel(home: Path, rpc: str | None, proposal_id: str, yes: bool) -> None:
+@json_option
+def cancel(home: Path, rpc: str | None, proposal_id: str, yes: bool, as_json: bool) -> None:
     """Withdraw an open proposal you made."""
     ctx = _ctx(home, rpc)
     if not yes and not click.confirm(f"Cancel {proposal_id}?", default=False):
@@ -261,7 +262,7 @@ def cancel(home: Path, rpc: str | None, proposal_id: str, yes: bool) -> None:
     result = ctx.broadcast(ctx.builder().gov_cancel(time.time_ns(), proposal_id))
     if result["code"]:
         _fail(f"cancel rejected (code {result['code']}): {result['log']}")
-    click.echo(f"cancelled {proposal_id}")
+    click.echo(json.dumps(result, indent=2) if as_json else f"cancelled {proposal_id}")
 
 
 def _line(p: dict[str, Any], app_version: int) -> str:

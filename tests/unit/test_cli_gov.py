@@ -97,8 +97,10 @@ def test_node_down_is_one_error_line(home: Path, name: str) -> None:
         f"memledger: error: cannot reach http://127.0.0.1:{CLOSED_PORT}: ConnectError")
 
 
-def test_node_down_with_json_is_a_json_error(home: Path) -> None:
-    result = _gov(home, ["list", "--json"])
+@pytest.mark.parametrize("name", sorted(NETWORK_COMMANDS))
+def test_node_down_with_json_is_a_json_error(home: Path, name: str) -> None:
+    """Every gov command takes --json (`gov cancel` refused it as a usage error)."""
+    result = _gov(home, NETWORK_COMMANDS[name], "--json")
     assert result.exit_code == 1 and result.stdout == ""
     doc = json.loads(_error_line(result))
     assert doc["name"] == "connection_error" and "cannot reach" in doc["error"]
