@@ -364,6 +364,9 @@ def bench_load(net_dir: Path | None, rpc: str, node_indexes: tuple[int, ...], ra
     try:
         if net_dir:
             net = _load(net_dir)
+            for i in node_indexes:
+                if not 0 <= i < len(net.nodes):
+                    _fail(f"--node {i}: {net_dir} has nodes 0..{len(net.nodes) - 1}")
             nodes = [net.node(i) for i in node_indexes] if node_indexes else net.nodes
             urls, chain_id = net.rpc_urls(nodes), net.chain_id
         else:

@@ -52,6 +52,21 @@ def test_other_commands_answer_json_errors_too(runner: CliRunner, tmp_path: Path
     assert "no test net at" in json.loads(_error_line(status))["error"]
 
 
+@pytest.mark.parametrize("index", ["2", "-1"])
+def test_bench_load_refuses_a_node_index_the_net_lacks(runner: CliRunner, tmp_path: Path,
+                                                      index: str) -> None:
+    """--node 2 of a 2-node net failed with "list index out of range", and --node -1 put
+    the load on its last node."""
+    from memledger.node.testnet import Testnet
+
+    net = Testnet.create(tmp_path / "net", 2, voter=False)
+    result = runner.invoke(main, ["bench", "load", "--net", str(net.root), "--node", "0",
+                                  "--node", index, "--duration", "1"])
+    assert result.exit_code == 1
+    assert _error_line(result) == (f"memledger: error: --node {index}: {net.root} has "
+                                   "nodes 0..1")
+
+
 def test_oversized_content_is_refused_before_sending_naming_the_limit(
         runner: CliRunner) -> None:
     assert runner.invoke(main, ["keys", "new", "alice"]).exit_code == 0
