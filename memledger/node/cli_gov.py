@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -84,6 +85,15 @@ class GovContext:
         found = [self.record(f"gov/p{i}".encode()) for i in range(1, int(state["next_id"]))]
         return [p for p in found if p is not None]
 
+    def validator_powers(self) -> dict[str, int]:
+        """The validator set (hex key: power) once the changes already passed take effect."""
+        powers = {key: int(power) for key, power in
+                  (self.record(b"sys/validators") or {"validators": []})["validators"]}
+        pending = (self.record(b"sys/valset_pending") or {"pending": []})["pending"]
+        for _effective, key, power in sorted(pending, key=lambda change: int(change[0])):
+            powers[key] = int(power)
+        return {key: power for key, power in powers.items() if power > 0}
+
     def broadcast(self, tx: bytes) -> dict[str, Any]:
         result = self.rpc.broadcast_tx_commit(tx)
         return {"code": result.code, "log": result.log, "hash": result.hash,
@@ -108,10 +118,15 @@ yes_option = click.option("--yes", is_flag=True, help="Do not ask for confirmati
 
 
 def _submit(ctx: GovContext, proposal: tx_pb2.GovPropose, summary: str, yes: bool,
-            as_json: bool) -> None:
+            as_json: bool, refusal: Callable[[], str | None] | None = None) -> None:
+    """Sign and send `proposal` once confirmed; `refusal` (asked after the key loads,
+    before the confirmation) says why not to, if anything does."""
+    builder = ctx.builder()
+    if refusal is not None and (why := refusal()):
+        _fail(why)
     if not yes and not click.confirm(f"Propose {summary}?", default=False):
         _fail("aborted")
-    result = ctx.broadcast(ctx.builder().propose(time.time_ns(), proposal))
+    result = ctx.broadcast(builder.propose(time.time_ns(), proposal))
     if result["code"]:
         _fail(f"proposal rejected (code {result['code']}): {result['log']}")
     pid = next((a["value"] for e in result["events"] if e["type"] == "proposal"
@@ -139,14 +154,44 @@ def propose() -> None:
 @click.option("--pubkey", required=True, help="Validator Ed25519 public key (hex or base64).")
 @click.option("--power", type=UINT64, required=True, help="New voting power; 0 removes.")
 @click.option("--title", default="")
+@click.option("--force", is_flag=True,
+              help="Add a new validator holding 1/3 of the power or more (its node must "
+                   "already run and be caught up, or the chain stops).")
 @yes_option
 @json_option
 def propose_validator(home: Path, rpc: str | None, pubkey: str, power: int, title: str,
-                      yes: bool, as_json: bool) -> None:
+                      force: bool, yes: bool, as_json: bool) -> None:
     """Add, re-weight or remove (--power 0) a validator."""
     key = _parse_key(pubkey)
-    _submit(_ctx(home, rpc), validator_proposal(key, power, title),
-            f"validator {key.hex()[:16]}… power {power}", yes, as_json)
+    ctx = _ctx(home, rpc)
+
+    def stops_chain() -> str | None:
+        return None if force else new_validator_stops_chain(ctx.validator_powers(),
+                                                            key.hex(), power)
+
+    _submit(ctx, validator_proposal(key, power, title),
+            f"validator {key.hex()[:16]}… power {power}", yes, as_json, stops_chain)
+
+
+def new_validator_stops_chain(powers: dict[str, int], key_hex: str, power: int) -> str | None:
+    """Why adding `key_hex` at `power` to the set `powers` would stop the chain, else None.
+
+    Blocks need more than 2/3 of the power to sign, and a key not yet in the set signs
+    nothing until its node runs with it: at 1/3 of the new total or more, the chain
+    stops at the change's height, and a proposal to take it out again can never be
+    committed. The ledger does not refuse it (it cannot know whether that node runs),
+    so the CLI does, unless told the node is up. Re-weighting a member is not checked:
+    it signs already."""
+    if key_hex.lower() in powers or power == 0:
+        return None
+    total = sum(powers.values()) + power
+    if 3 * power < total:
+        return None
+    most = (sum(powers.values()) - 1) // 2
+    lower = f"propose power {most} or less, raise it once the node signs, or " if most else ""
+    return (f"a new validator of power {power} would hold {power} of {total}, 1/3 or more: "
+            f"the chain stops until its node signs, and it could not be removed; {lower}"
+            f"pass --force if the node already runs and has caught up")
 
 
 @propose.command("scope")

@@ -136,3 +136,41 @@ def test_cli_calls_off_a_scheduled_upgrade(tmp_path: Path, cometbft_bin: Path) -
         assert json.loads(out.stdout)["code"] == 0
     finally:
         runner.stop()
+
+
+def test_cli_refuses_a_new_validator_that_would_stop_the_chain(tmp_path: Path,
+                                                               cometbft_bin: Path) -> None:
+    """A key not yet in the set signs nothing: given 1/3 of the power or more it stops the
+    chain for good (a proposal to take it out can never be committed). The CLI refuses it,
+    names the most it may have, and counts validators already added."""
+    runner = NodeRunner(tmp_path / "home", chain_id="gov-valset")
+    home = str(runner.home)
+    runner.start("--no-api")
+    try:
+        def propose(key: bytes, power: int, *extra: str) -> tuple[int, str, str]:
+            done = memledger("gov", "propose", "validator", "--pubkey", key.hex(), "--power",
+                             str(power), "--home", home, "--yes", "--json", *extra,
+                             check=False)
+            return done.returncode, done.stdout, done.stderr
+
+        first, second = (seeded_key(f"valset-{n}").verify_key.encode() for n in (1, 2))
+        code, _, err = propose(first, 10)  # the node's own power is 10
+        assert code == 1 and err.count("\n") == 1, err
+        assert "would hold 10 of 20, 1/3 or more" in err and "power 4 or less" in err
+        code, out, _ = propose(first, 4)
+        assert code == 0
+        pid = str(json.loads(out)["proposal_id"])
+        memledger("gov", "vote", pid, "yes", "--home", home, "--yes")
+        wait_until(lambda: json.loads(memledger("gov", "show", pid, "--home", home, "--json")
+                                      .stdout)["status"] == "executed", 30, 0.5,
+                   what=f"{pid} to execute")
+        code, _, err = propose(second, 7)  # 7 of 21 with the first one counted
+        assert code == 1 and "would hold 7 of 21" in err and "power 6 or less" in err
+        code, out, _ = propose(second, 7, "--force")  # its node runs, says the operator
+        assert code == 0 and json.loads(out)["code"] == 0
+        with runner.rpc() as rpc:  # 10 of 14 still sign: the chain goes on
+            start = rpc.latest_height()
+            wait_until(lambda: rpc.latest_height() >= start + 3, 30, 0.5,
+                       what="the chain to go on with the 4-power validator offline")
+    finally:
+        runner.stop()

@@ -291,3 +291,19 @@ def test_list_shows_when_an_upgrades_votes_end() -> None:
     assert " ends@156 " in _line(upgrade, 7)  # before v8 votes counted to the end
     param = {**upgrade, "kind": "param", "payload": {"key": "nonce_window", "value": 9}}
     assert " ends@156 " in _line(param, 8)
+
+
+@pytest.mark.parametrize(("powers", "power", "stops"), [
+    ({"aa": 10}, 4, False), ({"aa": 10}, 5, True), ({"aa": 10}, 10, True),
+    ({"aa": 10, "bb": 10, "cc": 10}, 14, False), ({"aa": 10, "bb": 10, "cc": 10}, 15, True),
+    ({"aa": 1}, 1, True),  # a one-power set can take no new key without --force
+    ({"aa": 10, KEY: 1}, 100, False),  # re-weighting a member: it signs already
+    ({"aa": 10}, 0, False),  # a removal of a key not in the set is the ledger's to refuse
+])
+def test_a_new_validator_with_a_third_of_the_power_would_stop_the_chain(
+        powers: dict[str, int], power: int, stops: bool) -> None:
+    why = cli_gov.new_validator_stops_chain(powers, KEY, power)
+    assert (why is not None) == stops
+    if why is not None:
+        assert "--force" in why and f"would hold {power} of {sum(powers.values()) + power}" in why
+        assert ("or less" in why) == (sum(powers.values()) > 1)
