@@ -63,7 +63,8 @@ def _emit(data: Any, as_json: bool, human: str) -> None:
                    "upgrade).")
 @click.option("--join", "join_url", default="", metavar="RPC_URL",
               help="Join the running net behind this CometBFT RPC URL instead of starting a "
-                   "chain: its genesis, it as a peer, no auto-voter.")
+                   "chain: its genesis, it as a peer, no auto-voter unless --voter is given (it "
+                   "votes once governance makes this node a validator).")
 @click.option("--state-sync/--no-state-sync", default=True, show_default=True,
               help="With --join: restore a recent snapshot instead of replaying every block.")
 def init(home: Path, chain_id: str, moniker: str, db_url: str, base_port: int, voter: bool,
@@ -130,7 +131,8 @@ def init(home: Path, chain_id: str, moniker: str, db_url: str, base_port: int, v
         if join_url:
             config.chain_id = chain_id = join(node_home.cometbft, join_url,
                                               state_sync=state_sync)
-            config.voter = False  # not a validator (yet): its votes would be refused
+            if not given("voter"):  # not a validator yet; --voter: it votes once it is one
+                config.voter = False
         node_home.save(config)
         node_home.state_dir.mkdir(parents=True, exist_ok=True)
     except (cometbft.CometBFTError, JoinError) as exc:

@@ -76,6 +76,12 @@ def test_init_join_restores_a_snapshot_and_follows_the_chain(tmp_path: Path,
             ids = {r[0] for r in conn.execute(sa.text("SELECT id FROM memories"))}
         engine.dispose()
         assert {f"before-join-{i}" for i in range(5)} <= ids
+        # --voter keeps the auto-voter on: it votes once governance makes the node a
+        # validator (before, --join turned it off whatever was asked)
+        third = tmp_path / "third"
+        memledger("init", "--home", str(third), "--join", source.rpc_url, "--voter",
+                  "--base-port", str(free_base_port()))
+        assert NodeHome(third).load().voter is True
         # A bad --join address is one clear line, not a traceback.
         bad = memledger("init", "--home", str(tmp_path / "bad"), "--join",
                         "http://127.0.0.1:9", check=False)
