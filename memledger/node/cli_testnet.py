@@ -347,12 +347,14 @@ def bench() -> None:
 @click.option("--rpc", "rpc", default="", help="Comma-separated CometBFT RPC URLs.")
 @click.option("--node", "node_indexes", type=int, multiple=True,
               help="With --net: only these node indexes.")
-@click.option("--rate", type=float, default=10.0, show_default=True, help="Submissions/s.")
-@click.option("--duration", type=float, default=30.0, show_default=True, help="Seconds.")
+@click.option("--rate", type=click.FloatRange(0, min_open=True), default=10.0,
+              show_default=True, help="Submissions/s.")
+@click.option("--duration", type=click.FloatRange(0, min_open=True), default=30.0,
+              show_default=True, help="Seconds.")
 @click.option("--agents", type=click.IntRange(1, 256), default=4, show_default=True)
-@click.option("--settle", type=float, default=30.0, show_default=True,
+@click.option("--settle", type=click.FloatRange(0), default=30.0, show_default=True,
               help="Seconds to wait for acknowledged txs to commit after the load stops.")
-@click.option("--content-bytes", type=int, default=64, show_default=True)
+@click.option("--content-bytes", type=click.IntRange(0), default=64, show_default=True)
 def bench_load(net_dir: Path | None, rpc: str, node_indexes: tuple[int, ...], rate: float,
                duration: float, agents: int, settle: float, content_bytes: int) -> None:
     """Submit signed memories at a target rate; print acknowledged/committed/latency JSON."""

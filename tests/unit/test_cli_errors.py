@@ -67,6 +67,16 @@ def test_bench_load_refuses_a_node_index_the_net_lacks(runner: CliRunner, tmp_pa
                                    "nodes 0..1")
 
 
+@pytest.mark.parametrize(("option", "value"), [
+    ("--duration", "-5"), ("--duration", "0"), ("--settle", "-1"), ("--rate", "0"),
+    ("--content-bytes", "-1")])
+def test_bench_load_refuses_a_negative_or_empty_span(runner: CliRunner, option: str,
+                                                     value: str) -> None:
+    """A negative --duration or --settle ran no load and reported it as a result."""
+    result = runner.invoke(main, ["bench", "load", "--rpc", CLOSED, option, value])
+    assert result.exit_code == 2 and f"'{option}'" in result.output
+
+
 def test_oversized_content_is_refused_before_sending_naming_the_limit(
         runner: CliRunner) -> None:
     assert runner.invoke(main, ["keys", "new", "alice"]).exit_code == 0
