@@ -475,6 +475,7 @@ def _memory_params(
                         ("author", author), ("q", q), ("cursor", cursor), ("mode", mode)):
         if value is not None:
             params[name] = value
+    tags = _checked_tags(tags)  # a str would be sent as its letters, matching nothing
     if tags:
         params["tag"] = list(tags)
     if include_disputed:

@@ -128,6 +128,20 @@ def test_a_str_for_tags_is_refused_not_split_into_letters() -> None:
         "invalid_tags"
 
 
+@pytest.mark.parametrize("read", [
+    lambda ml: ml.memory_page(tags="infra"),
+    lambda ml: ml.recall("staging port", tags="infra"),
+    lambda ml: ml.memory_page(tags=["infra", 7]),
+])
+def test_a_str_for_tags_in_a_read_is_refused_not_split_into_letters(
+        read: Callable[[Any], Any]) -> None:
+    # sent as tag=i&tag=n&tag=f&tag=r&tag=a, it matched nothing: an empty answer, no error
+    assert _refused(read).name == "invalid_tags"
+    with MemLedgerClient("http://node", transport=httpx.MockTransport(Recorder({}))) as ml, \
+            pytest.raises(MemLedgerError, match="invalid_tags"):
+        list(ml.search("staging port", tags="infra"))
+
+
 @pytest.mark.parametrize("confidence", [2, 900_000, 1.5, -0.1, float("nan"), True, "0.9"])
 def test_a_confidence_that_is_no_fraction_is_refused(confidence: Any) -> None:
     err = _refused(lambda ml: ml.submit("m-1", "confident content", confidence=confidence))
