@@ -45,7 +45,8 @@ from memledger.light.errors import ProofError, TrustError, VerificationError
 from memledger.light.provider import Provider, RestProvider, RpcProvider
 from memledger.light.reads import ReadVerifier
 from memledger.node.keys import Agent
-from memledger.node.txbuilder import TxBuilder, cocommit_core, confidence_to_ppm, sign_cocommit
+from memledger.node.txbuilder import TxBuilder, confidence_to_ppm, sign_cocommit
+from memledger.node.txbuilder import cocommit_core as _cocommit_core
 
 __all__ = [
     "Account", "AsyncMemLedgerClient", "Corroboration", "MemLedgerClient",
@@ -447,6 +448,16 @@ def _confidence_ppm(confidence: float) -> int:
         _invalid("invalid_confidence", "confidence is a fraction from 0 to 1 (0.9 means 90%), "
                                        f"got {confidence!r}")
     return confidence_to_ppm(float(confidence))
+
+
+def cocommit_core(chain_id: str, content: str, coauthors: Sequence[bytes], *,
+                  tags: Sequence[str] = (), **fields: Any) -> bytes:
+    """The co-commit core every coauthor signs (`memledger.node.txbuilder.cocommit_core`),
+    refusing before anything is signed what `submit` refuses: content that is not text or
+    too large, and a str for tags (it was signed as its letters: tags="infra" committed a
+    co-commit tagged a, f, i, n, r)."""
+    check_content(content)
+    return _cocommit_core(chain_id, content, coauthors, tags=_checked_tags(tags), **fields)
 
 
 def _invalid(name: str, detail: str) -> NoReturn:

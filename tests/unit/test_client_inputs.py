@@ -12,11 +12,18 @@ from typing import Any
 import httpx
 import pytest
 
-from memledger.node.client import AsyncMemLedgerClient, MemLedgerClient, MemLedgerError
+from memledger.node import txbuilder
+from memledger.node.client import (
+    AsyncMemLedgerClient,
+    MemLedgerClient,
+    MemLedgerError,
+    cocommit_core,
+)
 from tests.support.chain import seeded_key
 
 KEY = seeded_key("inputs-agent")
 PK = bytes(KEY.verify_key).hex()
+PK_B = bytes(seeded_key("inputs-coauthor").verify_key)
 NEW = {"added_by_a_newer_node": 1}
 ANSWERS: dict[str, Any] = {
     f"/v1/accounts/{PK}": {"public_key": PK, "last_nonce": 4, "next_nonce": 5, "height": 9,
@@ -140,6 +147,25 @@ def test_a_str_for_tags_in_a_read_is_refused_not_split_into_letters(
     with MemLedgerClient("http://node", transport=httpx.MockTransport(Recorder({}))) as ml, \
             pytest.raises(MemLedgerError, match="invalid_tags"):
         list(ml.search("staging port", tags="infra"))
+
+
+@pytest.mark.parametrize(("content", "tags", "name"), [
+    ("we agreed on the cache", "infra", "invalid_tags"),
+    ("we agreed on the cache", ["infra", 7], "invalid_tags"),
+    ("not text \udc80", (), "invalid_content"),
+])
+def test_a_cocommit_core_the_ledger_would_mistake_is_refused_before_signing(
+        content: str, tags: Any, name: str) -> None:
+    # tags="infra" was signed as its letters: a co-commit tagged a, f, i, n, r, committed
+    with pytest.raises(MemLedgerError) as err:
+        cocommit_core("c", content, [PK_B, bytes(KEY.verify_key)], tags=tags)
+    assert err.value.name == name
+
+
+def test_a_cocommit_core_with_a_list_of_tags_is_the_builders() -> None:
+    keys = [PK_B, bytes(KEY.verify_key)]
+    assert cocommit_core("c", "we agreed", keys, tags=["b", "a"], agreement_nonce=2) == \
+        txbuilder.cocommit_core("c", "we agreed", keys, tags=["b", "a"], agreement_nonce=2)
 
 
 @pytest.mark.parametrize("confidence", [2, 900_000, 1.5, -0.1, float("nan"), True, "0.9"])
