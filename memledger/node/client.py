@@ -45,7 +45,13 @@ from memledger.light.errors import ProofError, TrustError, VerificationError
 from memledger.light.provider import Provider, RestProvider, RpcProvider
 from memledger.light.reads import ReadVerifier
 from memledger.node.keys import Agent
-from memledger.node.txbuilder import TxBuilder, confidence_to_ppm, sign_cocommit
+from memledger.node.txbuilder import (
+    DECISIONS,
+    LEVELS,
+    TxBuilder,
+    confidence_to_ppm,
+    sign_cocommit,
+)
 from memledger.node.txbuilder import cocommit_core as _cocommit_core
 
 __all__ = [
@@ -458,6 +464,14 @@ def cocommit_core(chain_id: str, content: str, coauthors: Sequence[bytes], *,
     co-commit tagged a, f, i, n, r)."""
     check_content(content)
     return _cocommit_core(chain_id, content, coauthors, tags=_checked_tags(tags), **fields)
+
+
+def _one_of(name: str, value: str, choices: dict[str, Any]) -> str:
+    """`value` if it is one of `choices` (a vote's decision, a grant's level), else
+    MemLedgerError `invalid_<name>` naming them (it was a bare KeyError from the builder)."""
+    if not isinstance(value, str) or value not in choices:
+        _invalid(f"invalid_{name}", f"{name} must be one of {'|'.join(choices)}, got {value!r}")
+    return value
 
 
 def _invalid(name: str, detail: str) -> NoReturn:
@@ -895,6 +909,7 @@ class MemLedgerClient(_Core):
              wait: str = "commit") -> TxReceipt:
         """Vote on a proposed memory; `reason` is kept on chain with the vote (app version
         5+; an older chain refuses a vote that gives one)."""
+        _one_of("decision", decision, DECISIONS)
         return self._send("/v1/txs", lambda b, n: b.vote(n, memory_id, decision, reason), wait,
                           memory_id)
 
@@ -911,6 +926,7 @@ class MemLedgerClient(_Core):
     def grant(self, domain: str, grantee: bytes | str, level: str = "write", *,
               expires_height: int = 0, wait: str = "commit") -> TxReceipt:
         pk = _grantee_bytes(grantee)
+        _one_of("level", level, LEVELS)
         return self._send("/v1/txs", lambda b, n: b.grant(n, domain, pk, level, expires_height),
                           wait)
 
@@ -1228,6 +1244,7 @@ class AsyncMemLedgerClient(_Core):
 
     async def vote(self, memory_id: str, decision: str = "accept", *, reason: str = "",
                    wait: str = "commit") -> TxReceipt:
+        _one_of("decision", decision, DECISIONS)
         return await self._send("/v1/txs", lambda b, n: b.vote(n, memory_id, decision, reason),
                                 wait, memory_id)
 
@@ -1247,6 +1264,7 @@ class AsyncMemLedgerClient(_Core):
     async def grant(self, domain: str, grantee: bytes | str, level: str = "write", *,
                     expires_height: int = 0, wait: str = "commit") -> TxReceipt:
         pk = _grantee_bytes(grantee)
+        _one_of("level", level, LEVELS)
         return await self._send(
             "/v1/txs", lambda b, n: b.grant(n, domain, pk, level, expires_height), wait)
 

@@ -168,6 +168,17 @@ def test_a_cocommit_core_with_a_list_of_tags_is_the_builders() -> None:
         txbuilder.cocommit_core("c", "we agreed", keys, tags=["b", "a"], agreement_nonce=2)
 
 
+@pytest.mark.parametrize(("write", "name"), [
+    (lambda ml: ml.vote("m-1", "yes"), "invalid_decision"),
+    (lambda ml: ml.vote("m-1", "Accept"), "invalid_decision"),
+    (lambda ml: ml.grant("ops", PK, "admin"), "invalid_level"),
+])
+def test_a_decision_or_level_not_among_the_choices_is_refused_not_a_key_error(
+        write: Callable[[Any], Any], name: str) -> None:
+    err = _refused(write)  # a bare KeyError('yes') from the tx builder
+    assert err.name == name and "must be one of" in str(err)
+
+
 @pytest.mark.parametrize("confidence", [2, 900_000, 1.5, -0.1, float("nan"), True, "0.9"])
 def test_a_confidence_that_is_no_fraction_is_refused(confidence: Any) -> None:
     err = _refused(lambda ml: ml.submit("m-1", "confident content", confidence=confidence))
