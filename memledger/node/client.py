@@ -508,6 +508,14 @@ def _memory_params(
     return params
 
 
+def _most(max_items: int | None, limit: int | None) -> int | None:
+    """The most items a listing yields: `limit` is `max_items` by recall's name (passed on
+    to the page request, it collided with the page size: a TypeError)."""
+    if limit is None:
+        return max_items
+    return limit if max_items is None else min(max_items, limit)
+
+
 def _page(doc: dict[str, Any]) -> MemoryPage:
     return MemoryPage([Memory.from_json(m) for m in doc["items"]], doc.get("next_cursor"))
 
@@ -1009,8 +1017,10 @@ class MemLedgerClient(_Core):
         return _page(self._request("GET", "/v1/memories", params=params))
 
     def list_memories(self, *, page_size: int = 100, max_items: int | None = None,
-                      **filters: Any) -> Iterator[Memory]:
-        """Every matching memory, fetching cursor pages lazily."""
+                      limit: int | None = None, **filters: Any) -> Iterator[Memory]:
+        """Every matching memory, fetching cursor pages lazily; at most `max_items`, or
+        `limit` (as `recall` and `memledger search --limit` take it)."""
+        max_items = _most(max_items, limit)
         cursor: str | None = None
         seen = 0
         while True:
@@ -1341,7 +1351,8 @@ class AsyncMemLedgerClient(_Core):
         return _page(await self._request("GET", "/v1/memories", params=params))
 
     async def list_memories(self, *, page_size: int = 100, max_items: int | None = None,
-                            **filters: Any) -> AsyncIterator[Memory]:
+                            limit: int | None = None, **filters: Any) -> AsyncIterator[Memory]:
+        max_items = _most(max_items, limit)
         cursor: str | None = None
         seen = 0
         while True:

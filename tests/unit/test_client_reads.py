@@ -42,6 +42,9 @@ def test_iterates_all_pages(base_url: str) -> None:
         assert [m.id for m in ml.list_memories(page_size=5, max_items=7)] == ids[:7]
         otters = [m.id for m in ml.search("otter", tags=["odd"])]
         assert otters == ids[1::2]
+        # `limit`, as recall takes it: the most hits (it was a TypeError, sent as page size too)
+        assert [m.id for m in ml.search("otter", limit=3, page_size=2)] == otters[:3]
+        assert [m.id for m in ml.list_memories(limit=4, max_items=2)] == ids[:2]
         memory = ml.get_memory("s-03")
         assert memory.status == "proposed" and memory.confidence == 0.9
         assert ml.account(bytes(AGENT.verify_key).hex()).last_nonce == COUNT
@@ -67,6 +70,7 @@ def test_async_client(base_url: str) -> None:
     async def run() -> list[str]:
         async with AsyncMemLedgerClient(base_url) as ml:
             got = [m.id async for m in ml.search("badgers", page_size=2)]
+            assert [m.id async for m in ml.search("badgers", limit=3)] == got[:3]
             assert (await ml.get_memory("s-00")).content == "note 0 on badgers"
             votes = await ml.votes("s-00")
             assert votes == []
