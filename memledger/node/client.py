@@ -29,7 +29,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn, TypeVar
@@ -438,6 +438,8 @@ def _checked_tags(tags: Sequence[str]) -> tuple[str, ...]:
     if isinstance(tags, (str, bytes)):
         _invalid("invalid_tags", f"tags must be a list of tags, got the {type(tags).__name__} "
                                  f"{tags!r} (write tags=[{tags!r}])")
+    if not isinstance(tags, Iterable):  # None or 7 was a bare TypeError
+        _invalid("invalid_tags", f"tags must be a list of tags, got {tags!r}")
     out = tuple(tags)
     odd = next((t for t in out if not isinstance(t, str)), None)
     if odd is not None:
@@ -629,6 +631,8 @@ class _Core:
         """The memory id, the tx maker, and the fields the memory will hold (to know an
         earlier attempt's memory as this same write)."""
         check_content(content)
+        if memory_id is not None and not isinstance(memory_id, str):  # 7: a bare TypeError
+            _invalid("invalid_memory_id", f"memory_id must be a str or None, got {memory_id!r}")
         tags = _checked_tags(tags)
         ppm = _confidence_ppm(confidence)
         mid = memory_id or derive_memory_id(self.public_key or "", domain, content)

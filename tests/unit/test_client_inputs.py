@@ -135,6 +135,14 @@ def test_a_str_for_tags_is_refused_not_split_into_letters() -> None:
         "invalid_tags"
 
 
+@pytest.mark.parametrize(("memory_id", "tags", "name"), [
+    ("m-1", None, "invalid_tags"), ("m-1", 7, "invalid_tags"), (7, (), "invalid_memory_id"),
+])
+def test_tags_or_an_id_of_another_type_are_refused_not_a_type_error(
+        memory_id: Any, tags: Any, name: str) -> None:
+    assert _refused(lambda ml: ml.submit(memory_id, "odd inputs", tags=tags)).name == name
+
+
 @pytest.mark.parametrize("read", [
     lambda ml: ml.memory_page(tags="infra"),
     lambda ml: ml.recall("staging port", tags="infra"),
