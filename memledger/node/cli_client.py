@@ -395,19 +395,25 @@ def search_cmd(query: str | None, domain: str | None, status: str | None, type_:
 @click.option("--tag", "tags", multiple=True, help="Repeatable; all must match.")
 @click.option("--include-disputed", is_flag=True, help="Also recall challenged memories.")
 @click.option("--limit", type=click.IntRange(1, 500), default=5, show_default=True)
+@verify_options
 @common
 def recall_cmd(query: str, mode: str | None, domain: str | None, status: str | None,
                type_: str | None, author: str | None, tags: tuple[str, ...],
                include_disputed: bool, limit: int, api: str | None, home: Path,
-               as_json: bool) -> None:
+               as_json: bool, verify: bool = False, trust_height: int | None = None,
+               trust_hash: str | None = None, genesis: Path | None = None,
+               rpc_url: str | None = None, trust_store: Path | None = None) -> None:
     """The memories that best match QUERY by meaning and words, best first, with scores.
 
-    Filters apply before the top-k cut.
+    Filters apply before the top-k cut. --verify checks each hit against the chain (as
+    the SDK's recall(verify=True) does), not the ranking nor that none was left out.
     """
-    with errors_as_messages(), client(api, home) as ml:
+    with errors_as_messages(), verification_as_exit(), (
+            verifying_client(api, home, genesis, trust_height, trust_hash, rpc_url, trust_store)
+            if verify else client(api, home)) as ml:
         found = ml.recall(query, mode=mode, limit=limit, domain=domain, status=status,
                           type=type_, author=author, tags=tags,
-                          include_disputed=include_disputed)
+                          include_disputed=include_disputed, verify=verify)
     lines = [f"{m.score if m.score is not None else 0:.4f}  {m.id}  [{m.status}]  "
              f"{(m.content or '')[:60]!r}" for m in found]
     emit(found, as_json, "\n".join(lines) or "no memories found")

@@ -210,6 +210,9 @@ def test_honest_node_passes_sdk_and_cli_verification(env: Env) -> None:
     out = env.cli("search", "honest", "--verify", "--json")
     assert out.returncode == 0, out.stderr
     assert [m["id"] for m in json.loads(out.stdout)] == [memory.id]
+    out = env.cli("recall", "honest", "--mode", "text", "--verify", "--json")
+    assert out.returncode == 0, out.stderr
+    assert [m["id"] for m in json.loads(out.stdout)] == [memory.id]
     # Pinned trust from the CLI, with headers straight from cometbft RPC.
     pin = RpcProvider(env.node.rpc_url).light_block(2).header.hash().hex()
     out = env.cli("get", memory.id, "--verify", "--trust-height", "2", "--trust-hash", pin,
@@ -241,7 +244,8 @@ def test_projection_edit_is_caught_by_verified_reads(env: Env) -> None:
             list(ml.search("deleted", verify=True))
     plain = env.cli("get", memory.id)
     assert plain.returncode == 0 and FORGED in plain.stdout
-    for args in (("get", memory.id, "--verify"), ("search", "deleted", "--verify")):
+    for args in (("get", memory.id, "--verify"), ("search", "deleted", "--verify"),
+                 ("recall", "projection", "--verify")):  # the word index kept its words
         out = env.cli(*args)
         assert out.returncode == 3, out
         assert out.stderr.count("\n") == 1 and "verification failed" in out.stderr, out.stderr
