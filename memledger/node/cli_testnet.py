@@ -7,6 +7,7 @@ Added to the `main` group (memledger/node/cli_root.py) by memledger/node/cli.py
 from __future__ import annotations
 
 import json
+import math
 import signal
 import sys
 import time
@@ -341,18 +342,33 @@ def bench() -> None:
     """Benchmarks against a running net."""
 
 
+class FiniteFloatRange(click.FloatRange):
+    """A FloatRange that also refuses nan and inf: both pass its bounds (nan compares
+    false with each, inf is above any minimum), and bench load then failed on them
+    (int(inf): a traceback; int(nan): 'cannot convert float NaN to integer')."""
+
+    name = "float range"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        result = super().convert(value, param, ctx)
+        if not math.isfinite(result):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return result
+
+
 @bench.command("load")
 @click.option("--net", "net_dir", type=click.Path(path_type=Path, file_okay=False),
               help="A test net directory (load goes to all its nodes, or --node).")
 @click.option("--rpc", "rpc", default="", help="Comma-separated CometBFT RPC URLs.")
 @click.option("--node", "node_indexes", type=int, multiple=True,
               help="With --net: only these node indexes.")
-@click.option("--rate", type=click.FloatRange(0, min_open=True), default=10.0,
+@click.option("--rate", type=FiniteFloatRange(0, min_open=True), default=10.0,
               show_default=True, help="Submissions/s.")
-@click.option("--duration", type=click.FloatRange(0, min_open=True), default=30.0,
+@click.option("--duration", type=FiniteFloatRange(0, min_open=True), default=30.0,
               show_default=True, help="Seconds.")
 @click.option("--agents", type=click.IntRange(1, 256), default=4, show_default=True)
-@click.option("--settle", type=click.FloatRange(0), default=30.0, show_default=True,
+@click.option("--settle", type=FiniteFloatRange(0), default=30.0, show_default=True,
               help="Seconds to wait for acknowledged txs to commit after the load stops.")
 @click.option("--content-bytes", type=click.IntRange(0), default=64, show_default=True)
 def bench_load(net_dir: Path | None, rpc: str, node_indexes: tuple[int, ...], rate: float,

@@ -69,7 +69,10 @@ def test_bench_load_refuses_a_node_index_the_net_lacks(runner: CliRunner, tmp_pa
 
 @pytest.mark.parametrize(("option", "value"), [
     ("--duration", "-5"), ("--duration", "0"), ("--settle", "-1"), ("--rate", "0"),
-    ("--content-bytes", "-1")])
+    ("--content-bytes", "-1"),
+    # nan and inf pass a FloatRange's bounds: int(inf) was a traceback, nan a failed run
+    ("--duration", "inf"), ("--duration", "nan"), ("--rate", "inf"), ("--rate", "nan"),
+    ("--settle", "nan"), ("--settle", "inf")])
 def test_bench_load_refuses_a_negative_or_empty_span(runner: CliRunner, option: str,
                                                      value: str) -> None:
     """A negative --duration or --settle ran no load and reported it as a result."""
