@@ -94,10 +94,27 @@ class GovContext:
             powers[key] = int(power)
         return {key: power for key, power in powers.items() if power > 0}
 
+    def signing_keys(self, blocks: int = 3) -> set[str]:
+        """The keys (hex) of the validators whose signatures the commits of the latest
+        `blocks` blocks hold (a commit needs only 2/3: a slow validator's vote may miss
+        one). CometBFT names them by address."""
+        top = self.rpc.latest_height()
+        signed: set[str] = set()
+        for height in range(max(1, top - blocks + 1), top + 1):
+            commit = self.rpc.call("commit", {"height": str(height)})["signed_header"]["commit"]
+            signed |= {str(sig["validator_address"]).upper() for sig in commit["signatures"]
+                       if int(sig.get("block_id_flag", 0)) == BLOCK_ID_FLAG_COMMIT}
+        return {key for key in self.validator_powers()
+                if cometbft.validator_address(bytes.fromhex(key)) in signed}
+
     def broadcast(self, tx: bytes) -> dict[str, Any]:
         result = self.rpc.broadcast_tx_commit(tx)
         return {"code": result.code, "log": result.log, "hash": result.hash,
                 "height": result.height, "events": (result.tx_result or {}).get("events", [])}
+
+
+#: a commit signature's flag for a vote for the block (CometBFT's BlockIDFlagCommit)
+BLOCK_ID_FLAG_COMMIT = 2
 
 
 def _fail(message: str) -> NoReturn:
@@ -155,8 +172,9 @@ def propose() -> None:
 @click.option("--power", type=UINT64, required=True, help="New voting power; 0 removes.")
 @click.option("--title", default="")
 @click.option("--force", is_flag=True,
-              help="Add a new validator holding 1/3 of the power or more (its node must "
-                   "already run and be caught up, or the chain stops).")
+              help="Make a change that leaves validators not signing now with 1/3 of the "
+                   "power or more (their nodes must run and be caught up, or the chain "
+                   "stops).")
 @yes_option
 @json_option
 def propose_validator(home: Path, rpc: str | None, pubkey: str, power: int, title: str,
@@ -166,32 +184,43 @@ def propose_validator(home: Path, rpc: str | None, pubkey: str, power: int, titl
     ctx = _ctx(home, rpc)
 
     def stops_chain() -> str | None:
-        return None if force else new_validator_stops_chain(ctx.validator_powers(),
-                                                            key.hex(), power)
+        if force:
+            return None
+        return validator_change_stops_chain(ctx.validator_powers(), ctx.signing_keys(),
+                                            key.hex(), power)
 
     _submit(ctx, validator_proposal(key, power, title),
             f"validator {key.hex()[:16]}… power {power}", yes, as_json, stops_chain)
 
 
-def new_validator_stops_chain(powers: dict[str, int], key_hex: str, power: int) -> str | None:
-    """Why adding `key_hex` at `power` to the set `powers` would stop the chain, else None.
+def validator_change_stops_chain(powers: dict[str, int], signing: set[str], key_hex: str,
+                                 power: int) -> str | None:
+    """Why giving `key_hex` `power` in the set `powers` would stop the chain, else None.
 
-    Blocks need more than 2/3 of the power to sign, and a key not yet in the set signs
-    nothing until its node runs with it: at 1/3 of the new total or more, the chain
-    stops at the change's height, and a proposal to take it out again can never be
-    committed. The ledger does not refuse it (it cannot know whether that node runs),
-    so the CLI does, unless told the node is up. Re-weighting a member is not checked:
-    it signs already."""
-    if key_hex.lower() in powers or power == 0:
+    Blocks need more than 2/3 of the power to sign. `signing` holds the keys that signed
+    the latest blocks; any other key (one not yet in the set above all: it signs nothing
+    until its node runs) is counted as not signing. If those would hold 1/3 of the power
+    or more, the chain stops at the change's height, and a proposal to undo it could
+    never be committed. The ledger cannot know whose node runs and does not refuse such
+    a change, so the CLI does, unless told the nodes are up."""
+    key = key_hex.lower()
+    after = {k: p for k, p in powers.items() if k != key}
+    others, others_signing = sum(after.values()), sum(
+        p for k, p in after.items() if k in signing)
+    signs = key in signing
+    total = others + power
+    signed = others_signing + (power if signs else 0)
+    if 3 * signed > 2 * total:
         return None
-    total = sum(powers.values()) + power
-    if 3 * power < total:
-        return None
-    most = (sum(powers.values()) - 1) // 2
-    lower = f"propose power {most} or less, raise it once the node signs, or " if most else ""
-    return (f"a new validator of power {power} would hold {power} of {total}, 1/3 or more: "
-            f"the chain stops until its node signs, and it could not be removed; {lower}"
-            f"pass --force if the node already runs and has caught up")
+    advice = ""
+    if not signs and power > 0:
+        most = (3 * others_signing - 2 * others - 1) // 2
+        if most > 0:
+            advice = f"propose power {most} or less and raise it once its node signs, or "
+    return (f"with this change validators not signing the latest blocks would hold "
+            f"{total - signed} of {total} power, 1/3 or more: the chain stops until they "
+            f"sign, and the change could not be undone; {advice}pass --force if their "
+            f"nodes run and have caught up")
 
 
 @propose.command("scope")

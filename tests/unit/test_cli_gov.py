@@ -293,17 +293,25 @@ def test_list_shows_when_an_upgrades_votes_end() -> None:
     assert " ends@156 " in _line(param, 8)
 
 
-@pytest.mark.parametrize(("powers", "power", "stops"), [
-    ({"aa": 10}, 4, False), ({"aa": 10}, 5, True), ({"aa": 10}, 10, True),
-    ({"aa": 10, "bb": 10, "cc": 10}, 14, False), ({"aa": 10, "bb": 10, "cc": 10}, 15, True),
-    ({"aa": 1}, 1, True),  # a one-power set can take no new key without --force
-    ({"aa": 10, KEY: 1}, 100, False),  # re-weighting a member: it signs already
-    ({"aa": 10}, 0, False),  # a removal of a key not in the set is the ledger's to refuse
+@pytest.mark.parametrize(("powers", "signing", "power", "stops", "most"), [
+    ({"aa": 10}, {"aa"}, 4, False, None), ({"aa": 10}, {"aa"}, 5, True, 4),
+    ({"aa": 10}, {"aa"}, 10, True, 4),
+    ({"aa": 10, "bb": 10, "cc": 10}, {"aa", "bb", "cc"}, 14, False, None),
+    ({"aa": 10, "bb": 10, "cc": 10}, {"aa", "bb", "cc"}, 15, True, 14),
+    ({"aa": 1}, {"aa"}, 1, True, None),  # a one-power set can take no new key
+    ({"aa": 10, KEY: 1}, {"aa", KEY}, 100, False, None),  # a signing member grows
+    ({"aa": 10, KEY: 4}, {"aa"}, 4, False, None),  # not signing, unchanged: 10 of 14 sign
+    ({"aa": 10, KEY: 4}, {"aa"}, 5, True, None),  # raising one that does not sign
+    ({"aa": 10, "bb": 4}, {"aa"}, 4, True, None),  # two small additions, neither signing
+    ({"aa": 10, "bb": 10, "cc": 10, "dd": 10}, {"aa", "bb", "cc"}, 0, False, None),
+    # one of four down: removing a live one leaves 2 of 3 signing, not more than 2/3
+    ({"aa": 10, "bb": 10, "cc": 10, KEY: 10}, {"aa", "bb", KEY}, 0, True, None),
 ])
-def test_a_new_validator_with_a_third_of_the_power_would_stop_the_chain(
-        powers: dict[str, int], power: int, stops: bool) -> None:
-    why = cli_gov.new_validator_stops_chain(powers, KEY, power)
-    assert (why is not None) == stops
+def test_a_change_leaving_a_third_of_the_power_not_signing_would_stop_the_chain(
+        powers: dict[str, int], signing: set[str], power: int, stops: bool,
+        most: int | None) -> None:
+    why = cli_gov.validator_change_stops_chain(powers, signing, KEY, power)
+    assert (why is not None) == stops, why
     if why is not None:
-        assert "--force" in why and f"would hold {power} of {sum(powers.values()) + power}" in why
-        assert ("or less" in why) == (sum(powers.values()) > 1)
+        assert "--force" in why and "1/3 or more" in why
+        assert (f"propose power {most} or less" in why) == (most is not None), why
