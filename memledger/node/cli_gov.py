@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -20,7 +20,9 @@ import click
 
 from memledger.consensus.families.governance.proposals import last_vote_height
 from memledger.consensus.params import PARAMS
+from memledger.consensus.store.records import VALIDATORS, VALSET_PENDING
 from memledger.consensus.wire._pb import tx_pb2
+from memledger.light.header import FLAG_COMMIT
 from memledger.node import cometbft
 from memledger.node.cli_root import fail, home_option
 from memledger.node.home import NodeHome
@@ -88,33 +90,28 @@ class GovContext:
     def validator_powers(self) -> dict[str, int]:
         """The validator set (hex key: power) once the changes already passed take effect."""
         powers = {key: int(power) for key, power in
-                  (self.record(b"sys/validators") or {"validators": []})["validators"]}
-        pending = (self.record(b"sys/valset_pending") or {"pending": []})["pending"]
+                  (self.record(VALIDATORS) or {"validators": []})["validators"]}
+        pending = (self.record(VALSET_PENDING) or {"pending": []})["pending"]
         for _effective, key, power in sorted(pending, key=lambda change: int(change[0])):
             powers[key] = int(power)
         return {key: power for key, power in powers.items() if power > 0}
 
-    def signing_keys(self, blocks: int = 3) -> set[str]:
-        """The keys (hex) of the validators whose signatures the commits of the latest
-        `blocks` blocks hold (a commit needs only 2/3: a slow validator's vote may miss
-        one). CometBFT names them by address."""
+    def signing_keys(self, keys: Iterable[str], blocks: int = 3) -> set[str]:
+        """Those of `keys` (hex) whose signatures the commits of the latest `blocks`
+        blocks hold (a commit needs only 2/3: a slow validator's vote may miss one).
+        CometBFT names them by address."""
         top = self.rpc.latest_height()
         signed: set[str] = set()
         for height in range(max(1, top - blocks + 1), top + 1):
             commit = self.rpc.call("commit", {"height": str(height)})["signed_header"]["commit"]
             signed |= {str(sig["validator_address"]).upper() for sig in commit["signatures"]
-                       if int(sig.get("block_id_flag", 0)) == BLOCK_ID_FLAG_COMMIT}
-        return {key for key in self.validator_powers()
-                if cometbft.validator_address(bytes.fromhex(key)) in signed}
+                       if int(sig.get("block_id_flag", 0)) == FLAG_COMMIT}
+        return {key for key in keys if cometbft.validator_address(bytes.fromhex(key)) in signed}
 
     def broadcast(self, tx: bytes) -> dict[str, Any]:
         result = self.rpc.broadcast_tx_commit(tx)
         return {"code": result.code, "log": result.log, "hash": result.hash,
                 "height": result.height, "events": (result.tx_result or {}).get("events", [])}
-
-
-#: a commit signature's flag for a vote for the block (CometBFT's BlockIDFlagCommit)
-BLOCK_ID_FLAG_COMMIT = 2
 
 
 def _fail(message: str) -> NoReturn:
@@ -186,8 +183,9 @@ def propose_validator(home: Path, rpc: str | None, pubkey: str, power: int, titl
     def stops_chain() -> str | None:
         if force:
             return None
-        return validator_change_stops_chain(ctx.validator_powers(), ctx.signing_keys(),
-                                            key.hex(), power)
+        powers = ctx.validator_powers()
+        return validator_change_stops_chain(powers, ctx.signing_keys(powers), key.hex(),
+                                            power)
 
     _submit(ctx, validator_proposal(key, power, title),
             f"validator {key.hex()[:16]}… power {power}", yes, as_json, stops_chain)
