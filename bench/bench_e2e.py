@@ -21,11 +21,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memledger.daemon.cometbft import CometProcess
 from memledger.devtools.comet import init_testnet
-from memledger.node.cometbft import CometProcess
-from memledger.node.loadgen import LoadGenerator
-from memledger.node.testnet import Testnet
-from memledger.node.txbuilder import TxBuilder
+from memledger.devtools.loadgen import LoadGenerator
+from memledger.sdk.txbuilder import TxBuilder
+from memledger.testnet.net import Testnet
 
 
 def _kv_tx(builder: TxBuilder, nonce: int, memory_id: str, content: str) -> bytes:

@@ -26,9 +26,9 @@ from typing import Any
 
 from nacl.signing import SigningKey
 
-from memledger.consensus.gate.envelope import sign_bytes
-from memledger.consensus.wire._pb import abci_pb2 as pb
 from memledger.devtools.chain import LocalChain, seeded_key
+from memledger.protocol.envelope import sign_bytes
+from memledger.protocol.pb import abci_pb2 as pb
 
 MODES = ("inline", "helper", "warm")
 

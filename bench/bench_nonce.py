@@ -26,9 +26,9 @@ from typing import Any
 
 from nacl.signing import SigningKey
 
-from memledger.node.burst import missing, run_burst, wait_mempool_empty
-from memledger.node.testnet import Testnet
-from memledger.node.waiting import wait_until
+from memledger.devtools.burst import missing, run_burst, wait_mempool_empty
+from memledger.sdk.waiting import wait_until
+from memledger.testnet.net import Testnet
 
 
 def _start(root: Path, app_version: int, validators: int) -> Testnet:

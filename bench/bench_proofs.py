@@ -8,7 +8,7 @@ size (memories stored as `mem/<id>` + `memc/<id>`, ids shaped like real ones):
   * proof bytes (the two ABCI proof ops) for a memory record, its content, and an absent
     id, answered by the real `QueryService` from a real LMDB store;
   * the Query cost with and without `prove=true`, in process (no transport);
-  * client time for `memledger.light.reads.verify_memory` (record + content proofs, and
+  * client time for `memledger.sdk.light.reads.verify_memory` (record + content proofs, and
     the served-vs-proven comparison) against a header already in the trusted store;
   * with `--node`: REST `GET /v1/memories/{id}` vs `?prove=true` requests/s on a real node
     (cometbft + app + API), with concurrent clients.
@@ -43,20 +43,21 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from memledger.consensus.query import QueryService  # noqa: E402
-from memledger.consensus.store import codec, records  # noqa: E402
+from memledger.consensus.store import codec  # noqa: E402
 from memledger.consensus.store.state import CanonicalStore  # noqa: E402
-from memledger.consensus.wire._pb import abci_pb2 as pb  # noqa: E402
-from memledger.light.client import LightClient, PinnedRoot  # noqa: E402
-from memledger.light.header import (  # noqa: E402
+from memledger.devtools.stats import percentile  # noqa: E402
+from memledger.protocol import records  # noqa: E402
+from memledger.protocol.pb import abci_pb2 as pb  # noqa: E402
+from memledger.sdk.light.client import LightClient, PinnedRoot  # noqa: E402
+from memledger.sdk.light.header import (  # noqa: E402
     BlockId,
     Commit,
     Header,
     LightBlock,
     ValidatorSet,
 )
-from memledger.light.reads import proven_memory, verify_memory  # noqa: E402
-from memledger.light.store import TrustedStore  # noqa: E402
-from memledger.node.stats import percentile  # noqa: E402
+from memledger.sdk.light.reads import proven_memory, verify_memory  # noqa: E402
+from memledger.sdk.light.store import TrustedStore  # noqa: E402
 
 WORDS = ["cache", "build", "deploy", "index", "vector", "ledger", "node", "agent", "query",
          "proof", "header", "commit", "domain", "scope", "memory", "vote", "quorum"]
@@ -95,7 +96,7 @@ def build_store(path: Path, n: int, seed: int, layout: int = 2
 
 
 def _doc(path: str, resp: pb.ResponseQuery) -> dict[str, Any]:
-    """The REST proven-record shape, as memledger/node/api/proving.py serves it."""
+    """The REST proven-record shape, as memledger/api/proving.py serves it."""
     b64 = base64.b64encode
     return {"path": path, "key": b64(resp.key).decode(),
             "value": b64(resp.value).decode() if resp.code == 0 else None,
@@ -212,8 +213,8 @@ def measure_node(memories: int, seconds: float, concurrency: int,
                  workdir: Path) -> dict[str, Any]:
     """REST reads with and without proofs on a real single node (memledger start)."""
     from memledger.devtools.node import NodeRunner, wait_api_ready
-    from memledger.node.client import MemLedgerClient
-    from memledger.node.keys import Agent
+    from memledger.sdk.client import MemLedgerClient
+    from memledger.sdk.keys import Agent
 
     runner = NodeRunner(workdir / "node", chain_id="bench-proofs", voter=False)
     config_file = runner.home / "config.json"  # measure the server, not its rate limiter
@@ -226,7 +227,7 @@ def measure_node(memories: int, seconds: float, concurrency: int,
         ids = []
         fill_s = 0.0
         if memories > READ_SET:  # the bulk through real blocks; reads go to the last ones
-            from memledger.node.fill import fill
+            from memledger.devtools.fill import fill
 
             fill_s = fill([runner.rpc_url], "bench-proofs", memories - READ_SET,
                           label="bulk").seconds
@@ -238,7 +239,7 @@ def measure_node(memories: int, seconds: float, concurrency: int,
                 assert receipt.memory_id
                 ids.append(receipt.memory_id)
             root = None
-            from memledger.light import GenesisRoot
+            from memledger.sdk.light import GenesisRoot
 
             root = GenesisRoot.from_file(runner.home / "cometbft" / "config" / "genesis.json")
         plain = [f"/v1/memories/{m}" for m in ids]

@@ -43,11 +43,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from memledger.consensus.store import codec, records  # noqa: E402
+from memledger.consensus.store import codec  # noqa: E402
 from memledger.consensus.store.state import CanonicalStore  # noqa: E402
-from memledger.node.stats import percentile  # noqa: E402
-from memledger.node.waiting import wait_until  # noqa: E402
+from memledger.devtools.stats import percentile  # noqa: E402
 from memledger.projection.writer import Projection  # noqa: E402
+from memledger.protocol import records  # noqa: E402
+from memledger.sdk.waiting import wait_until  # noqa: E402
 
 BLOCK = 5_000  # memories per synthetic block (the engine and resource benches use 5,000 too)
 SYLLABLES = ["ka", "lo", "mi", "ru", "te", "sa", "no", "vi", "de", "po", "zu", "fe", "ga", "hi"]
@@ -139,8 +140,8 @@ def _summary(seconds: list[float]) -> dict[str, float]:
 
 def search_latency(db_url: str, queries: int, seed: int) -> dict[str, Any]:
     """Time the API's own search query (node.api.queries) through a read-only engine."""
-    from memledger.node.api.db import readonly_engine
-    from memledger.node.api.queries import MemoryFilter, list_memories
+    from memledger.api.db import readonly_engine
+    from memledger.api.queries import MemoryFilter, list_memories
 
     engine = readonly_engine(db_url)
     rng = random.Random(seed)
@@ -168,7 +169,7 @@ def serve(db_url: str, port: int) -> None:
     """Subprocess entry: uvicorn with the real app factory (RPC points nowhere)."""
     import uvicorn
 
-    from memledger.node.api import ApiSettings, create_app
+    from memledger.api import ApiSettings, create_app
 
     # Capacity is measured, so the per-client rate limit is off for this server.
     app = create_app(ApiSettings(db_url=db_url, rpc_url="http://127.0.0.1:9",

@@ -37,9 +37,9 @@ if str(ROOT) not in sys.path:
 
 from fastapi.testclient import TestClient  # noqa: E402
 
+from memledger.api import ApiSettings, create_app  # noqa: E402
 from memledger.devtools.chain import LocalChain, seeded_key  # noqa: E402
-from memledger.node.api import ApiSettings, create_app  # noqa: E402
-from memledger.node.stats import percentile  # noqa: E402
+from memledger.devtools.stats import percentile  # noqa: E402
 from memledger.recall.embedder import DEFAULT_EMBEDDER  # noqa: E402
 
 EVAL = ROOT / "bench" / "data" / "recall_eval.json"
@@ -162,8 +162,9 @@ def _write_blocks(url: str, next_id: int, height: int, per_s: int, stop: Any,
     import random
 
     from bench.bench_read import _record, _text
-    from memledger.consensus.store import codec, records
+    from memledger.consensus.store import codec
     from memledger.projection.writer import Projection
+    from memledger.protocol import records
 
     proj = Projection(url)
     rng = random.Random(99)
@@ -272,9 +273,9 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
     import random
 
     from bench.bench_read import BLOCK, VOCAB, populate
-    from memledger.node.api import ranked
-    from memledger.node.api.db import readonly_engine
-    from memledger.node.api.queries import MemoryFilter
+    from memledger.api import ranked
+    from memledger.api.db import readonly_engine
+    from memledger.api.queries import MemoryFilter
     from memledger.projection.writer import Projection
     from memledger.recall.embedder import make_embedder
     from memledger.recall.index import VectorIndex

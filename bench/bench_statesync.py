@@ -32,17 +32,18 @@ from typing import Any
 import httpx
 
 from bench.bench_read import _blocks
-from memledger.consensus.store import codec, records
+from memledger.consensus.store import codec
 from memledger.consensus.store.snapshots import SnapshotStore
 from memledger.consensus.store.state import CanonicalStore
 from memledger.consensus.store.statesync import StateSync
 from memledger.consensus.versions import LATEST_APP_VERSION, hash_layout
-from memledger.consensus.wire._pb import abci_pb2 as pb
-from memledger.node.fill import fill
-from memledger.node.stats import percentile
-from memledger.node.testnet import Testnet, TestnetNode
-from memledger.node.waiting import wait_until
+from memledger.devtools.fill import fill
+from memledger.devtools.stats import percentile
 from memledger.projection.writer import Projection
+from memledger.protocol import records
+from memledger.protocol.pb import abci_pb2 as pb
+from memledger.sdk.waiting import wait_until
+from memledger.testnet.net import Testnet, TestnetNode
 
 SNAPSHOT_INTERVAL = 50
 

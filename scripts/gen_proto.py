@@ -1,4 +1,4 @@
-"""Generate memledger/consensus/wire/_pb/*_pb2.py(+.pyi) from proto/memledger/*.proto with the
+"""Generate memledger/protocol/pb/*_pb2.py(+.pyi) from proto/memledger/*.proto with the
 pinned grpc_tools.
 
 Usage: python scripts/gen_proto.py [--check]
@@ -7,7 +7,7 @@ The generated modules are committed (so a plain install needs no protoc). ``--ch
 into a temp dir and fails if the committed copies differ, so a schema edit cannot silently ship
 without its generated code. protoc runs with ``-I proto`` so descriptors are registered under the
 unique names ``memledger/abci.proto``/``memledger/tx.proto``; the output is then flattened into
-the ``memledger.consensus.wire._pb`` package and module references are rewritten to match.
+the ``memledger.protocol.pb`` package and module references are rewritten to match.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "proto"
 PROTO_PKG = "memledger"  # directory under proto/ holding our .proto files
 SOURCES = ("abci.proto", "tx.proto")
-OUT_DIR = ROOT / "memledger" / "consensus" / "wire" / "_pb"
-TARGET_PKG = "memledger.consensus.wire._pb"
+OUT_DIR = ROOT / "memledger" / "protocol" / "pb"
+TARGET_PKG = "memledger.protocol.pb"
 INIT_TEXT = '"""Generated protobuf modules; regenerate with `python scripts/gen_proto.py`."""\n'
 
 
@@ -44,7 +44,7 @@ def _protoc(out: Path) -> None:
 
 
 def _fix_module_refs(text: str) -> str:
-    """Point `memledger.X_pb2` references at the flat `memledger.consensus.wire._pb.X_pb2`
+    """Point `memledger.X_pb2` references at the flat `memledger.protocol.pb.X_pb2`
     modules."""
     text = re.sub(
         rf"^from {PROTO_PKG} import (\w+_pb2)",
@@ -92,7 +92,7 @@ def check(committed_dir: Path = OUT_DIR) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Generate wire/_pb from proto/memledger.")
+    parser = argparse.ArgumentParser(description="Generate protocol/pb from proto/memledger.")
     parser.add_argument("--check", action="store_true", help="verify committed files are fresh")
     args = parser.parse_args(argv)
     if args.check:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from memledger.node.cometbft import CometBFTError, find_cometbft
+from memledger.daemon.cometbft import CometBFTError, find_cometbft
 from tests.support.postgres import create_database, drop_database, start_postgres, unique_db_name
 
 

@@ -22,7 +22,6 @@ from memledger.consensus.block import genesis, lifecycle
 from memledger.consensus.block.context import BlockInfo, CommittedView, TxBuffer
 from memledger.consensus.block.execute import TxOutcome, process_tx
 from memledger.consensus.block.proposal import order_by_nonce
-from memledger.consensus.codes import CODESPACE, QueryCode
 from memledger.consensus.families.accounts import nonces
 from memledger.consensus.faults import FaultPlan, halt
 from memledger.consensus.gate.pending import PendingNonces
@@ -30,14 +29,15 @@ from memledger.consensus.gate.sigverify import SignatureVerifier
 from memledger.consensus.gate.txcache import DecodedTxCache
 from memledger.consensus.gate.verifypool import VerifyPool
 from memledger.consensus.query import BACKLOG_PATH, QueryService, answer
-from memledger.consensus.store import records
 from memledger.consensus.store.snapshots import SnapshotStore, SnapshotTaker
 from memledger.consensus.store.state import BlockOverlay, CanonicalStore
 from memledger.consensus.store.statesync import StateSync
 from memledger.consensus.versions import INITIAL_APP_VERSION, SUPPORTED_APP_VERSIONS
-from memledger.consensus.wire._pb import abci_pb2 as pb
 from memledger.consensus.wire.interface import BaseApplication
 from memledger.projection.writer import Projection
+from memledger.protocol import records
+from memledger.protocol.codes import CODESPACE, QueryCode
+from memledger.protocol.pb import abci_pb2 as pb
 
 log = logging.getLogger("memledger.abci")
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from memledger.consensus import versions
-from memledger.consensus.codes import Code, TxError
-from memledger.consensus.store import records
+from memledger.protocol import records
+from memledger.protocol.codes import Code, TxError
 
 
 class RecordView(Protocol):

@@ -12,7 +12,7 @@ Paths:
 With `prove=true` every path above answers the raw record bytes (empty and `NOT_FOUND`
 for an absent key, `/account` included), the height H whose app hash (in header H+1)
 covers them, and a proof of inclusion or exclusion in `proof_ops`
-(`memledger.consensus.proofs`). Value, height and proof come from one LMDB snapshot.
+(`memledger.protocol.proofs`). Value, height and proof come from one LMDB snapshot.
 
 `/mempool/backlog` (data `<signer hex>/<nonce>`) is the exception: it reads this node's
 mempool view, not committed state, and is answered by the app itself. The REST API asks it
@@ -26,11 +26,10 @@ from __future__ import annotations
 import json
 import logging
 
-from memledger.consensus import proofs
-from memledger.consensus.codes import QUERY_CODESPACE, QueryCode
-from memledger.consensus.store import records
 from memledger.consensus.store.state import CanonicalStore
-from memledger.consensus.wire._pb import abci_pb2 as pb
+from memledger.protocol import proofs, records
+from memledger.protocol.codes import QUERY_CODESPACE, QueryCode
+from memledger.protocol.pb import abci_pb2 as pb
 
 log = logging.getLogger(__name__)
 

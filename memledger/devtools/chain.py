@@ -14,9 +14,9 @@ from nacl.signing import SigningKey
 
 from memledger.consensus.app import MemLedgerApp
 from memledger.consensus.store.state import CanonicalStore
-from memledger.consensus.wire._pb import abci_pb2 as pb
-from memledger.node.txbuilder import TxBuilder
 from memledger.projection.writer import Projection
+from memledger.protocol.pb import abci_pb2 as pb
+from memledger.sdk.txbuilder import TxBuilder
 from memledger.sqlite_uri import sqlite_url
 
 CHAIN_ID = "memledger-test"

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memledger.daemon import cometbft
 from memledger.devtools.ports import free_ports
-from memledger.node import cometbft
 
 
 @dataclass(frozen=True)

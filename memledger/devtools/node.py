@@ -16,8 +16,8 @@ from typing import Any
 
 import httpx
 
-from memledger.node.rpc import RpcClient, RpcError
-from memledger.node.waiting import wait_until
+from memledger.sdk.rpc import RpcClient, RpcError
+from memledger.sdk.waiting import wait_until
 
 REPO = Path(__file__).parents[2]
 PORT_OFFSETS = (0, 1, 2, 24)
@@ -47,7 +47,7 @@ def memledger(
 ) -> subprocess.CompletedProcess[str]:
     """Run the CLI as a user would."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "memledger.node.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "memledger.cli.main", *args], capture_output=True,
                           text=True, check=check, timeout=timeout, env=env, cwd=REPO)
 
 
@@ -79,7 +79,7 @@ class NodeRunner:
     def start(self, *extra: str, wait: bool = True) -> NodeRunner:
         env = dict(os.environ, PYTHONPATH=str(REPO))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memledger.node.cli", "start", "--home", str(self.home), *extra],
+            [sys.executable, "-m", "memledger.cli.main", "start", "--home", str(self.home), *extra],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO,
         )
         if wait:

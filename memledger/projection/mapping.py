@@ -16,7 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from memledger.consensus.store import codec, records
+from memledger.consensus.store import codec
 from memledger.projection.schema import (
     accounts,
     corroborations,
@@ -28,6 +28,7 @@ from memledger.projection.schema import (
     validators,
     votes,
 )
+from memledger.protocol import records
 
 
 class Batch:

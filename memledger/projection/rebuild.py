@@ -25,7 +25,6 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.schema import CreateTable
 
-from memledger.consensus.store import records
 from memledger.projection.mapping import Batch, add_change
 from memledger.projection.schema import (
     FTS_TABLE,
@@ -34,6 +33,7 @@ from memledger.projection.schema import (
     metadata,
     receipts,
 )
+from memledger.protocol import records
 
 #: SQLite page cache for the rebuild's connection (its default is 2 MiB)
 REBUILD_CACHE_KIB = 512 * 1024

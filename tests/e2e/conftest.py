@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from memledger.node.testnet import Testnet
+from memledger.testnet.net import Testnet
 
 
 @pytest.fixture(scope="module")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memledger.node.consistency import compare_dumps, matched_snapshots
-from memledger.node.loadgen import LoadGenerator
-from memledger.node.testnet import Testnet, TestnetNode
-from memledger.node.waiting import wait_until
+from memledger.devtools.loadgen import LoadGenerator
 from memledger.projection.schema import memories
+from memledger.sdk.waiting import wait_until
+from memledger.testnet.consistency import compare_dumps, matched_snapshots
+from memledger.testnet.net import Testnet, TestnetNode
 
 MEMORY_STATUS = [c.name for c in memories.columns].index("status")
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from memledger.consensus.codes import Code
-from memledger.node import cometbft
-from memledger.node.testnet import Testnet, TestnetNode
-from memledger.node.txbuilder import TxBuilder, validator_proposal
-from memledger.node.waiting import wait_until
+from memledger.daemon import cometbft
+from memledger.protocol.codes import Code
+from memledger.sdk.txbuilder import TxBuilder, validator_proposal
+from memledger.sdk.waiting import wait_until
+from memledger.testnet.net import Testnet, TestnetNode
 from tests.support.node import memledger
 
 pytestmark = pytest.mark.cometbft

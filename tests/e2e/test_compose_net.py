@@ -28,12 +28,12 @@ from pathlib import Path
 
 import pytest
 
-from memledger.node.cometbft import REPO_ROOT
-from memledger.node.loadgen import LoadGenerator
-from memledger.node.testnet import Testnet, TestnetNode
-from memledger.node.testnet_compose import DOCKERIGNORE, write_compose
-from memledger.node.testnet_layout import COMPOSE
-from memledger.node.waiting import wait_until
+from memledger.daemon.cometbft import REPO_ROOT
+from memledger.devtools.loadgen import LoadGenerator
+from memledger.sdk.waiting import wait_until
+from memledger.testnet.compose import DOCKERIGNORE, write_compose
+from memledger.testnet.layout import COMPOSE
+from memledger.testnet.net import Testnet, TestnetNode
 from tests.e2e.netcheck import assert_only_victims_lost, assert_replicated, wait_all_voted
 from tests.support.node import memledger
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from memledger.node.burst import missing, run_burst, wait_mempool_empty
-from memledger.node.testnet import Testnet
+from memledger.devtools.burst import missing, run_burst, wait_mempool_empty
+from memledger.testnet.net import Testnet
 from tests.support.chain import seeded_key
 from tests.support.node import memledger, wait_api_ready
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from memledger.consensus.proofs import ProofOp, verify_ops
-from memledger.node import cometbft
-from memledger.node.testnet import Testnet, TestnetNode
-from memledger.node.txbuilder import TxBuilder
-from memledger.node.waiting import wait_until
+from memledger.daemon import cometbft
+from memledger.protocol.proofs import ProofOp, verify_ops
+from memledger.sdk.txbuilder import TxBuilder
+from memledger.sdk.waiting import wait_until
+from memledger.testnet.net import Testnet, TestnetNode
 from tests.support.chain import seeded_key
 from tests.support.node import memledger
 

@@ -37,14 +37,14 @@ import pytest
 
 from memledger.consensus.app import MemLedgerApp
 from memledger.consensus.faults import KILL_POINTS
-from memledger.consensus.store import records
 from memledger.consensus.store.state import CanonicalStore
-from memledger.consensus.wire._pb import abci_pb2 as pb
-from memledger.node import cometbft
-from memledger.node.rpc import RpcClient, RpcError
-from memledger.node.txbuilder import TxBuilder
-from memledger.node.waiting import WaitTimeout, wait_until
+from memledger.daemon import cometbft
 from memledger.projection.writer import Projection
+from memledger.protocol import records
+from memledger.protocol.pb import abci_pb2 as pb
+from memledger.sdk.rpc import RpcClient, RpcError
+from memledger.sdk.txbuilder import TxBuilder
+from memledger.sdk.waiting import WaitTimeout, wait_until
 from tests.support.chain import seeded_key
 from tests.support.node import NodeRunner, memledger
 

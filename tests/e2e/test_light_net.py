@@ -17,13 +17,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memledger.light import GenesisRoot, LightClient, PinnedRoot
-from memledger.light.errors import CommitError
-from memledger.light.header import FLAG_ABSENT, FLAG_COMMIT, CommitSig, LightBlock
-from memledger.light.provider import RpcProvider
-from memledger.node.client import MemLedgerClient
-from memledger.node.keys import Agent
-from memledger.node.testnet import Testnet, TestnetNode
+from memledger.sdk.client import MemLedgerClient
+from memledger.sdk.keys import Agent
+from memledger.sdk.light import GenesisRoot, LightClient, PinnedRoot
+from memledger.sdk.light.errors import CommitError
+from memledger.sdk.light.header import FLAG_ABSENT, FLAG_COMMIT, CommitSig, LightBlock
+from memledger.sdk.light.provider import RpcProvider
+from memledger.testnet.net import Testnet, TestnetNode
 from tests.support.node import memledger
 
 pytestmark = pytest.mark.cometbft
@@ -79,7 +79,7 @@ def test_real_four_validator_commits_verify_and_tampering_fails(lnet: Testnet) -
     assert lb.header.hash() == provider.light_block(target).header.hash()
 
     fresh = provider.light_block(target + 1)
-    from memledger.light.verify import verify_step
+    from memledger.sdk.light.verify import verify_step
 
     def step(candidate: LightBlock) -> None:
         verify_step(CHAIN, lb, candidate, time.time_ns(), lc.options)

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from memledger.node.consistency import ProjectionReader
-from memledger.node.loadgen import LoadGenerator
-from memledger.node.testnet import Testnet
-from memledger.node.waiting import wait_until
+from memledger.devtools.loadgen import LoadGenerator
 from memledger.projection.writer import Projection
+from memledger.sdk.waiting import wait_until
+from memledger.testnet.consistency import ProjectionReader
+from memledger.testnet.net import Testnet
 from tests.e2e.netcheck import (
     assert_only_victims_lost,
     assert_replicated,

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from memledger.node.fill import fill
-from memledger.node.testnet import Testnet, TestnetNode
-from memledger.node.waiting import wait_until
+from memledger.devtools.fill import fill
+from memledger.sdk.waiting import wait_until
+from memledger.testnet.net import Testnet, TestnetNode
 from tests.support.node import memledger
 
 pytestmark = pytest.mark.cometbft

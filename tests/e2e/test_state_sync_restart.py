@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from memledger.node.testnet import Testnet
-from memledger.node.waiting import wait_until
 from memledger.projection.writer import Projection
+from memledger.sdk.waiting import wait_until
+from memledger.testnet.net import Testnet
 
 pytestmark = pytest.mark.cometbft
 SNAPSHOT_INTERVAL = 5

@@ -45,10 +45,10 @@ import sqlalchemy as sa
 from memledger.consensus.app import MemLedgerApp
 from memledger.consensus.faults import FaultPlan
 from memledger.consensus.store.state import DEFAULT_MAP_SIZE, CanonicalStore
-from memledger.node.rpc import RpcClient
-from memledger.node.txbuilder import TxBuilder
-from memledger.node.waiting import wait_until
 from memledger.projection.writer import Projection, ProjectionUnavailable
+from memledger.sdk.rpc import RpcClient
+from memledger.sdk.txbuilder import TxBuilder
+from memledger.sdk.waiting import wait_until
 from tests.support.chain import HaltCalled, LocalChain, seeded_key
 from tests.support.node import NodeRunner, memledger
 from tests.support.postgres import (
@@ -419,7 +419,7 @@ def _app_pid(runner: NodeRunner, timeout: float = 30) -> int:
             except OSError:
                 continue
             ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            if ppid == supervisor and b"app" in cmdline and b"memledger.node.cli" in cmdline:
+            if ppid == supervisor and b"app" in cmdline and b"memledger.cli.main" in cmdline:
                 return int(entry.name)
         return None
 

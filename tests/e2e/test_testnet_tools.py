@@ -7,15 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from memledger.consensus.store import records
-from memledger.node.consistency import (
+from memledger.projection.writer import Projection
+from memledger.protocol import records
+from memledger.testnet.consistency import (
     Dump,
     ProjectionReader,
     compare_dumps,
     compare_headers,
     first_disagreement,
 )
-from memledger.node.testnet_layout import (
+from memledger.testnet.layout import (
     COMPOSE,
     LOCAL,
     TestnetSpec,
@@ -23,8 +24,7 @@ from memledger.node.testnet_layout import (
     node_config,
     node_specs,
 )
-from memledger.node.testnet_procs import role_of
-from memledger.projection.writer import Projection
+from memledger.testnet.procs import role_of
 
 
 def test_port_blocks_and_powers() -> None:
@@ -64,7 +64,7 @@ def test_spec_round_trip(tmp_path: Path) -> None:
 
 def test_process_roles_match_exact_homes(tmp_path: Path) -> None:
     home = tmp_path / "node1"
-    py = ["/venv/bin/python", "-m", "memledger.node.cli"]
+    py = ["/venv/bin/python", "-m", "memledger.cli.main"]
     assert role_of([*py, "start", "--home", str(home), "--no-api"], home) == "supervisor"
     assert role_of([*py, "app", "--home", str(home)], home) == "app"
     assert role_of([*py, "voter", "--home", str(home)], home) == "voter"

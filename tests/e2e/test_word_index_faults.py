@@ -17,10 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memledger.node.client import MemLedgerClient
-from memledger.node.keys import Agent
-from memledger.node.testnet_procs import node_processes
-from memledger.node.waiting import wait_until
+from memledger.sdk.client import MemLedgerClient
+from memledger.sdk.keys import Agent
+from memledger.sdk.waiting import wait_until
+from memledger.testnet.procs import node_processes
 from tests.support.node import NodeRunner, wait_api_ready
 
 pytestmark = pytest.mark.cometbft

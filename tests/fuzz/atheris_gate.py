@@ -22,8 +22,8 @@ import atheris
 with atheris.instrument_imports(include=["memledger"]):
     from memledger.consensus.block.context import BlockInfo, KeyValueView
     from memledger.consensus.block.execute import process_tx
-    from memledger.consensus.codes import TxError
     from memledger.consensus.gate.envelope import decode_tx
+    from memledger.protocol.codes import TxError
 
 from tests.fuzz.common import GATE_CODES  # noqa: E402
 from tests.fuzz.corpus_gen import load  # noqa: E402

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, settings
 from nacl.signing import SigningKey
 
-from memledger.consensus.codes import Code
 from memledger.consensus.wire.server import encode_uvarint
+from memledger.protocol.codes import Code
 from tests.fuzz import world
 from tests.support.chain import seeded_key
 

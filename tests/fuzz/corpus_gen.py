@@ -12,8 +12,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from memledger.consensus.wire._pb import tx_pb2
-from memledger.node.txbuilder import (
+from memledger.protocol.pb import tx_pb2
+from memledger.sdk.txbuilder import (
     TxBuilder,
     cocommit_core,
     param_proposal,

@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 from hypothesis import strategies as st
 from nacl.signing import SigningKey
 
-from memledger.consensus.gate.envelope import sign_bytes
-from memledger.consensus.wire._pb import tx_pb2
-from memledger.node.txbuilder import COCOMMIT_SIGN_PREFIX
+from memledger.protocol.envelope import sign_bytes
+from memledger.protocol.pb import tx_pb2
+from memledger.sdk.txbuilder import COCOMMIT_SIGN_PREFIX
 from tests.fuzz import world
 from tests.fuzz.common import KEYS, VALIDATORS, len_field, split_fields
 from tests.support.chain import CHAIN_ID

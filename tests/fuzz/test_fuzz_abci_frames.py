@@ -19,7 +19,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memledger.consensus.wire import server as abci_server
-from memledger.consensus.wire._pb import abci_pb2 as pb
 from memledger.consensus.wire.interface import BaseApplication
 from memledger.consensus.wire.server import (
     ABCIServer,
@@ -28,6 +27,7 @@ from memledger.consensus.wire.server import (
     encode_frame,
     encode_uvarint,
 )
+from memledger.protocol.pb import abci_pb2 as pb
 from tests.fuzz.common import budget
 
 MAX_FRAME = 1 << 20

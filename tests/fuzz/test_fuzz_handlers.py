@@ -20,8 +20,8 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from memledger.consensus.codes import CODESPACE, Code
-from memledger.consensus.wire._pb import abci_pb2 as pb
+from memledger.protocol.codes import CODESPACE, Code
+from memledger.protocol.pb import abci_pb2 as pb
 from tests.fuzz import corpus_gen, world
 from tests.fuzz.common import ALL_CODES, budget
 from tests.fuzz.strategies import MESSAGES, mutation, signed_tx

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from tests.fuzz import corpus_gen, world
 from tests.fuzz.common import budget
 
-api = pytest.importorskip("memledger.node.api", reason="the REST app factory is not importable")
+api = pytest.importorskip("memledger.api", reason="the REST app factory is not importable")
 testclient = pytest.importorskip("fastapi.testclient")
 
 SEEDS = list(corpus_gen.load().values())

@@ -23,17 +23,16 @@ from nacl.signing import SigningKey
 
 from memledger.consensus.block.context import BlockInfo, KeyValueView
 from memledger.consensus.block.execute import process_tx
-from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.registry import HANDLERS
 from memledger.consensus.gate.envelope import (
-    TX_SIGN_PREFIX,
     SignedTx,
     decode_tx,
-    sign_bytes,
     verify_signature,
 )
 from memledger.consensus.gate.sigverify import SignatureVerifier
-from memledger.consensus.wire._pb import tx_pb2
+from memledger.protocol.codes import Code, TxError
+from memledger.protocol.envelope import TX_SIGN_PREFIX, sign_bytes
+from memledger.protocol.pb import tx_pb2
 from tests.fuzz import corpus_gen, world
 from tests.fuzz.common import GATE_CODES, KEYS, budget, len_field, split_fields, tag, uvarint
 from tests.fuzz.strategies import mutation

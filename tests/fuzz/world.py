@@ -20,9 +20,9 @@ from typing import Any
 
 from nacl.signing import SigningKey
 
-from memledger.consensus.wire._pb import abci_pb2 as pb
-from memledger.consensus.wire._pb import tx_pb2
-from memledger.node.txbuilder import (
+from memledger.protocol.pb import abci_pb2 as pb
+from memledger.protocol.pb import tx_pb2
+from memledger.sdk.txbuilder import (
     cocommit_core,
     param_proposal,
     sign_cocommit,

@@ -29,9 +29,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memledger.node import cometbft
-from memledger.node.client import MemLedgerClient
-from memledger.node.txbuilder import TxBuilder, cocommit_core, param_proposal, sign_cocommit
+from memledger.daemon import cometbft
+from memledger.sdk.client import MemLedgerClient
+from memledger.sdk.txbuilder import TxBuilder, cocommit_core, param_proposal, sign_cocommit
 from tests.support.chain import seeded_key
 from tests.support.node import NodeRunner, wait_api_ready
 

@@ -21,12 +21,12 @@ from typing import Any
 import httpx
 import pytest
 
-from memledger.node import cometbft
-from memledger.node.home import NodeHome
-from memledger.node.rpc import RpcClient
-from memledger.node.testnet_procs import node_processes
-from memledger.node.txbuilder import TxBuilder
-from memledger.node.waiting import wait_until
+from memledger.daemon import cometbft
+from memledger.daemon.home import NodeHome
+from memledger.sdk.rpc import RpcClient
+from memledger.sdk.txbuilder import TxBuilder
+from memledger.sdk.waiting import wait_until
+from memledger.testnet.procs import node_processes
 from tests.support.chain import seeded_key
 from tests.support.node import NodeRunner, statuses_after_start, wait_api_ready
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from nacl.signing import SigningKey
 
-from memledger.node import cometbft
-from memledger.node.cometbft import CometProcess
-from memledger.node.rpc import RpcError
-from memledger.node.waiting import wait_until
+from memledger.daemon import cometbft
+from memledger.daemon.cometbft import CometProcess
+from memledger.sdk.rpc import RpcError
+from memledger.sdk.waiting import wait_until
 from tests.support.comet import init_node
 
 pytestmark = pytest.mark.cometbft

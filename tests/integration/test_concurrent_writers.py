@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from memledger.node import cometbft
-from memledger.node.burst import missing, run_burst, wait_mempool_empty
-from memledger.node.home import NodeHome
+from memledger.daemon import cometbft
+from memledger.daemon.home import NodeHome
+from memledger.devtools.burst import missing, run_burst, wait_mempool_empty
 from tests.support.chain import seeded_key
 from tests.support.node import NodeRunner, memledger, wait_api_ready
 

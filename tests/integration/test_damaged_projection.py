@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from memledger.node.client import MemLedgerClient
-from memledger.node.keys import Agent
+from memledger.sdk.client import MemLedgerClient
+from memledger.sdk.keys import Agent
 from tests.support.node import NodeRunner, memledger, statuses_after_start, wait_api_ready
 
 pytestmark = pytest.mark.cometbft

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from memledger.node import cometbft
-from memledger.node.waiting import wait_until
+from memledger.daemon import cometbft
+from memledger.sdk.waiting import wait_until
 from tests.support.chain import seeded_key
 from tests.support.node import NodeRunner, memledger
 
@@ -68,7 +68,7 @@ def test_cli_upgrade_activates_and_old_binary_halts(tmp_path: Path, cometbft_bin
             header = rpc.block(h + 1)["block"]["header"]
             assert header["version"]["app"] == "2"
         # The gated rule is live: corroborating a proposed memory is refused under v2.
-        from memledger.node.txbuilder import TxBuilder
+        from memledger.sdk.txbuilder import TxBuilder
 
         agent, other = TxBuilder(seeded_key("ga"), "gov-it"), TxBuilder(seeded_key("gb"), "gov-it")
         with runner.rpc() as rpc:

@@ -12,9 +12,9 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from memledger.node.client import MemLedgerClient
-from memledger.node.home import NodeHome
-from memledger.node.waiting import wait_until
+from memledger.daemon.home import NodeHome
+from memledger.sdk.client import MemLedgerClient
+from memledger.sdk.waiting import wait_until
 from tests.support.chain import seeded_key
 from tests.support.node import REPO, NodeRunner, free_base_port, memledger, wait_api_ready
 
@@ -55,7 +55,7 @@ def test_init_join_restores_a_snapshot_and_follows_the_chain(tmp_path: Path,
         toml = (second / "cometbft" / "config" / "config.toml").read_text()
         assert "enable = true" in toml and source.rpc_url.removeprefix("http://") in toml
         env = dict(os.environ, PYTHONPATH=str(REPO))
-        joiner = subprocess.Popen([sys.executable, "-m", "memledger.node.cli", "start", "--home",
+        joiner = subprocess.Popen([sys.executable, "-m", "memledger.cli.main", "start", "--home",
                                    str(second), "--no-api"], env=env, cwd=REPO,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, text=True)
         rpc = f"http://127.0.0.1:{int(joined.rpc_laddr.rsplit(':', 1)[1])}"

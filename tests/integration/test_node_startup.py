@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from memledger.node import supervisor
+from memledger.daemon import supervisor
 from tests.support.node import NodeRunner, memledger
 
 pytestmark = pytest.mark.cometbft

@@ -21,9 +21,9 @@ from typing import Any
 import httpx
 import pytest
 
-from memledger.node.client import MemLedgerClient
-from memledger.node.keys import Agent
-from memledger.node.waiting import wait_until
+from memledger.sdk.client import MemLedgerClient
+from memledger.sdk.keys import Agent
+from memledger.sdk.waiting import wait_until
 from tests.support.node import NodeRunner, memledger, wait_api_ready
 from tests.support.postgres import create_database, drop_database, unique_db_name
 

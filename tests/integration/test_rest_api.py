@@ -16,10 +16,10 @@ from typing import Any
 import httpx
 import pytest
 
-from memledger.consensus.wire._pb import tx_pb2
-from memledger.node import cometbft
-from memledger.node.client import MemLedgerClient
-from memledger.node.txbuilder import TxBuilder
+from memledger.daemon import cometbft
+from memledger.protocol.pb import tx_pb2
+from memledger.sdk.client import MemLedgerClient
+from memledger.sdk.txbuilder import TxBuilder
 from tests.support.chain import seeded_key
 from tests.support.node import NodeRunner, wait_api_ready
 from tests.support.postgres import create_database, drop_database, unique_db_name

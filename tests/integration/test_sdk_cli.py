@@ -19,9 +19,9 @@ from typing import Any
 import httpx
 import pytest
 
-from memledger.node.client import MemLedgerClient, MemLedgerError
-from memledger.node.keys import Agent
-from memledger.node.waiting import wait_until
+from memledger.sdk.client import MemLedgerClient, MemLedgerError
+from memledger.sdk.keys import Agent
+from memledger.sdk.waiting import wait_until
 from tests.support.node import REPO, NodeRunner, wait_api_ready
 from tests.support.postgres import create_database, drop_database, unique_db_name
 
@@ -40,7 +40,7 @@ class Env:
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         env = dict(os.environ, PYTHONPATH=str(REPO), MEMLEDGER_KEYS_DIR=str(self.keys),
                    MEMLEDGER_HOME=str(self.node.home))
-        out = subprocess.run([sys.executable, "-m", "memledger.node.cli", *args],
+        out = subprocess.run([sys.executable, "-m", "memledger.cli.main", *args],
                              capture_output=True, text=True, timeout=120, env=env, cwd=REPO)
         if check:
             assert out.returncode == 0, f"{args}: {out.stdout}\n{out.stderr}"

@@ -17,10 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
-from memledger.node import cometbft
-from memledger.node.client import MemLedgerClient
-from memledger.node.home import NodeHome
-from memledger.node.txbuilder import TxBuilder
+from memledger.daemon import cometbft
+from memledger.daemon.home import NodeHome
+from memledger.sdk.client import MemLedgerClient
+from memledger.sdk.txbuilder import TxBuilder
 from tests.support.chain import seeded_key
 from tests.support.node import NodeRunner, wait_api_ready
 

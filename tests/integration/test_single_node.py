@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from memledger.consensus.codes import Code
-from memledger.consensus.wire._pb import tx_pb2
-from memledger.node import cometbft
-from memledger.node.txbuilder import TxBuilder
+from memledger.daemon import cometbft
+from memledger.protocol.codes import Code
+from memledger.protocol.pb import tx_pb2
+from memledger.sdk.txbuilder import TxBuilder
 from tests.support.chain import seeded_key
 from tests.support.node import NodeRunner, memledger
 

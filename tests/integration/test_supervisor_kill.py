@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from memledger.node.client import MemLedgerClient
-from memledger.node.keys import Agent
-from memledger.node.testnet_procs import node_processes
-from memledger.node.waiting import wait_until
+from memledger.sdk.client import MemLedgerClient
+from memledger.sdk.keys import Agent
+from memledger.sdk.waiting import wait_until
+from memledger.testnet.procs import node_processes
 from tests.support.node import PORT_OFFSETS, NodeRunner, memledger, wait_api_ready
 
 pytestmark = pytest.mark.cometbft
@@ -101,7 +101,7 @@ def _sigkill_supervisor(runner: NodeRunner) -> tuple[float, dict[str, list[int]]
 
 
 def _kill_everything(runner: NodeRunner) -> None:
-    from memledger.node.testnet_procs import kill_node
+    from memledger.testnet.procs import kill_node
 
     if runner.proc is not None and runner.proc.poll() is None:
         runner.proc.kill()

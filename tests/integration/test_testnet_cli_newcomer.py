@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from memledger.node.cli import main
-from memledger.node.cli_testnet import DEFAULT_TESTNET_BASE, first_free_base_port
-from memledger.node.testnet_layout import PORT_BLOCK, bindable
+from memledger.cli.main import main
+from memledger.cli.testnet import DEFAULT_TESTNET_BASE, first_free_base_port
+from memledger.testnet.layout import PORT_BLOCK, bindable
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

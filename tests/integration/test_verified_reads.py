@@ -27,18 +27,18 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from memledger.light import GenesisRoot, LightClient, PinnedRoot, TrustOptions
-from memledger.light.encoding import time_ns
-from memledger.light.errors import CommitError, HeaderError, ProofError, TrustError
-from memledger.light.header import FLAG_ABSENT, CommitSig
-from memledger.light.provider import RestProvider, RpcProvider
-from memledger.node.client import (
+from memledger.sdk.client import (
     AsyncMemLedgerClient,
     MemLedgerClient,
     Memory,
     ProvenAbsent,
 )
-from memledger.node.keys import Agent
+from memledger.sdk.keys import Agent
+from memledger.sdk.light import GenesisRoot, LightClient, PinnedRoot, TrustOptions
+from memledger.sdk.light.encoding import time_ns
+from memledger.sdk.light.errors import CommitError, HeaderError, ProofError, TrustError
+from memledger.sdk.light.header import FLAG_ABSENT, CommitSig
+from memledger.sdk.light.provider import RestProvider, RpcProvider
 from tests.support.http_server import serving
 from tests.support.node import REPO, NodeRunner, wait_api_ready
 
@@ -61,7 +61,7 @@ class Env:
         env = dict(os.environ, PYTHONPATH=str(REPO), MEMLEDGER_HOME=str(self.node.home))
         if api:
             env["MEMLEDGER_API"] = api
-        return subprocess.run([sys.executable, "-m", "memledger.node.cli", *args],
+        return subprocess.run([sys.executable, "-m", "memledger.cli.main", *args],
                               capture_output=True, text=True, timeout=120, env=env, cwd=REPO)
 
     def committed(self, content: str, tag: str) -> Memory:
@@ -340,8 +340,8 @@ def test_other_record_kinds_verify(env: Env) -> None:
 
 
 def test_single_record_routes_carry_proofs_on_request(env: Env) -> None:
-    from memledger.light.provider import RestProvider
-    from memledger.light.reads import ReadVerifier
+    from memledger.sdk.light.provider import RestProvider
+    from memledger.sdk.light.reads import ReadVerifier
 
     memory = env.committed(f"{HONEST} (routes) {time.time_ns()}", "vr-routes")
     verifier = ReadVerifier(env.root, RestProvider(env.node.api_url))

@@ -8,8 +8,8 @@ from contextlib import contextmanager
 
 import uvicorn
 
-from memledger.node.api import ApiSettings, create_app
-from memledger.node.waiting import wait_until
+from memledger.api import ApiSettings, create_app
+from memledger.sdk.waiting import wait_until
 from tests.support.ports import free_port
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from nacl.signing import SigningKey
 
-from memledger.node.txbuilder import cocommit_core, sign_cocommit
+from memledger.sdk.txbuilder import cocommit_core, sign_cocommit
 from tests.support.chain import LocalChain, seeded_key
 
 AGENTS = [seeded_key(f"agent-{i}") for i in range(4)]

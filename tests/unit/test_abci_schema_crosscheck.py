@@ -19,7 +19,7 @@ from typing import TypeAlias
 import pytest
 from google.protobuf import descriptor_pb2
 
-from memledger.consensus.wire._pb import abci_pb2
+from memledger.protocol.pb import abci_pb2
 
 COMETBFT_VERSION = "v0.38.25"
 OUR_PACKAGE = "memledger.abci.v1"

@@ -17,7 +17,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memledger.consensus.wire._pb import abci_pb2 as pb
 from memledger.consensus.wire.interface import BaseApplication, encoded_tx_size
 from memledger.consensus.wire.server import (
     APP_METHODS,
@@ -29,7 +28,8 @@ from memledger.consensus.wire.server import (
     encode_frame,
     encode_uvarint,
 )
-from memledger.node.waiting import wait_until
+from memledger.protocol.pb import abci_pb2 as pb
+from memledger.sdk.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_FRAME = 8 * 1024 * 1024

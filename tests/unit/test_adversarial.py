@@ -23,12 +23,12 @@ from typing import Any, cast
 import pytest
 from nacl.signing import SigningKey
 
-from memledger.consensus.codes import CODESPACE, Code
-from memledger.consensus.gate.envelope import TX_SIGN_PREFIX, sign_bytes
-from memledger.consensus.limits import MAX_CONTENT_BYTES, MAX_REASON_BYTES, MAX_TX_BYTES
-from memledger.consensus.wire._pb import abci_pb2 as pb
-from memledger.consensus.wire._pb import tx_pb2
-from memledger.node.txbuilder import (
+from memledger.protocol.codes import CODESPACE, Code
+from memledger.protocol.envelope import TX_SIGN_PREFIX, sign_bytes
+from memledger.protocol.limits import MAX_CONTENT_BYTES, MAX_REASON_BYTES, MAX_TX_BYTES
+from memledger.protocol.pb import abci_pb2 as pb
+from memledger.protocol.pb import tx_pb2
+from memledger.sdk.txbuilder import (
     COCOMMIT_SIGN_PREFIX,
     TxBuilder,
     cocommit_core,

@@ -11,9 +11,9 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from memledger.node.api import ApiSettings, create_app, problems
-from memledger.node.api.middleware import ProblemCORSMiddleware
-from memledger.node.api.ratelimit import EXEMPT_PATHS, RateLimitMiddleware, TimeoutMiddleware
+from memledger.api import ApiSettings, create_app, problems
+from memledger.api.middleware import ProblemCORSMiddleware
+from memledger.api.ratelimit import EXEMPT_PATHS, RateLimitMiddleware, TimeoutMiddleware
 
 
 def _app(**limits: Any) -> FastAPI:

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memledger.consensus.codes import DESCRIPTIONS, Code
-from memledger.node.api.problems import (
+from memledger.api.problems import (
     CODE_TYPE_PREFIX,
     TYPE_PREFIX,
     Problem,
@@ -16,7 +15,8 @@ from memledger.node.api.problems import (
     http_status_for_code,
     tx_rejected,
 )
-from memledger.node.api.search import fts5_query, query_words
+from memledger.api.search import fts5_query, query_words
+from memledger.protocol.codes import DESCRIPTIONS, Code
 
 
 @pytest.mark.parametrize("code", [c for c in Code if c != Code.OK])

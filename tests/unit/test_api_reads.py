@@ -17,8 +17,8 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
-from memledger.node.api import ApiSettings, create_app
-from memledger.node.api.db import readonly_engine
+from memledger.api import ApiSettings, create_app
+from memledger.api.db import readonly_engine
 from tests.support.api import served_api
 from tests.support.chain import LocalChain, seeded_key
 
@@ -339,9 +339,9 @@ def test_engine_is_read_only(chain: LocalChain) -> None:
 
 def test_json_form_rebuilds_the_sdk_tx(chain: LocalChain) -> None:
     """The JSON form of POST /v1/memories yields byte-identical txs to TxBuilder's."""
-    from memledger.consensus.wire._pb import tx_pb2
-    from memledger.node.api.routes_txs import _tx_from_form
-    from memledger.node.api.schemas import MemorySubmitForm
+    from memledger.api.routes_txs import _tx_from_form
+    from memledger.api.schemas import MemorySubmitForm
+    from memledger.protocol.pb import tx_pb2
 
     tx = chain.builder(ALICE).submit(77, "j-1", "same bytes either way", tags=["b", "a"],
                                      confidence_ppm=500_000, memory_type="task")
@@ -390,7 +390,7 @@ def test_unexpected_errors_are_problems_without_traces(chain: LocalChain) -> Non
 def test_ordered_scan_plan_returns_the_same_pages(chain: LocalChain, q: str,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Common words take a different SQLite plan; pages must not change with it."""
-    from memledger.node.api import queries, search
+    from memledger.api import queries, search
 
     engine = readonly_engine(chain.db_url)
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from nacl.signing import SigningKey
 
-from memledger.consensus.codes import Code
-from memledger.consensus.wire._pb import abci_pb2 as pb
-from memledger.node.txbuilder import (
+from memledger.protocol.codes import Code
+from memledger.protocol.pb import abci_pb2 as pb
+from memledger.sdk.txbuilder import (
     param_proposal,
     scope_proposal,
     upgrade_proposal,

@@ -18,27 +18,27 @@ from hypothesis import strategies as st
 
 from memledger.consensus import versions
 from memledger.consensus.app import MemLedgerApp
-from memledger.consensus.proofs import ENTRY_OP, ENTRY_OP_V2, GAP_OP_V2, encode_ops, verify_ops
-from memledger.consensus.store import records
-from memledger.consensus.store.bucket_tree import (
+from memledger.consensus.store.snapshots import SnapshotInfo, SnapshotStore
+from memledger.consensus.store.state import CanonicalStore
+from memledger.projection.writer import Projection
+from memledger.protocol import records
+from memledger.protocol.bucket_tree import (
     audit_path,
     bucket_top,
     from_top,
     path_length,
     top_from_path,
 )
-from memledger.consensus.store.commitment import (
+from memledger.protocol.commitment import (
     bucket_hash,
     bucket_of,
     root_of,
     value_hash,
     verify_proof,
 )
-from memledger.consensus.store.snapshots import SnapshotInfo, SnapshotStore
-from memledger.consensus.store.state import CanonicalStore
-from memledger.consensus.wire._pb import abci_pb2 as pb
-from memledger.node.txbuilder import upgrade_proposal
-from memledger.projection.writer import Projection
+from memledger.protocol.pb import abci_pb2 as pb
+from memledger.protocol.proofs import ENTRY_OP, ENTRY_OP_V2, GAP_OP_V2, encode_ops, verify_ops
+from memledger.sdk.txbuilder import upgrade_proposal
 from tests.support.chain import LocalChain, seeded_key
 from tests.support.workload import run_in_fresh_process
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from memledger.api.queries import MemoryFilter
+from memledger.api.ranked import text_ranked
 from memledger.devtools.chain import LocalChain, seeded_key
-from memledger.node.api.queries import MemoryFilter
-from memledger.node.api.ranked import text_ranked
 from memledger.projection.schema import memories
 from memledger.recall import champions
 from memledger.recall.champions import Champions, make_list

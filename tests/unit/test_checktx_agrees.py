@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from memledger.consensus.codes import Code
-from memledger.node.txbuilder import cocommit_core, sign_cocommit
+from memledger.protocol.codes import Code
+from memledger.sdk.txbuilder import cocommit_core, sign_cocommit
 from tests.support.chain import GENESIS_TIME_S, LocalChain, seeded_key
 
 A, B = seeded_key("agree-a"), seeded_key("agree-b")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from memledger.cli.main import main
 from memledger.consensus.store.state import CanonicalStore
-from memledger.node.cli import main
-from memledger.node.home import NodeConfig, NodeHome
+from memledger.daemon.home import NodeConfig, NodeHome
 
 
 def _error_line(result: Result) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from memledger.node.cli import main
+from memledger.cli.main import main
 
 CLOSED = "http://127.0.0.1:9"  # nothing listens: a command that reaches the network fails
 
@@ -57,7 +57,7 @@ def test_bench_load_refuses_a_node_index_the_net_lacks(runner: CliRunner, tmp_pa
                                                       index: str) -> None:
     """--node 2 of a 2-node net failed with "list index out of range", and --node -1 put
     the load on its last node."""
-    from memledger.node.testnet import Testnet
+    from memledger.testnet.net import Testnet
 
     net = Testnet.create(tmp_path / "net", 2, voter=False)
     result = runner.invoke(main, ["bench", "load", "--net", str(net.root), "--node", "0",

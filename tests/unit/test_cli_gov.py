@@ -17,9 +17,9 @@ import pytest
 from click.testing import CliRunner, Result
 from nacl.signing import SigningKey
 
-from memledger.node import cli_gov
-from memledger.node.cli import main
-from memledger.node.home import NodeConfig, NodeHome
+from memledger.cli import gov as cli_gov
+from memledger.cli.main import main
+from memledger.daemon.home import NodeConfig, NodeHome
 from tests.support.http_server import serving
 
 CLOSED_PORT = 9  # nothing listens: a command that reaches the network fails
@@ -265,7 +265,7 @@ UPGRADE_P1: dict[str, Any] = {"id": "p1", "kind": "upgrade", "status": "executed
 def test_watch_tells_a_called_off_upgrade_from_an_activated_one() -> None:
     """Judged by the app version, p1 called off by p2 read `activated` once p3, a later
     upgrade to the same version, had activated."""
-    from memledger.node.cli_gov import _scheduled_upgrade_state
+    from memledger.cli.gov import _scheduled_upgrade_state
 
     cancel = {"id": "p2", "kind": "upgrade_cancel", "status": "executed",
               "payload": {"name": "v10", "upgrade_proposal": "p1"}}
@@ -282,7 +282,7 @@ def test_list_shows_when_an_upgrades_votes_end() -> None:
     """From v8 an upgrade takes votes until the block before its activation height, not
     to the end of its voting period: `gov list` said ends@156 of one that activates at
     76, and it expired at 75 while the list still showed it taking votes."""
-    from memledger.node.cli_gov import _line
+    from memledger.cli.gov import _line
 
     upgrade = {"id": "p2", "status": "open", "kind": "upgrade", "votes": {},
                "voting_end": 156, "payload": {"name": "u9", "app_version": 9,

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from nacl.signing import SigningKey
 
-from memledger.node.client import AsyncMemLedgerClient, MemLedgerClient, MemLedgerError, TxReceipt
+from memledger.sdk.client import AsyncMemLedgerClient, MemLedgerClient, MemLedgerError, TxReceipt
 
 KEY = SigningKey(b"\x07" * 32)
 CHAIN = "decided-test"

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from memledger.node.api import ApiSettings
-from memledger.node.client import AsyncMemLedgerClient, MemLedgerClient
+from memledger.api import ApiSettings
+from memledger.sdk.client import AsyncMemLedgerClient, MemLedgerClient
 from tests.support.api import served_api
 from tests.support.chain import LocalChain, seeded_key
 

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from memledger.node import txbuilder
-from memledger.node.client import (
+from memledger.sdk import txbuilder
+from memledger.sdk.client import (
     AsyncMemLedgerClient,
     MemLedgerClient,
     MemLedgerError,

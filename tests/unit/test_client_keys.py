@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memledger.node.client import MemLedgerError, NonceSource, TxReceipt, derive_memory_id
-from memledger.node.keys import Agent, KeyFileError, key_path, load_agent
+from memledger.sdk.client import MemLedgerError, NonceSource, TxReceipt, derive_memory_id
+from memledger.sdk.keys import Agent, KeyFileError, key_path, load_agent
 
 
 def test_key_file_round_trip_with_private_permissions(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from memledger.node.client import AsyncMemLedgerClient, MemLedgerClient
+from memledger.sdk.client import AsyncMemLedgerClient, MemLedgerClient
 
 #: sync name -> async name: closing, and context management, are spelled by the protocol.
 RENAMED = {"close": "aclose", "__enter__": "__aenter__", "__exit__": "__aexit__"}

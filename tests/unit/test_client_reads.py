@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from memledger.node.api import ApiSettings
-from memledger.node.client import (
+from memledger.api import ApiSettings
+from memledger.sdk.client import (
     AsyncMemLedgerClient,
     MemLedgerClient,
     MemLedgerConnectionError,

@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from memledger.node import client as client_module
-from memledger.node.client import (
+from memledger.sdk import client as client_module
+from memledger.sdk.client import (
     AsyncMemLedgerClient,
     MemLedgerClient,
     MemLedgerConnectionError,

@@ -9,11 +9,11 @@ from pathlib import Path
 from nacl.signing import SigningKey
 
 from memledger.consensus import versions
-from memledger.consensus.codes import Code
 from memledger.consensus.families.cocommit.handlers import shared_id
-from memledger.consensus.wire._pb import abci_pb2 as pb
-from memledger.consensus.wire._pb import tx_pb2
-from memledger.node.txbuilder import cocommit_core, sign_cocommit, upgrade_proposal
+from memledger.protocol.codes import Code
+from memledger.protocol.pb import abci_pb2 as pb
+from memledger.protocol.pb import tx_pb2
+from memledger.sdk.txbuilder import cocommit_core, sign_cocommit, upgrade_proposal
 from tests.support.chain import LocalChain, seeded_key
 
 A, B, SQUATTER = seeded_key("cc-a"), seeded_key("cc-b"), seeded_key("cc-squatter")

@@ -15,8 +15,9 @@ import pytest
 
 from memledger.consensus.block.context import TxBuffer
 from memledger.consensus.families.cocommit.record import CoCommitRecord, load
-from memledger.consensus.store import codec, records
-from memledger.node.txbuilder import cocommit_core, sign_cocommit
+from memledger.consensus.store import codec
+from memledger.protocol import records
+from memledger.sdk.txbuilder import cocommit_core, sign_cocommit
 from tests.support.chain import LocalChain, seeded_key
 
 A, B = seeded_key("cc-record-a"), seeded_key("cc-record-b")

@@ -1,6 +1,6 @@
 """App-hash commitment: golden vectors, incremental == from-scratch, proofs.
 
-The reference root below is written independently of memledger/consensus/store/commitment.py
+The reference root below is written independently of memledger/protocol/commitment.py
 (level-by-level
 over a flat list, straight from docs/APP_HASH.md) so a shared bug cannot hide.
 """
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memledger.consensus.store.commitment import (
+from memledger.protocol.commitment import (
     NUM_BUCKETS,
     ZERO_HASH,
     MerkleTree,

@@ -15,24 +15,24 @@ import tomlkit
 import yaml  # type: ignore[import-untyped]
 from click.testing import CliRunner
 
-from memledger.node import cometbft
-from memledger.node.cli import main
-from memledger.node.cometbft import COMETBFT_VERSION, REPO_ROOT
-from memledger.node.home import NodeHome
-from memledger.node.testnet import Testnet
-from memledger.node.testnet_compose import (
+from memledger.cli.main import main
+from memledger.daemon import cometbft
+from memledger.daemon.cometbft import COMETBFT_VERSION, REPO_ROOT
+from memledger.daemon.home import NodeHome
+from memledger.testnet.compose import (
     DOCKERFILE,
     DOCKERIGNORE,
     create_database_sql,
     project_name,
     write_compose,
 )
-from memledger.node.testnet_layout import (
+from memledger.testnet.layout import (
     COMPOSE,
     CONTAINER_HOME,
     POSTGRES_SERVICE,
     POSTGRES_TEMPLATE,
 )
+from memledger.testnet.net import Testnet
 
 N = 4
 BASE = 26656

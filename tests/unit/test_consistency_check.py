@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from memledger.node import consistency
-from memledger.node.consistency import NodeTarget, check, finalize_app_hash, first_disagreement
-from memledger.node.rpc import RpcError
+from memledger.sdk.rpc import RpcError
+from memledger.testnet import consistency
+from memledger.testnet.consistency import NodeTarget, check, finalize_app_hash, first_disagreement
 
 #: url -> (earliest block, latest block)
 NODES = {"http://n0": (1, 40), "http://n1": (1, 40), "http://lagging": (1, 5),

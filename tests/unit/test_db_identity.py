@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memledger.node.db_identity import same_database
+from memledger.daemon.db_identity import same_database
 from memledger.sqlite_uri import sqlite_url
 
 
@@ -70,8 +70,8 @@ def test_rebuild_into_the_own_projection_spelled_otherwise_waits_for_the_node(
     projection even when --db-url spells it relative to the working directory."""
     from click.testing import CliRunner
 
-    from memledger.node.cli import main
-    from memledger.node.home import NodeHome
+    from memledger.cli.main import main
+    from memledger.daemon.home import NodeHome
 
     home = tmp_path / "home"
     runner = CliRunner()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from memledger.node.api import ApiSettings, create_app
+from memledger.api import ApiSettings, create_app
 
 # Attribute URLs in the HTML, and the url/openapi_url/spec-url strings in its inline script.
 _ATTR = re.compile(r"""(?:src|href)\s*=\s*["']([^"']+)["']""", re.I)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from memledger.consensus.codes import Code
-from memledger.consensus.gate.envelope import encode_tx, sign_bytes
-from memledger.consensus.limits import MAX_TX_BYTES
-from memledger.consensus.wire._pb import tx_pb2
+from memledger.protocol.codes import Code
+from memledger.protocol.envelope import encode_tx, sign_bytes
+from memledger.protocol.limits import MAX_TX_BYTES
+from memledger.protocol.pb import tx_pb2
 from tests.support.chain import LocalChain, seeded_key
 
 AGENT = seeded_key("agent")
@@ -238,12 +238,12 @@ def test_identical_resubmit_is_idempotent(chain: LocalChain) -> None:
 
 
 def test_codes_are_distinct_and_documented() -> None:
-    from memledger.consensus.codes import DESCRIPTIONS
+    from memledger.protocol.codes import DESCRIPTIONS
 
     assert set(DESCRIPTIONS) == set(Code)
     assert len({int(c) for c in Code}) == len(Code)
     doc = (Path(__file__).parents[2] / "docs" / "CODES.md").read_text()
-    from memledger.consensus.codes import QueryCode, markdown_table
+    from memledger.protocol.codes import QueryCode, markdown_table
 
     assert markdown_table(Code) in doc, "docs/CODES.md is stale: regenerate the table"
     assert markdown_table(QueryCode) in doc, "docs/CODES.md lacks the query codes"

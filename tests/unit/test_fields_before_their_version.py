@@ -21,11 +21,12 @@ from nacl.signing import SigningKey
 from memledger.consensus import versions
 from memledger.consensus.block.context import BlockInfo, KeyValueView
 from memledger.consensus.block.execute import process_tx
-from memledger.consensus.codes import Code, TxError
-from memledger.consensus.gate.envelope import SignedTx, decode_tx, sign_bytes
+from memledger.consensus.gate.envelope import SignedTx, decode_tx
 from memledger.consensus.gate.schema import body_class
 from memledger.consensus.gate.txcache import DecodedTxCache
-from memledger.consensus.wire._pb import tx_pb2
+from memledger.protocol.codes import Code, TxError
+from memledger.protocol.envelope import sign_bytes
+from memledger.protocol.pb import tx_pb2
 from tests.support.chain import LocalChain, seeded_key
 from tests.support.views import NoState
 
@@ -34,7 +35,7 @@ KEY = seeded_key("old-schema-signer")
 AGENT = seeded_key("old-schema-agent")
 
 #: SHA-256 of tx.proto's serialized descriptor as the binaries before v5 had it (commit
-#: e7c0d45^, memledger/consensus/wire/_pb/tx_pb2.py), as those of v5 to v8 had it (commit
+#: e7c0d45^, memledger/protocol/pb/tx_pb2.py), as those of v5 to v8 had it (commit
 #: 8dda6f0), and as this binary has it.
 PRE_V5_TX_PROTO = "ceae450cde642590323cbbd77832732058c862e8ef4f28dc525437a10f45e312"
 V5_TX_PROTO = "15de13a6cd69896e1494f0256e9bba2a7ba62d4f891b273afff1baec805d2d41"

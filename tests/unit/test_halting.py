@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from memledger.consensus.wire._pb import abci_pb2 as pb
+from memledger.protocol.pb import abci_pb2 as pb
 from tests.support.chain import HaltCalled, LocalChain
 from tests.support.workload import blocks
 

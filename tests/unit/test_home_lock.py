@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from memledger.node.home import HomeInUseError, NodeHome
-from memledger.node.waiting import WaitTimeout, wait_until
+from memledger.daemon.home import HomeInUseError, NodeHome
+from memledger.sdk.waiting import WaitTimeout, wait_until
 
 REPO = Path(__file__).parents[2]
 
@@ -59,7 +59,7 @@ def test_lock_inherited_by_a_child_outlives_its_dead_holder(tmp_path: Path) -> N
     is gone; the message then says the holder has exited."""
     script = textwrap.dedent(f"""
         import subprocess, sys, time
-        from memledger.node.home import NodeHome
+        from memledger.daemon.home import NodeHome
         handle = NodeHome({str(tmp_path)!r}).lock()
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
                                  pass_fds=(handle.fileno(),))
@@ -90,7 +90,7 @@ def test_lock_inherited_by_a_child_outlives_its_dead_holder(tmp_path: Path) -> N
 def test_child_dies_with_its_sigkilled_parent() -> None:
     script = textwrap.dedent("""
         import subprocess, sys, time
-        from memledger.node.supervisor import die_with_parent
+        from memledger.daemon.supervisor import die_with_parent
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
                                  preexec_fn=die_with_parent())
         print(child.pid, flush=True)

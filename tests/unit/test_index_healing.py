@@ -14,12 +14,11 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from memledger.api.app import start_words
+from memledger.api.queries import MemoryFilter
+from memledger.api.ranked import text_ranked
+from memledger.api.settings import ApiSettings
 from memledger.devtools.chain import LocalChain, seeded_key
-from memledger.node.api.app import start_words
-from memledger.node.api.queries import MemoryFilter
-from memledger.node.api.ranked import text_ranked
-from memledger.node.api.settings import ApiSettings
-from memledger.node.waiting import wait_until
 from memledger.recall import follow, text_indexer
 from memledger.recall import indexer as indexer_module
 from memledger.recall.embedder import make_embedder
@@ -27,6 +26,7 @@ from memledger.recall.index import VectorIndex
 from memledger.recall.indexer import Indexer
 from memledger.recall.text_index import TextIndex
 from memledger.recall.text_indexer import TextIndexer
+from memledger.sdk.waiting import wait_until
 
 SEGMENT_FILES = (".idx", ".pos", ".term", ".store", ".fast", ".fieldnorm")
 

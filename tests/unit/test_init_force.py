@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from memledger.node import cometbft
-from memledger.node.cli import main
-from memledger.node.home import NodeHome
+from memledger.cli.main import main
+from memledger.daemon import cometbft
+from memledger.daemon.home import NodeHome
 
 BASE = 41900
 

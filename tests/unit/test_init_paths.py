@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from memledger.node import cometbft
-from memledger.node.cli import main
+from memledger.cli.main import main
+from memledger.daemon import cometbft
 
 PANIC = """panic: could not create directory "/x/afile/cometbft": mkdir /x/afile: not a directory
 

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from memledger.node import join as join_module
+from memledger.daemon import join as join_module
 
 
 class _AnsweringGenesis:

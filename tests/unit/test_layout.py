@@ -3,8 +3,8 @@ and no prefix is a prefix of another (a key belongs to exactly one family)."""
 
 from __future__ import annotations
 
-from memledger.consensus.store import records
 from memledger.projection.mapping import PREFIXES, SYSTEM_KEYS
+from memledger.protocol import records
 
 
 def _prefixes() -> dict[str, bytes]:

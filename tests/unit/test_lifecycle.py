@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from nacl.signing import SigningKey
 
-from memledger.consensus.codes import Code
 from memledger.consensus.families.governance import scopes
-from memledger.node.txbuilder import cocommit_core, sign_cocommit
+from memledger.protocol.codes import Code
+from memledger.sdk.txbuilder import cocommit_core, sign_cocommit
 from tests.support.chain import GENESIS_TIME_S, LocalChain, apply_direct, seeded_key
 
 A, B, C, D = (seeded_key(f"agent-{n}") for n in "abcd")

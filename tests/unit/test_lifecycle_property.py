@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memledger.consensus.store import records
+from memledger.protocol import records
 from tests.support.chain import LocalChain
 from tests.support.workload import blocks
 

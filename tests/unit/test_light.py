@@ -16,17 +16,17 @@ from pathlib import Path
 import pytest
 from nacl.signing import SigningKey
 
-from memledger.light import GenesisRoot, LightClient, PinnedRoot, TrustOptions
-from memledger.light.client import legacy_root_identity, root_identity
-from memledger.light.encoding import parse_time, time_ns
-from memledger.light.errors import (
+from memledger.sdk.light import GenesisRoot, LightClient, PinnedRoot, TrustOptions
+from memledger.sdk.light.client import legacy_root_identity, root_identity
+from memledger.sdk.light.encoding import parse_time, time_ns
+from memledger.sdk.light.errors import (
     CommitError,
     HeaderError,
     ProviderError,
     TrustError,
     VerificationError,
 )
-from memledger.light.header import (
+from memledger.sdk.light.header import (
     FLAG_ABSENT,
     FLAG_COMMIT,
     BlockId,
@@ -39,9 +39,9 @@ from memledger.light.header import (
     address_of,
     merkle_root,
 )
-from memledger.light.provider import fetch_rpc_light_block
-from memledger.light.store import TrustedStore
-from memledger.light.verify import verify_commit_full
+from memledger.sdk.light.provider import fetch_rpc_light_block
+from memledger.sdk.light.store import TrustedStore
+from memledger.sdk.light.verify import verify_commit_full
 
 CHAIN = "light-test"
 T0 = 1_700_000_000
@@ -361,8 +361,8 @@ class _StaleLightClient(LightClient):
 
 def test_a_record_proof_is_checked_only_against_header_h_plus_1() -> None:
     """An absence proof of height 5 relabelled as height 17 must not verify as 17."""
-    from memledger.consensus.proofs import record_key
-    from memledger.light.reads import verify_record
+    from memledger.protocol.proofs import record_key
+    from memledger.sdk.light.reads import verify_record
 
     chain = Chain({1: keys("a", 4)}, 20)
     lc = _StaleLightClient(FakeProvider(chain), genesis(chain.blocks[1].validators))
@@ -530,7 +530,7 @@ def test_a_trust_store_written_before_genesis_times_is_taken_over() -> None:
 
 
 def test_the_cli_keeps_reading_a_store_file_named_the_old_way(tmp_path: Path) -> None:
-    from memledger.node.cli_client import default_trust_store
+    from memledger.cli.client import default_trust_store
 
     root = genesis(valset(keys("a", 4)))
     fresh = default_trust_store(tmp_path, root)

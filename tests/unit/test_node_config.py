@@ -24,9 +24,9 @@ import pytest
 import tomlkit
 from click.testing import CliRunner, Result
 
-from memledger.node import cometbft
-from memledger.node.cli import INIT_PORT_SPAN, main
-from memledger.node.home import (
+from memledger.cli.main import INIT_PORT_SPAN, main
+from memledger.daemon import cometbft
+from memledger.daemon.home import (
     MAX_PORT,
     VOTER_HEARTBEAT_MAX_AGE_S,
     VOTER_INTERVAL_MAX_S,
@@ -34,8 +34,8 @@ from memledger.node.home import (
     NodeConfig,
     NodeHome,
 )
-from memledger.node.testnet_layout import TestnetSpec, check_ports, highest_port, node_specs
-from memledger.node.voter import is_alive
+from memledger.daemon.voter import is_alive
+from memledger.testnet.layout import TestnetSpec, check_ports, highest_port, node_specs
 
 REPO = Path(__file__).parents[2]
 
@@ -177,8 +177,8 @@ def test_cli_bad_config_error_is_json_with_json(tmp_path: Path) -> None:
 _FULL_DISK = textwrap.dedent("""
     import resource, signal, sys
     from pathlib import Path
-    from memledger.node import cometbft
-    from memledger.node.home import NodeConfig, NodeHome
+    from memledger.daemon import cometbft
+    from memledger.daemon.home import NodeConfig, NodeHome
 
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     home = NodeHome(sys.argv[1])

@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from nacl.signing import SigningKey
 
 from memledger.consensus.block.proposal import order_by_nonce
-from memledger.consensus.codes import Code, QueryCode
 from memledger.consensus.gate.txcache import DecodedTxCache
-from memledger.consensus.wire._pb import abci_pb2 as pb
-from memledger.node.txbuilder import TxBuilder, param_proposal, upgrade_proposal
+from memledger.protocol.codes import Code, QueryCode
+from memledger.protocol.pb import abci_pb2 as pb
+from memledger.sdk.txbuilder import TxBuilder, param_proposal, upgrade_proposal
 from tests.support.chain import HaltCalled, LocalChain, seeded_key
 from tests.support.workload import run_in_fresh_process
 

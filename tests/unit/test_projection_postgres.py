@@ -14,14 +14,15 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
+from memledger.api import queries, ranked
 from memledger.consensus.families.memory.record import validate_fields
-from memledger.consensus.limits import MAX_CONTENT_BYTES, MAX_TAG_BYTES, MAX_TAGS
-from memledger.consensus.store import codec, records
-from memledger.node.api import queries, ranked
-from memledger.node.testnet_compose import create_database_sql
+from memledger.consensus.store import codec
 from memledger.projection import schema
 from memledger.projection.schema import SEARCH_VERSION, TSV_COLUMN, metadata
 from memledger.projection.writer import Projection
+from memledger.protocol import records
+from memledger.protocol.limits import MAX_CONTENT_BYTES, MAX_TAG_BYTES, MAX_TAGS
+from memledger.testnet.compose import create_database_sql
 from tests.support.chain import LocalChain, seeded_key
 from tests.support.postgres import (
     create_database,

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memledger.consensus.store import records
 from memledger.consensus.store.snapshot import Snapshot
 from memledger.projection.mapping import tags_json
 from memledger.projection.rebuild import RebuildWriter
 from memledger.projection.schema import memories
 from memledger.projection.writer import Projection
+from memledger.protocol import records
 from tests.support.chain import LocalChain
 from tests.support.workload import blocks
 

@@ -1,4 +1,4 @@
-"""The committed memledger/consensus/wire/_pb modules must match what scripts/gen_proto.py
+"""The committed memledger/protocol/pb modules must match what scripts/gen_proto.py
 generates today."""
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ def test_committed_generated_code_is_fresh() -> None:
 
 def test_check_detects_stale_copy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     gen = _load_script()
-    copy = tmp_path / "_pb"
-    pb_dir = ROOT / "memledger" / "consensus" / "wire" / "_pb"
+    copy = tmp_path / "pb"
+    pb_dir = ROOT / "memledger" / "protocol" / "pb"
     shutil.copytree(pb_dir, copy, ignore=shutil.ignore_patterns("__pycache__"))
     assert gen.check(copy) == 0
     stale = copy / "abci_pb2.py"
@@ -44,8 +44,8 @@ def test_check_detects_stale_copy(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 def test_generated_modules_import_from_package() -> None:
-    from memledger.consensus.wire._pb import abci_pb2, tx_pb2
+    from memledger.protocol.pb import abci_pb2, tx_pb2
 
     assert abci_pb2.Request.DESCRIPTOR.full_name == "memledger.abci.v1.Request"
-    assert abci_pb2.Request.__module__ == "memledger.consensus.wire._pb.abci_pb2"
+    assert abci_pb2.Request.__module__ == "memledger.protocol.pb.abci_pb2"
     assert tx_pb2.Tx.DESCRIPTOR.full_name == "memledger.tx.v1.Tx"

@@ -12,8 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from memledger.consensus.codes import QUERY_CODESPACE, QueryCode
-from memledger.consensus.proofs import (
+from memledger.consensus.query import QueryService
+from memledger.consensus.store.state import CanonicalStore
+from memledger.protocol import records
+from memledger.protocol.codes import QUERY_CODESPACE, QueryCode
+from memledger.protocol.commitment import bucket_of, verify_proof
+from memledger.protocol.pb import abci_pb2 as pb
+from memledger.protocol.proofs import (
     BUCKET_OP,
     BUCKET_OP_V2,
     ENTRY_OP,
@@ -26,11 +31,6 @@ from memledger.consensus.proofs import (
     encode_ops,
     verify_ops,
 )
-from memledger.consensus.query import QueryService
-from memledger.consensus.store import records
-from memledger.consensus.store.commitment import bucket_of, verify_proof
-from memledger.consensus.store.state import CanonicalStore
-from memledger.consensus.wire._pb import abci_pb2 as pb
 
 AGENT = bytes(range(32))
 #: query path -> (query data, state key) for a present record of each provable kind.
@@ -277,7 +277,7 @@ def test_every_single_byte_mutation_fails(service: QueryService, path: str) -> N
 
 
 def test_a_gap_proof_cannot_claim_a_present_key_absent(service: QueryService) -> None:
-    from memledger.consensus import proofs
+    from memledger.protocol import proofs
 
     root = service.store.last_app_hash
     for key in (*COLLIDE, *CROWD):

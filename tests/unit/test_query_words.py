@@ -14,10 +14,10 @@ from fastapi.testclient import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memledger.node.api import ApiSettings, create_app
-from memledger.node.api.problems import Problem
-from memledger.node.api.schemas import MAX_QUERY_WORDS, QUERY, QUERY_SEPARATORS
-from memledger.node.api.search import check_query, query_words, split_query
+from memledger.api import ApiSettings, create_app
+from memledger.api.problems import Problem
+from memledger.api.schemas import MAX_QUERY_WORDS, QUERY, QUERY_SEPARATORS
+from memledger.api.search import check_query, query_words, split_query
 from tests.support.chain import LocalChain
 
 SEPARATORS = [chr(c) for c in range(sys.maxunicode + 1) if c <= 0x20 or chr(c).isspace()]

@@ -226,8 +226,8 @@ def test_a_deeper_page_only_appends_to_the_fused_order(words: list[int], meaning
 def test_rest_modes_cursors_and_errors(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
+    from memledger.api import ApiSettings, create_app
     from memledger.devtools.chain import LocalChain, seeded_key
-    from memledger.node.api import ApiSettings, create_app
 
     chain = LocalChain(tmp_path / "chain")
     key = seeded_key("recall-unit")
@@ -284,8 +284,8 @@ def test_hybrid_pages_are_slices_of_one_order(tmp_path: Path) -> None:
     order one big page has (it showed 19 of 60 twice and skipped 19 others)."""
     from fastapi.testclient import TestClient
 
+    from memledger.api import ApiSettings, create_app
     from memledger.devtools.chain import LocalChain, seeded_key
-    from memledger.node.api import ApiSettings, create_app
 
     chain = LocalChain(tmp_path / "chain")
     key = seeded_key("recall-pages")
@@ -323,10 +323,10 @@ def test_a_follower_step_during_a_search_loses_no_new_memory(tmp_path: Path,  # 
     its read of the watermark: they must still be ranked (they were in neither list)."""
     import sqlalchemy as sa
 
+    from memledger.api.filter_check import FilterCheck
+    from memledger.api.queries import MemoryFilter
+    from memledger.api.ranked import hybrid, semantic
     from memledger.devtools.chain import LocalChain, seeded_key
-    from memledger.node.api.filter_check import FilterCheck
-    from memledger.node.api.queries import MemoryFilter
-    from memledger.node.api.ranked import hybrid, semantic
     from memledger.recall.indexer import Indexer
 
     chain = LocalChain(tmp_path / "chain")
@@ -651,10 +651,10 @@ def test_a_memory_is_found_by_meaning_as_soon_as_it_is_committed(tmp_path: Path,
                                                                 monkeypatch) -> None:
     import sqlalchemy as sa
 
+    from memledger.api.filter_check import FilterCheck
+    from memledger.api.queries import MemoryFilter
+    from memledger.api.ranked import hybrid, semantic
     from memledger.devtools.chain import LocalChain, seeded_key
-    from memledger.node.api.filter_check import FilterCheck
-    from memledger.node.api.queries import MemoryFilter
-    from memledger.node.api.ranked import hybrid, semantic
     from memledger.recall import indexer as indexer_module
     from memledger.recall.indexer import Indexer
 
@@ -713,8 +713,8 @@ def test_the_lag_is_counted_from_the_projection_s_height_now(tmp_path: Path,  # 
     in /v1/status and /metrics, however far the projection had gone."""
     import sqlalchemy as sa
 
+    from memledger.api.metrics import RecallCollector
     from memledger.devtools.chain import LocalChain, seeded_key
-    from memledger.node.api.metrics import RecallCollector
     from memledger.recall.indexer import Indexer
 
     chain = LocalChain(tmp_path / "chain")

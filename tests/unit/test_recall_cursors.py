@@ -65,8 +65,8 @@ def test_a_filter_the_walk_cannot_fill_is_scored_exactly(tmp_path: Path, wordlla
     the widest walk: all 10, not the few the walk met (3 of 10 at 21k memories)."""
     from fastapi.testclient import TestClient
 
+    from memledger.api import ApiSettings, create_app
     from memledger.devtools.chain import LocalChain, seeded_key
-    from memledger.node.api import ApiSettings, create_app
 
     # the widest walk 16 neighbours (20,000 in service): 300 memories are past it
     monkeypatch.setattr(hybrid, "OVERFETCH_CAP", 16)
@@ -141,8 +141,8 @@ def test_text_pages_keep_their_ranker_past_the_widest_fetch(tmp_path: Path, monk
     matches past it are scored by the query the word index's own search makes."""
     from fastapi.testclient import TestClient
 
+    from memledger.api import ApiSettings, create_app, ranked
     from memledger.devtools.chain import LocalChain, seeded_key
-    from memledger.node.api import ApiSettings, create_app, ranked
 
     monkeypatch.setattr(ranked, "OVERFETCH_CAP", 16)
     rng = random.Random(2)
@@ -206,9 +206,9 @@ def test_recall_ranks_by_words_on_a_node_without_an_embedder(tmp_path: Path) -> 
     import httpx
     from fastapi.testclient import TestClient
 
+    from memledger.api import ApiSettings, create_app
     from memledger.devtools.chain import LocalChain, seeded_key
-    from memledger.node.api import ApiSettings, create_app
-    from memledger.node.client import AsyncMemLedgerClient, MemLedgerClient
+    from memledger.sdk.client import AsyncMemLedgerClient, MemLedgerClient
 
     chain = LocalChain(tmp_path / "chain")
     key = seeded_key("recall-words")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from memledger.node.api.middleware import (
+from memledger.api.middleware import (
     BodyLimitMiddleware,
     Message,
     Receive,

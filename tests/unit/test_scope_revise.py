@@ -13,9 +13,9 @@ import pytest
 from nacl.signing import SigningKey
 
 from memledger.consensus import versions
-from memledger.consensus.codes import Code
-from memledger.consensus.wire._pb import abci_pb2 as pb
-from memledger.node.txbuilder import scope_proposal, upgrade_proposal
+from memledger.protocol.codes import Code
+from memledger.protocol.pb import abci_pb2 as pb
+from memledger.sdk.txbuilder import scope_proposal, upgrade_proposal
 from tests.support.chain import LocalChain, seeded_key
 
 OUTSIDER, LATECOMER = seeded_key("scope-outsider"), seeded_key("scope-latecomer")

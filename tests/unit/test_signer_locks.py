@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import anyio
 
-from memledger.node.api.signer_locks import SignerLocks
+from memledger.api.signer_locks import SignerLocks
 
 
 def test_one_signer_at_a_time_others_in_parallel_and_nothing_kept() -> None:

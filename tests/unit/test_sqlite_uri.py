@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from memledger.node.api.db import readonly_engine
-from memledger.node.voter_notes import NotesWriter, VoterNote, read_notes
+from memledger.api.db import readonly_engine
+from memledger.daemon.voter_notes import NotesWriter, VoterNote, read_notes
 from memledger.projection.writer import Projection
 from memledger.recall.embedder import Embedder
 from memledger.recall.index import VectorIndex, memory_key

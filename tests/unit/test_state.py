@@ -22,7 +22,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memledger.consensus.store import codec
-from memledger.consensus.store.commitment import ZERO_HASH, root_of, verify_proof
 from memledger.consensus.store.state import (
     MAX_KEY_LEN,
     AppHashMismatch,
@@ -31,6 +30,7 @@ from memledger.consensus.store.state import (
     StaleOverlayError,
     StoreError,
 )
+from memledger.protocol.commitment import ZERO_HASH, root_of, verify_proof
 
 MAP = 64 << 20
 ROOT = Path(__file__).resolve().parents[2]
@@ -383,7 +383,7 @@ def test_committed_roots_match_from_scratch(blocks: list[dict[bytes, bytes | Non
 _READER = textwrap.dedent(
     """
     import json, sys
-    from memledger.consensus.store.commitment import verify_proof
+    from memledger.protocol.commitment import verify_proof
     from memledger.consensus.store.state import CanonicalStore, StoreError
     path, target = sys.argv[1], int(sys.argv[2])
     s = CanonicalStore(path, map_size=64 << 20, readonly=True)

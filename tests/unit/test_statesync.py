@@ -12,7 +12,6 @@ import pytest
 
 from memledger import durable
 from memledger.consensus.app import MemLedgerApp
-from memledger.consensus.codes import Code
 from memledger.consensus.main import catch_up_projection
 from memledger.consensus.store.snapshots import (
     SnapshotError,
@@ -23,8 +22,9 @@ from memledger.consensus.store.snapshots import (
     encode_chunks,
 )
 from memledger.consensus.store.state import CanonicalStore
-from memledger.consensus.wire._pb import abci_pb2 as pb
 from memledger.projection.writer import Projection
+from memledger.protocol.codes import Code
+from memledger.protocol.pb import abci_pb2 as pb
 from tests.support.chain import LocalChain
 from tests.support.workload import blocks
 
@@ -149,7 +149,7 @@ def test_a_tx_checked_before_the_restore_is_judged_again_under_the_chain_id(
     passes CheckTx then. The block must still refuse it as the other nodes do (it was
     remembered as decoded, and accepted: this node's app hash forked off)."""
     from memledger.devtools.chain import seeded_key
-    from memledger.node.txbuilder import TxBuilder
+    from memledger.sdk.txbuilder import TxBuilder
 
     chain = source_chain(tmp_path, count=3)
     store, info = snapshot_of(chain, tmp_path / "snaps")

@@ -1,10 +1,10 @@
-"""memledger.node.stats.percentile: the one percentile (nearest rank) of loadgen and bench/."""
+"""memledger.devtools.stats.percentile: the one percentile (nearest rank) of loadgen and bench/."""
 
 from __future__ import annotations
 
 import pytest
 
-from memledger.node.stats import percentile
+from memledger.devtools.stats import percentile
 
 
 def test_nearest_rank() -> None:

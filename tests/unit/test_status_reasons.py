@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from memledger.node.api import ApiSettings, create_app
-from memledger.node.api.reasons import status_reason
-from memledger.node.voter_notes import NotesWriter, VoterNote, read_notes
+from memledger.api import ApiSettings, create_app
+from memledger.api.reasons import status_reason
+from memledger.daemon.voter_notes import NotesWriter, VoterNote, read_notes
 from tests.support.chain import LocalChain, seeded_key
 
 AUTHOR = "a" * 64

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from memledger.node import supervisor
-from memledger.node.home import NodeConfig, NodeHome
-from memledger.node.supervisor import StartupError, Supervisor, rotate_log
-from memledger.node.waiting import wait_until
+from memledger.daemon import supervisor
+from memledger.daemon.home import NodeConfig, NodeHome
+from memledger.daemon.supervisor import StartupError, Supervisor, rotate_log
+from memledger.sdk.waiting import wait_until
 from tests.support.ports import free_port
 
 # prints lines as fast as a chatty child would, until killed

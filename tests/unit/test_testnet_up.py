@@ -16,16 +16,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from memledger.node.cli import main
-from memledger.node.testnet import NodeError, Testnet
-from memledger.node.waiting import wait_until
+from memledger.cli.main import main
+from memledger.sdk.waiting import wait_until
+from memledger.testnet.net import NodeError, Testnet
 
 
 @pytest.fixture()
 def net_with_node0_up(tmp_path: Path) -> Iterator[tuple[Testnet, subprocess.Popen[bytes]]]:
     net = Testnet.create(tmp_path / "net", 2, voter=False)
     node0 = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(300)", "memledger.node.cli", "start",
+        [sys.executable, "-c", "import time; time.sleep(300)", "memledger.cli.main", "start",
          "--home", str(net.node(0).home)], start_new_session=True)
     held = net.node(1).node_home.lock()  # node1's `memledger start` refuses: home in use
     try:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from nacl.signing import SigningKey
 
-from memledger.light.errors import TrustError
-from memledger.light.header import (
+from memledger.sdk.light.errors import TrustError
+from memledger.sdk.light.header import (
     BlockId,
     Commit,
     Header,
@@ -22,7 +22,7 @@ from memledger.light.header import (
     ValidatorSet,
     address_of,
 )
-from memledger.light.store import TrustedStore
+from memledger.sdk.light.store import TrustedStore
 
 KEY_FILE = {"name": "victim", "private_key": "11" * 32, "public_key": "22" * 32}
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memledger.consensus.codes import Code
 from memledger.consensus.gate.envelope import decode_tx
 from memledger.consensus.gate.txcache import DecodedTxCache
+from memledger.protocol.codes import Code
 from tests.support.chain import LocalChain, seeded_key
 
 AGENT = seeded_key("txcache-agent")

@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 
 from memledger.consensus import versions
-from memledger.consensus.codes import Code
-from memledger.consensus.wire._pb import abci_pb2 as pb
-from memledger.consensus.wire._pb import tx_pb2
-from memledger.node.txbuilder import upgrade_cancel_proposal, upgrade_proposal
+from memledger.protocol.codes import Code
+from memledger.protocol.pb import abci_pb2 as pb
+from memledger.protocol.pb import tx_pb2
+from memledger.sdk.txbuilder import upgrade_cancel_proposal, upgrade_proposal
 from tests.support.chain import LocalChain, seeded_key
 from tests.unit.test_governance import proposal, run, vote_all
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from memledger.consensus.codes import Code
 from memledger.consensus.gate.verifypool import VerifyPool
-from memledger.consensus.wire._pb import tx_pb2
+from memledger.protocol.codes import Code
+from memledger.protocol.pb import tx_pb2
 from tests.support.chain import LocalChain, seeded_key
 
 AGENTS = [seeded_key(f"pool-agent-{i}") for i in range(8)]

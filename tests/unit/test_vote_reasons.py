@@ -14,15 +14,15 @@ from typing import cast
 import sqlalchemy as sa
 from nacl.signing import SigningKey
 
+from memledger.api import queries, reasons
 from memledger.consensus import versions
 from memledger.consensus.block.context import BlockInfo, KeyValueView
 from memledger.consensus.block.execute import process_tx
-from memledger.consensus.codes import Code
 from memledger.consensus.gate.txcache import DecodedTxCache
-from memledger.consensus.wire._pb import abci_pb2 as pb
-from memledger.consensus.wire._pb import tx_pb2
-from memledger.node.api import queries, reasons
-from memledger.node.txbuilder import TxBuilder, upgrade_proposal
+from memledger.protocol.codes import Code
+from memledger.protocol.pb import abci_pb2 as pb
+from memledger.protocol.pb import tx_pb2
+from memledger.sdk.txbuilder import TxBuilder, upgrade_proposal
 from tests.support.chain import LocalChain, seeded_key
 from tests.support.views import NoState
 from tests.support.workload import run_in_fresh_process

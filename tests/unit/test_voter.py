@@ -11,8 +11,8 @@ import pytest
 import sqlalchemy as sa
 from nacl.signing import SigningKey
 
-from memledger.node import voter as voter_module
-from memledger.node.voter import Voter
+from memledger.daemon import voter as voter_module
+from memledger.daemon.voter import Voter
 from memledger.projection.schema import memories, metadata, validators, votes
 
 OTHER = "ab" * 32

@@ -1,4 +1,4 @@
-"""memledger.node.waiting.wait_until: the one polling helper."""
+"""memledger.sdk.waiting.wait_until: the one polling helper."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from memledger.node.waiting import WaitTimeout, wait_until
+from memledger.sdk.waiting import WaitTimeout, wait_until
 
 
 def test_returns_the_first_truthy_value() -> None:

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from memledger.api import ranked, search
+from memledger.api.filter_check import FilterCheck, Rows
+from memledger.api.queries import MemoryFilter
+from memledger.api.ranked import text_ranked
 from memledger.devtools.chain import LocalChain, seeded_key
-from memledger.node.api import ranked, search
-from memledger.node.api.filter_check import FilterCheck, Rows
-from memledger.node.api.queries import MemoryFilter
-from memledger.node.api.ranked import text_ranked
 from memledger.projection.schema import memories
 from memledger.recall.follow import projection_height
 from memledger.recall.text_index import TextIndex, query_terms, word_bags
@@ -589,7 +589,7 @@ def test_document_body_is_content_and_tags() -> None:
 def test_rest_text_mode_uses_the_word_index_and_reports_it(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
-    from memledger.node.api import ApiSettings, create_app
+    from memledger.api import ApiSettings, create_app
 
     chain = _chain(tmp_path)
     settings = ApiSettings(db_url=chain.db_url, rpc_url="http://127.0.0.1:9", chain_id="x",
@@ -636,7 +636,7 @@ def test_a_ranked_page_through_the_api_is_one_statement_with_its_status_reasons(
     the search already read: no second read of them."""
     from types import SimpleNamespace
 
-    from memledger.node.api import routes_memories
+    from memledger.api import routes_memories
 
     _chain, engine, words = chain_and_words
     _without_follower(words)
@@ -654,7 +654,7 @@ def test_a_listed_page_through_the_api_is_one_statement_with_its_status_reasons(
         chain_and_words) -> None:  # type: ignore[no-untyped-def]
     """A plain (unranked) page, too, sets status reasons from the records its own read
     brought: one statement while no listed memory was ever disputed."""
-    from memledger.node.api import reasons
+    from memledger.api import reasons
 
     _chain, engine, words = chain_and_words
     _without_follower(words)

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memledger.consensus.block.context import BlockInfo, KeyValueView, TxBuffer, TxContext
-from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families import registry
 from memledger.consensus.families.accounts import nonces
 from memledger.consensus.gate.envelope import SignatureCheck, check_fields_version, decode_tx
 from memledger.consensus.gate.pending import PendingNonces
 from memledger.consensus.gate.txcache import DecodedTxCache
+from memledger.protocol.codes import Code, TxError
 
 
 @dataclass(slots=True)

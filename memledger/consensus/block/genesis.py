@@ -19,7 +19,7 @@ from memledger.consensus import params as chain_params
 from memledger.consensus import versions
 from memledger.consensus.block.context import TxBuffer
 from memledger.consensus.families.governance import scopes, validators
-from memledger.consensus.store import records
+from memledger.protocol import records
 
 #: Params a genesis may set that are not written unless set (adding them to every
 #: genesis would change the app hash of chains that never used them).

@@ -12,7 +12,7 @@ from __future__ import annotations
 from google.protobuf.message import DecodeError
 
 from memledger.consensus.gate.txcache import DecodedTxCache
-from memledger.consensus.wire._pb import tx_pb2
+from memledger.protocol.pb import tx_pb2
 
 
 def signer_and_nonce(raw: bytes, decoded: DecodedTxCache) -> tuple[bytes, int] | None:

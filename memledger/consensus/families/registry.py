@@ -6,12 +6,12 @@ from collections.abc import Callable
 from typing import Any
 
 from memledger.consensus.block.context import TxContext
-from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.access import handlers as access
 from memledger.consensus.families.cocommit import handlers as cocommit
 from memledger.consensus.families.disputes import handlers as disputes
 from memledger.consensus.families.governance import handlers as gov
 from memledger.consensus.families.memory import handlers as memory
+from memledger.protocol.codes import Code, TxError
 
 Handler = Callable[[TxContext, Any], None]
 

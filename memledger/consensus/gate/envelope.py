@@ -1,4 +1,5 @@
-"""Transaction envelope: decode, canonical-form gate, sign bytes and signature check.
+"""Transaction envelope: decode, canonical-form gate and signature check (the bytes signed
+are defined in `memledger.protocol.envelope`).
 
 Everything here is a pure function of the tx bytes and the chain id, so CheckTx and
 FinalizeBlock apply exactly the same gate. The nonce check needs state and lives in
@@ -7,7 +8,6 @@ FinalizeBlock apply exactly the same gate. The nonce check needs state and lives
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,14 +16,11 @@ from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
 from memledger.consensus import versions
-from memledger.consensus.codes import Code, TxError
 from memledger.consensus.gate.schema import body_class
-from memledger.consensus.limits import MAX_TX_BYTES
-from memledger.consensus.wire._pb import tx_pb2
-
-TX_SIGN_PREFIX = b"memledger/tx/v1\x00"
-PUBLIC_KEY_LEN = 32
-SIGNATURE_LEN = 64
+from memledger.protocol.codes import Code, TxError
+from memledger.protocol.envelope import PUBLIC_KEY_LEN, SIGNATURE_LEN, sign_bytes, tx_hash
+from memledger.protocol.limits import MAX_TX_BYTES
+from memledger.protocol.pb import tx_pb2
 
 
 @dataclass(slots=True)
@@ -45,16 +42,6 @@ class SignedTx:
     @property
     def signer_hex(self) -> str:
         return self.signer.hex()
-
-
-def tx_hash(raw: bytes) -> bytes:
-    """CometBFT's tx hash: SHA-256 of the raw tx bytes."""
-    return hashlib.sha256(raw).digest()
-
-
-def sign_bytes(body: bytes) -> bytes:
-    """The exact bytes an Ed25519 tx signature covers."""
-    return TX_SIGN_PREFIX + body
 
 
 def is_canonical(message: Message, raw: bytes) -> bool:
@@ -168,23 +155,3 @@ def peek_signer_nonce(raw: bytes) -> tuple[bytes, int] | None:
     if len(envelope.public_key) != PUBLIC_KEY_LEN or body.nonce == 0:
         return None
     return bytes(envelope.public_key), int(body.nonce)
-
-
-def encode_tx(body: tx_pb2.TxBody, signing_key: object) -> bytes:
-    """Build and sign a canonical Tx (used by the SDK and tests).
-
-    `signing_key` is a `nacl.signing.SigningKey`.
-    """
-    from nacl.signing import SigningKey
-
-    assert isinstance(signing_key, SigningKey)
-    body_bytes = body.SerializeToString(deterministic=True)
-    signature = signing_key.sign(sign_bytes(body_bytes)).signature
-    envelope = tx_pb2.Tx(
-        body=body_bytes,
-        public_key=bytes(signing_key.verify_key),
-        signature=signature,
-    )
-    encoded: bytes = envelope.SerializeToString(deterministic=True)
-    return encoded
-

@@ -18,7 +18,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import Message
 
 from memledger.consensus import versions
-from memledger.consensus.wire._pb import tx_pb2
+from memledger.protocol.pb import tx_pb2
 
 
 def fields_unknown_at(app_version: int) -> frozenset[tuple[str, str]]:

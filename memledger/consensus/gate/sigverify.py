@@ -21,15 +21,11 @@ from collections.abc import Container, Sequence
 
 from google.protobuf.message import DecodeError
 
-from memledger.consensus.gate.envelope import (
-    PUBLIC_KEY_LEN,
-    SIGNATURE_LEN,
-    sign_bytes,
-    verify_signature,
-)
+from memledger.consensus.gate.envelope import verify_signature
 from memledger.consensus.gate.verifypool import Triple, VerifyPool
-from memledger.consensus.limits import MAX_TX_BYTES
-from memledger.consensus.wire._pb import tx_pb2
+from memledger.protocol.envelope import PUBLIC_KEY_LEN, SIGNATURE_LEN, sign_bytes
+from memledger.protocol.limits import MAX_TX_BYTES
+from memledger.protocol.pb import tx_pb2
 
 
 def envelope_triple(raw: bytes) -> Triple | None:

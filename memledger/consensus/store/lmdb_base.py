@@ -13,7 +13,7 @@ from typing import Any
 
 import lmdb
 
-from memledger.consensus.store.commitment import MerkleTree, bucket_hash
+from memledger.protocol.commitment import MerkleTree, bucket_hash
 
 DEFAULT_MAP_SIZE = 64 << 30
 #: LMDB's default key limit is 511 bytes and hidx keys carry a 2-byte bucket prefix.

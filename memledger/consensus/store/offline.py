@@ -13,14 +13,6 @@ from typing import Any
 
 import lmdb
 
-from memledger.consensus.store.commitment import (
-    TREE_SIZE,
-    ZERO_HASH,
-    MerkleTree,
-    bucket_of,
-    bucket_prefix,
-    value_hash,
-)
 from memledger.consensus.store.lmdb_base import (
     _M_APP_HASH,
     _M_APP_VERSION,
@@ -39,6 +31,14 @@ from memledger.consensus.store.lmdb_base import (
     _u64,
 )
 from memledger.consensus.store.snapshot import Snapshot
+from memledger.protocol.commitment import (
+    TREE_SIZE,
+    ZERO_HASH,
+    MerkleTree,
+    bucket_of,
+    bucket_prefix,
+    value_hash,
+)
 
 
 class StoreOffline:

@@ -6,8 +6,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memledger.consensus.store.commitment import LAYOUTS
 from memledger.consensus.store.lmdb_base import StaleOverlayError, _check_key, _user_meta_key
+from memledger.protocol.commitment import LAYOUTS
 
 if TYPE_CHECKING:
     from memledger.consensus.store.state import CanonicalStore

@@ -7,13 +7,6 @@ from typing import TYPE_CHECKING
 
 import lmdb
 
-from memledger.consensus.store.commitment import (
-    NUM_BUCKETS,
-    ZERO_HASH,
-    Proof,
-    bucket_of,
-    bucket_prefix,
-)
 from memledger.consensus.store.lmdb_base import (
     _M_APP_HASH,
     _M_APP_VERSION,
@@ -21,6 +14,13 @@ from memledger.consensus.store.lmdb_base import (
     _layout_of,
     _node_key,
     _user_meta_key,
+)
+from memledger.protocol.commitment import (
+    NUM_BUCKETS,
+    ZERO_HASH,
+    Proof,
+    bucket_of,
+    bucket_prefix,
 )
 
 if TYPE_CHECKING:

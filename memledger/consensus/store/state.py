@@ -10,7 +10,7 @@ Sub-databases (all keys/values are raw bytes):
 - ``hidx``: bucket(2 bytes) || key -> SHA-256(value). A bucket is rehashed by a prefix scan
   of its ~n/65536 entries without reading values; proofs are served from it too.
 - ``tree``: uint32be(heap index) -> 32-byte node, for every non-zero node of the commitment
-  tree (see memledger/consensus/store/commitment.py). Only nodes changed by a block are rewritten.
+  tree (see memledger/protocol/commitment.py). Only nodes changed by a block are rewritten.
   A writer loads
   it at open; if it is missing or inconsistent it is rebuilt from ``hidx``.
 - ``meta``: ``height`` (u64be), ``app_hash`` (32 bytes), ``app_version`` (u64be),
@@ -31,15 +31,6 @@ from contextlib import contextmanager
 
 import lmdb
 
-from memledger.consensus.store.commitment import (
-    ZERO_HASH,
-    MerkleTree,
-    Proof,
-    bucket_hash,
-    bucket_of,
-    bucket_prefix,
-    value_hash,
-)
 from memledger.consensus.store.lmdb_base import (
     _ALL_DBS,
     _M_APP_HASH,
@@ -67,6 +58,15 @@ from memledger.consensus.store.lmdb_base import (
 from memledger.consensus.store.offline import StoreOffline
 from memledger.consensus.store.overlay import BlockOverlay, _Prepared
 from memledger.consensus.store.snapshot import Snapshot
+from memledger.protocol.commitment import (
+    ZERO_HASH,
+    MerkleTree,
+    Proof,
+    bucket_hash,
+    bucket_of,
+    bucket_prefix,
+    value_hash,
+)
 
 log = logging.getLogger("memledger.store")
 

@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 
 from memledger.consensus import versions
 from memledger.consensus.faults import RESTORE_KILL_POINT
-from memledger.consensus.store import records
-from memledger.consensus.store.commitment import LAYOUTS
 from memledger.consensus.store.lmdb_base import MAX_KEY_LEN
 from memledger.consensus.store.snapshots import (
     FORMAT,
@@ -37,9 +35,11 @@ from memledger.consensus.store.snapshots import (
 )
 from memledger.consensus.store.state import AppHashMismatch, CanonicalStore
 from memledger.consensus.versions import INITIAL_APP_VERSION
-from memledger.consensus.wire._pb import abci_pb2 as pb
 from memledger.projection.background import BackgroundRebuild, BackgroundRebuildError
 from memledger.projection.writer import Projection
+from memledger.protocol import records
+from memledger.protocol.commitment import LAYOUTS
+from memledger.protocol.pb import abci_pb2 as pb
 
 log = logging.getLogger("memledger.statesync")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from memledger.consensus.wire._pb import abci_pb2 as pb
+from memledger.protocol.pb import abci_pb2 as pb
 
 # Protobuf overhead of one entry of the block's `repeated bytes txs = 1`: a one-byte tag plus
 # the uvarint length. CometBFT checks PrepareProposal output against max_tx_bytes using this

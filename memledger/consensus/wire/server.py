@@ -28,8 +28,8 @@ from typing import NoReturn
 
 from google.protobuf.message import DecodeError, Message
 
-from memledger.consensus.wire._pb import abci_pb2 as pb
 from memledger.consensus.wire.interface import Application
+from memledger.protocol.pb import abci_pb2 as pb
 
 log = logging.getLogger(__name__)
 

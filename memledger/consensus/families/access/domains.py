@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 from memledger.consensus import params as chain_params
 from memledger.consensus import versions
 from memledger.consensus.block.context import TxBuffer
-from memledger.consensus.codes import Code, TxError
-from memledger.consensus.limits import MAX_ID_BYTES
-from memledger.consensus.store import records
+from memledger.protocol import records
+from memledger.protocol.codes import Code, TxError
+from memledger.protocol.limits import MAX_ID_BYTES
 
 if TYPE_CHECKING:
     from memledger.consensus.families.governance.record import ScopeRecord

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from memledger.consensus.block.context import TxContext
-from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.access.domains import DomainRecord, check_name, is_shared
-from memledger.consensus.store import records
-from memledger.consensus.wire._pb import tx_pb2
+from memledger.protocol import records
+from memledger.protocol.codes import Code, TxError
+from memledger.protocol.pb import tx_pb2
 
 _LEVELS = {
     tx_pb2.GRANT_LEVEL_READ: "read",

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from memledger.consensus import params as chain_params
 from memledger.consensus import versions
 from memledger.consensus.block.context import TxBuffer
-from memledger.consensus.codes import Code, TxError
-from memledger.consensus.store import records
+from memledger.protocol import records
+from memledger.protocol.codes import Code, TxError
 
 MAX_NONCE = (1 << 64) - 1
 

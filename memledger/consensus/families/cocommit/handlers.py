@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 
 from memledger.consensus.block.context import BlockInfo, TxContext
-from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.access.domains import authorize_write, scope_of
 from memledger.consensus.families.cocommit.record import CoCommitRecord, load
 from memledger.consensus.families.memory.record import (
@@ -19,9 +18,10 @@ from memledger.consensus.families.memory.record import (
     validate_fields,
 )
 from memledger.consensus.gate.envelope import parse_canonical, verify_signature
-from memledger.consensus.limits import MAX_COAUTHORS, MIN_COAUTHORS
-from memledger.consensus.store import records
-from memledger.consensus.wire._pb import tx_pb2
+from memledger.protocol import records
+from memledger.protocol.codes import Code, TxError
+from memledger.protocol.limits import MAX_COAUTHORS, MIN_COAUTHORS
+from memledger.protocol.pb import tx_pb2
 
 COCOMMIT_SIGN_PREFIX = b"memledger/cocommit/v1\x00"
 SHARED_ID_PREFIX = b"memledger/cocommit-id/v1\x00"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TypedDict
 
 from memledger.consensus.block.context import TxBuffer
-from memledger.consensus.store import records
+from memledger.protocol import records
 
 
 class CoCommitRecord(TypedDict):

@@ -12,12 +12,12 @@ from typing import NotRequired, TypedDict
 
 from memledger.consensus import versions
 from memledger.consensus.block.context import TxBuffer, TxContext
-from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.access.domains import LEVELS, can_modify, is_shared
 from memledger.consensus.families.memory.record import MemoryRecord, load, set_status
-from memledger.consensus.limits import MAX_REASON_BYTES
-from memledger.consensus.store import records
-from memledger.consensus.wire._pb import tx_pb2
+from memledger.protocol import records
+from memledger.protocol.codes import Code, TxError
+from memledger.protocol.limits import MAX_REASON_BYTES
+from memledger.protocol.pb import tx_pb2
 
 
 class Round(TypedDict):

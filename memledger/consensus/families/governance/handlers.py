@@ -6,13 +6,13 @@ from typing import Any
 
 from memledger.consensus import params as chain_params
 from memledger.consensus.block.context import TxContext
-from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.governance import kinds, proposals, validators
 from memledger.consensus.families.governance.record import ProposalRecord, load_proposal
 from memledger.consensus.families.memory.record import DECISIONS
-from memledger.consensus.limits import MAX_REASON_BYTES
-from memledger.consensus.store import records
-from memledger.consensus.wire._pb import tx_pb2
+from memledger.protocol import records
+from memledger.protocol.codes import Code, TxError
+from memledger.protocol.limits import MAX_REASON_BYTES
+from memledger.protocol.pb import tx_pb2
 
 
 def _require_validator(ctx: TxContext) -> None:

@@ -14,11 +14,11 @@ from typing import Any
 from memledger.consensus import params as chain_params
 from memledger.consensus import versions
 from memledger.consensus.block.context import TxBuffer
-from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.access.domains import check_name
 from memledger.consensus.families.governance import scopes, validators
 from memledger.consensus.families.memory import ballots
-from memledger.consensus.store import records
+from memledger.protocol import records
+from memledger.protocol.codes import Code, TxError
 
 MAX_POWER = 1 << 40
 VALIDATOR_DELAY = 2  # CometBFT applies ValidatorUpdates returned at H from H+2

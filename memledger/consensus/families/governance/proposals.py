@@ -12,12 +12,12 @@ from typing import Any
 
 from memledger.consensus import versions
 from memledger.consensus.block.context import TxBuffer
-from memledger.consensus.codes import TxError
 from memledger.consensus.families.governance import kinds, validators
 from memledger.consensus.families.governance.kinds import BlockEffects, Execution
 from memledger.consensus.families.governance.record import GovState, ProposalRecord, UpgradePlan
 from memledger.consensus.families.memory import quorum
-from memledger.consensus.store import records
+from memledger.protocol import records
+from memledger.protocol.codes import TxError
 
 
 def gov_state(state: TxBuffer) -> GovState:

@@ -12,10 +12,10 @@ from typing import Any
 from memledger.consensus import params as chain_params
 from memledger.consensus import versions
 from memledger.consensus.block.context import TxBuffer
-from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.access.domains import check_name
 from memledger.consensus.families.governance.record import ScopeRecord
-from memledger.consensus.store import records
+from memledger.protocol import records
+from memledger.protocol.codes import Code, TxError
 
 MAX_MEMBERS = 256
 MAX_SCOPE_DOMAINS = 64

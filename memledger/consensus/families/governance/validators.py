@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memledger.consensus.block.context import TxBuffer
-from memledger.consensus.store import records
+from memledger.protocol import records
 
 
 def load(state: TxBuffer) -> list[tuple[str, int]]:

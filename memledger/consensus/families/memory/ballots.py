@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from memledger.consensus.block.context import TxBuffer
-from memledger.consensus.store import records
+from memledger.protocol import records
 
 if TYPE_CHECKING:
     from memledger.consensus.families.memory.record import Ballot

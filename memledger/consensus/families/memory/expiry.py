@@ -16,7 +16,8 @@ from memledger.consensus import params as chain_params
 from memledger.consensus.block.context import TxBuffer
 from memledger.consensus.families.memory import ballots
 from memledger.consensus.families.memory.record import MemoryRecord, set_status
-from memledger.consensus.store import codec, records
+from memledger.consensus.store import codec
+from memledger.protocol import records
 
 Events = list[tuple[str, list[tuple[str, str]]]]
 

@@ -6,7 +6,6 @@ from typing import Any
 
 from memledger.consensus import versions
 from memledger.consensus.block.context import TxContext
-from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.access.domains import authorize_write, check_name
 from memledger.consensus.families.governance import validators
 from memledger.consensus.families.memory import ballots, expiry, quorum
@@ -20,9 +19,10 @@ from memledger.consensus.families.memory.record import (
     set_status,
     validate_fields,
 )
-from memledger.consensus.limits import MAX_REASON_BYTES
-from memledger.consensus.store import records
-from memledger.consensus.wire._pb import tx_pb2
+from memledger.protocol import records
+from memledger.protocol.codes import Code, TxError
+from memledger.protocol.limits import MAX_REASON_BYTES
+from memledger.protocol.pb import tx_pb2
 
 
 def submit(ctx: TxContext, msg: tx_pb2.MemorySubmit) -> None:

@@ -6,12 +6,12 @@ import hashlib
 from typing import Any, NotRequired, TypedDict
 
 from memledger.consensus.block.context import TxBuffer, TxContext
-from memledger.consensus.codes import Code, TxError
 from memledger.consensus.families.access.domains import check_name
 from memledger.consensus.families.memory import quorum
-from memledger.consensus.limits import CONFIDENCE_SCALE, MAX_CONTENT_BYTES, MAX_TAG_BYTES, MAX_TAGS
-from memledger.consensus.store import records
-from memledger.consensus.wire._pb import tx_pb2
+from memledger.protocol import records
+from memledger.protocol.codes import Code, TxError
+from memledger.protocol.limits import CONFIDENCE_SCALE, MAX_CONTENT_BYTES, MAX_TAG_BYTES, MAX_TAGS
+from memledger.protocol.pb import tx_pb2
 
 MEMORY_TYPES = ("fact", "observation", "inference", "task")
 #: the ids co-commits derive (`cocommit.handlers.shared_id`); from v7 no plain submit

@@ -1,0 +1,92 @@
+"""Per-app shared resources (engine, RPC clients, metrics) and their FastAPI dependencies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Annotated, Any, TypeVar
+
+import anyio.to_thread
+import httpx
+import sqlalchemy as sa
+from fastapi import Depends, Request
+from sqlalchemy.engine import Engine
+
+from memledger.api.metrics import ApiMetrics
+from memledger.api.problems import Problem
+from memledger.api.settings import ApiSettings
+from memledger.api.signer_locks import SignerLocks
+from memledger.recall.indexer import Indexer
+from memledger.recall.text_indexer import TextIndexer
+from memledger.sdk.rpc import RpcClient, RpcError
+from memledger.sqlite_damage import is_damaged
+
+T = TypeVar("T")
+
+
+@dataclass
+class ApiState:
+    """Everything routes share; built once by the app factory."""
+
+    settings: ApiSettings
+    engine: Engine
+    rpc: RpcClient
+    probe: RpcClient  # short timeout, for /ready and /status
+    metrics: ApiMetrics
+    recall: Indexer | None = None  # the vector index follower, when an embedder is set
+    words: TextIndexer | None = None  # the word index follower (ranked text search)
+    admissions: SignerLocks = field(default_factory=SignerLocks)
+
+    def close(self) -> None:
+        if self.recall is not None:
+            self.recall.stop()
+        if self.words is not None:
+            self.words.stop()
+        self.rpc.close()
+        self.probe.close()
+        self.engine.dispose()
+
+
+async def get_state(request: Request) -> ApiState:
+    """Async on purpose: a sync dependency would cost a worker-thread hop per request."""
+    state: ApiState = request.app.state.memledger
+    return state
+
+
+State = Annotated[ApiState, Depends(get_state)]
+
+
+def _with_connection(state: ApiState, func: Callable[..., T], *args: Any) -> T:
+    """A projection outage (file missing, server down, connection lost) is a 503, and so
+    is a damaged SQLite file (the node moves it aside and rebuilds it at its next start):
+    neither is the client's fault nor a bug of this code, which a 500 would say."""
+    try:
+        with state.engine.connect() as conn:
+            return func(conn, *args)
+    except sa.exc.DatabaseError as exc:
+        if not isinstance(exc, sa.exc.OperationalError) and not is_damaged(exc):
+            raise
+        raise Problem(503, "projection_unavailable",
+                      f"the SQL projection is not readable: {exc.orig}") from None
+
+
+async def read(state: ApiState, func: Callable[..., T], *args: Any) -> T:
+    """Run `func(conn, *args)` on a pooled read connection in one worker-thread hop.
+
+    Routes are async and do all their blocking work here, instead of paying a thread
+    hop for every sync dependency, the endpoint and response validation separately.
+    """
+    return await anyio.to_thread.run_sync(partial(_with_connection, state, func, *args))
+
+
+async def rpc_call(func: Callable[..., T], *args: Any) -> T:
+    """Run a blocking RPC call off the event loop; unreachable cometbft becomes a 503."""
+    try:
+        return await anyio.to_thread.run_sync(partial(func, *args))
+    except httpx.HTTPError as exc:
+        raise Problem(503, "cometbft_unavailable",
+                      f"cometbft RPC is not reachable: {type(exc).__name__}") from None
+    except RpcError as exc:
+        raise Problem(502, "cometbft_error", f"cometbft RPC error: {exc.message} {exc.data}"
+                      .strip()) from None

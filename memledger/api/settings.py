@@ -1,0 +1,59 @@
+"""What the REST process needs to know, resolved once from a node home (or given directly).
+
+Kept separate from the node config so tests and benchmarks can point an app at any
+projection database and any cometbft RPC without a node home.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memledger.daemon.home import VOTER_HEARTBEAT_MAX_AGE_S, NodeConfig, NodeHome
+from memledger.sdk.rpc import laddr_to_url
+
+MAX_BODY_BYTES = 2 * 1024 * 1024  # a 1 MiB tx is ~1.4 MiB as base64 JSON
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """Read-side wiring of one REST process.
+
+    CORS stays off unless origins are listed (node config: extra.api_cors_origins,
+    comma-separated); the bind address is the node config's api_host (loopback).
+    """
+
+    db_url: str
+    rpc_url: str
+    chain_id: str = ""
+    home: Path | None = None
+    voter_required: bool = False
+    max_body_bytes: int = MAX_BODY_BYTES
+    commit_timeout_s: float = 20.0
+    rpc_timeout_s: float = 10.0
+    voter_max_age_s: float = VOTER_HEARTBEAT_MAX_AGE_S
+    cors_origins: tuple[str, ...] = field(default_factory=tuple)
+    rate_limit_per_s: float = 200.0  # per client address; 0 disables
+    rate_limit_burst: int = 400
+    request_timeout_s: float = 60.0
+    embedder: str = ""  # memledger.recall.embedder spec; "" or "none": text search only
+    index_dir: Path | None = None  # where the vector index lives (needed with an embedder)
+
+    @classmethod
+    def from_home(cls, home: NodeHome | str | os.PathLike[str]) -> ApiSettings:
+        node_home = home if isinstance(home, NodeHome) else NodeHome(home)
+        config: NodeConfig = node_home.load()
+        return cls(
+            db_url=node_home.db_url(config),
+            rpc_url=laddr_to_url(config.rpc_laddr),
+            chain_id=config.chain_id,
+            home=node_home.root,
+            voter_required=config.voter,
+            cors_origins=tuple(o.strip() for o in config.extra.get("api_cors_origins", "")
+                               .split(",") if o.strip()),
+            rate_limit_per_s=float(config.extra.get("api_rate_limit_per_s", "200")),
+            rate_limit_burst=int(config.extra.get("api_rate_limit_burst", "400")),
+            embedder=config.embedder,
+            index_dir=node_home.recall_dir,
+        )

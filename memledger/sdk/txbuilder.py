@@ -1,0 +1,172 @@
+"""Build and sign memledger transactions (used by the SDK, the CLI, the voter and tests).
+
+Agent keys never leave the caller: this module only needs a `SigningKey` in memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from nacl.signing import SigningKey
+
+from memledger.protocol.envelope import encode_tx
+from memledger.protocol.pb import tx_pb2
+
+COCOMMIT_SIGN_PREFIX = b"memledger/cocommit/v1\x00"
+DECISIONS = {
+    "accept": tx_pb2.DECISION_ACCEPT,
+    "reject": tx_pb2.DECISION_REJECT,
+    "abstain": tx_pb2.DECISION_ABSTAIN,
+}
+LEVELS = {
+    "read": tx_pb2.GRANT_LEVEL_READ,
+    "write": tx_pb2.GRANT_LEVEL_WRITE,
+    "modify": tx_pb2.GRANT_LEVEL_MODIFY,
+}
+
+
+def confidence_to_ppm(confidence: float) -> int:
+    """A fraction from 0 to 1 in parts per million (consensus only ever sees the integer).
+    An int above 1 is not taken for ppm: 2 would mean 2,000,000 ppm, which the ledger
+    refuses, never a silent 0.0002%."""
+    return int(round(float(confidence) * 1_000_000))
+
+
+class TxBuilder:
+    """Signs bodies for one key on one chain; the caller chooses nonces."""
+
+    def __init__(self, key: SigningKey, chain_id: str) -> None:
+        self.key = key
+        self.chain_id = chain_id
+
+    @property
+    def public_key(self) -> bytes:
+        return bytes(self.key.verify_key)
+
+    def _sign(self, nonce: int, **msg: object) -> bytes:
+        body = tx_pb2.TxBody(chain_id=self.chain_id, nonce=nonce, **msg)  # type: ignore[arg-type]
+        return encode_tx(body, self.key)
+
+    def submit(
+        self,
+        nonce: int,
+        memory_id: str,
+        content: str,
+        *,
+        domain: str = "general",
+        memory_type: str = "fact",
+        confidence_ppm: int = 900_000,
+        tags: Sequence[str] = (),
+    ) -> bytes:
+        data = content.encode()
+        msg = tx_pb2.MemorySubmit(
+            memory_id=memory_id, domain=domain, memory_type=memory_type, content=content,
+            content_hash=hashlib.sha256(data).digest(), confidence_ppm=confidence_ppm,
+            tags=sorted(tags),
+        )
+        return self._sign(nonce, memory_submit=msg)
+
+    def vote(self, nonce: int, memory_id: str, decision: str = "accept",
+             reason: str = "") -> bytes:
+        """A memory vote; `reason` (kept on chain with the vote) needs app version 5+."""
+        msg = tx_pb2.MemoryVote(memory_id=memory_id, decision=DECISIONS[decision],
+                                reason=reason)
+        return self._sign(nonce, memory_vote=msg)
+
+    def challenge(self, nonce: int, memory_id: str, reason: str = "") -> bytes:
+        return self._sign(nonce, memory_challenge=tx_pb2.MemoryChallenge(
+            memory_id=memory_id, reason=reason))
+
+    def corroborate(self, nonce: int, memory_id: str) -> bytes:
+        return self._sign(nonce, memory_corroborate=tx_pb2.MemoryCorroborate(memory_id=memory_id))
+
+    def reinstate(self, nonce: int, memory_id: str) -> bytes:
+        return self._sign(nonce, memory_reinstate=tx_pb2.MemoryReinstate(memory_id=memory_id))
+
+    def grant(self, nonce: int, domain: str, grantee: bytes, level: str,
+              expires_height: int = 0) -> bytes:
+        return self._sign(nonce, access_grant=tx_pb2.AccessGrant(
+            domain=domain, grantee=grantee, level=LEVELS[level], expires_height=expires_height))
+
+    def revoke(self, nonce: int, domain: str, grantee: bytes) -> bytes:
+        return self._sign(nonce, access_revoke=tx_pb2.AccessRevoke(domain=domain, grantee=grantee))
+
+    def cocommit(self, nonce: int, core: bytes, signatures: Sequence[tuple[bytes, bytes]]) -> bytes:
+        msg = tx_pb2.CoCommitSubmit(core=core, signatures=[
+            tx_pb2.CoauthorSignature(public_key=pk, signature=sig) for pk, sig in signatures])
+        return self._sign(nonce, cocommit_submit=msg)
+
+    # ------------------------------------------------------------ governance
+    def propose(self, nonce: int, proposal: tx_pb2.GovPropose) -> bytes:
+        return self._sign(nonce, gov_propose=proposal)
+
+    def gov_vote(self, nonce: int, proposal_id: str, decision: str = "accept") -> bytes:
+        return self._sign(nonce, gov_vote=tx_pb2.GovVote(proposal_id=proposal_id,
+                                                         decision=DECISIONS[decision]))
+
+    def gov_cancel(self, nonce: int, proposal_id: str) -> bytes:
+        return self._sign(nonce, gov_cancel=tx_pb2.GovCancel(proposal_id=proposal_id))
+
+    def raw_body(self, body: tx_pb2.TxBody) -> bytes:
+        return encode_tx(body, self.key)
+
+
+def cocommit_core(
+    chain_id: str,
+    content: str,
+    coauthors: Sequence[bytes],
+    *,
+    domain: str = "general",
+    memory_type: str = "fact",
+    confidence_ppm: int = 900_000,
+    tags: Sequence[str] = (),
+    agreement_nonce: int = 1,
+    not_before_unix_ns: int = 0,
+    not_after_unix_ns: int = (1 << 63) - 1,
+) -> bytes:
+    """Canonical CoCommitCore bytes, the thing every coauthor signs."""
+    core = tx_pb2.CoCommitCore(
+        chain_id=chain_id, domain=domain, memory_type=memory_type, content=content,
+        content_hash=hashlib.sha256(content.encode()).digest(), confidence_ppm=confidence_ppm,
+        tags=sorted(tags), coauthors=sorted(coauthors), agreement_nonce=agreement_nonce,
+        not_before_unix_ns=not_before_unix_ns, not_after_unix_ns=not_after_unix_ns,
+    )
+    return core.SerializeToString(deterministic=True)
+
+
+def sign_cocommit(key: SigningKey, core: bytes) -> tuple[bytes, bytes]:
+    """One coauthor's (public key, signature) over the core."""
+    return bytes(key.verify_key), key.sign(COCOMMIT_SIGN_PREFIX + core).signature
+
+
+# ---------------------------------------------------------------- proposal builders
+def validator_proposal(public_key: bytes, power: int, title: str = "") -> tx_pb2.GovPropose:
+    return tx_pb2.GovPropose(title=title, validator=tx_pb2.ValidatorChange(
+        public_key=public_key, power=power))
+
+
+def scope_proposal(action: str, scope_id: str, domains: Sequence[str] = (),
+                   members: Sequence[tuple[bytes, int]] = (), title: str = "") -> tx_pb2.GovPropose:
+    """action: create | revise | pause | resume | retire."""
+    if action in ("create", "revise"):
+        spec = tx_pb2.ScopeSpec(scope_id=scope_id, domains=list(domains), members=[
+            tx_pb2.ScopeMember(public_key=k, weight=w) for k, w in members])
+        return tx_pb2.GovPropose(title=title, **{f"scope_{action}": spec})  # type: ignore[arg-type]
+    return tx_pb2.GovPropose(title=title, **{f"scope_{action}": scope_id})  # type: ignore[arg-type]
+
+
+def param_proposal(key: str, value: int, title: str = "") -> tx_pb2.GovPropose:
+    return tx_pb2.GovPropose(title=title, param=tx_pb2.ParamChange(key=key, value=value))
+
+
+def upgrade_proposal(name: str, app_version: int, activation_height: int,
+                     binary_sha256: str = "", title: str = "") -> tx_pb2.GovPropose:
+    return tx_pb2.GovPropose(title=title, upgrade=tx_pb2.SoftwareUpgrade(
+        name=name, app_version=app_version, activation_height=activation_height,
+        binary_sha256=binary_sha256))
+
+
+def upgrade_cancel_proposal(name: str, title: str = "") -> tx_pb2.GovPropose:
+    """Call off the scheduled upgrade `name` (app version 9+)."""
+    return tx_pb2.GovPropose(title=title, upgrade_cancel=name)
