@@ -24,7 +24,7 @@ from memledger.cli import root as cli_root
 from memledger.daemon.home import DEFAULT_HOME, ConfigError, NodeHome
 
 if TYPE_CHECKING:
-    from memledger.sdk.client import MemLedgerClient, TxReceipt
+    from memledger.sdk import Client, TxReceipt
     from memledger.sdk.keys import Agent
     from memledger.sdk.light import TrustRoot
 
@@ -40,7 +40,7 @@ fail = cli_root.fail  # one line on stderr (JSON with --json), exit status 1
 @contextmanager
 def errors_as_messages() -> Iterator[None]:
     """SDK, key-file and input errors become one stderr line and exit status 1."""
-    from memledger.sdk.client import MemLedgerError
+    from memledger.sdk import MemLedgerError
     from memledger.sdk.keys import KeyFileError
 
     try:
@@ -117,10 +117,10 @@ def load_key(name: str) -> Agent:
     return load_agent(name)
 
 
-def client(api: str | None, home: Path, key: Any = None) -> MemLedgerClient:
-    from memledger.sdk.client import MemLedgerClient
+def client(api: str | None, home: Path, key: Any = None) -> Client:
+    from memledger.sdk import Client
 
-    return MemLedgerClient(api_url(api, home), key=key)
+    return Client(api_url(api, home), key=key)
 
 
 def describe_receipt(receipt: TxReceipt, what: str, memory: Any = None) -> str:
@@ -263,9 +263,9 @@ def verify_options(func: F) -> F:
 
 def verifying_client(api: str | None, home: Path, genesis: Path | None,
                      trust_height: int | None, trust_hash: str | None, rpc_url: str | None,
-                     trust_store: Path | None) -> MemLedgerClient:
+                     trust_store: Path | None) -> Client:
     """A client with its trust root: a pinned height+hash, else the genesis validators."""
-    from memledger.sdk.client import MemLedgerClient
+    from memledger.sdk import Client
     from memledger.sdk.light import GenesisRoot, PinnedRoot
 
     root: TrustRoot
@@ -288,7 +288,7 @@ def verifying_client(api: str | None, home: Path, genesis: Path | None,
     if trust_store is None and NodeHome(home).exists():
         trust_store = default_trust_store(Path(home), root)
         trust_store.parent.mkdir(exist_ok=True)  # the store makes no directory itself
-    return MemLedgerClient(api_url(api, home), trust=root, trust_store=trust_store,
+    return Client(api_url(api, home), trust=root, trust_store=trust_store,
                            light_rpc=rpc_url)
 
 
@@ -452,7 +452,7 @@ def submit_cmd(content: str, memory_id: str | None, domain: str, type_: str, con
     It is `proposed` once its tx is in a block; validators then commit or deprecate it
     (`memledger get ID` shows which, and why).
     """
-    from memledger.sdk.client import check_content
+    from memledger.sdk import check_content
 
     with errors_as_messages():
         agent = load_key(key)
@@ -471,7 +471,7 @@ def submit_cmd(content: str, memory_id: str | None, domain: str, type_: str, con
          describe_receipt(receipt, f"memory {receipt.memory_id}", memory))
 
 
-def _print_signed_submit(ml: MemLedgerClient, agent: Agent, memory_id: str | None, text: str,
+def _print_signed_submit(ml: Client, agent: Agent, memory_id: str | None, text: str,
                          domain: str, type_: str, confidence: float, tags: tuple[str, ...],
                          as_json: bool) -> None:
     """The memory_submit tx the SDK would send, signed, as base64: the body of
@@ -479,7 +479,7 @@ def _print_signed_submit(ml: MemLedgerClient, agent: Agent, memory_id: str | Non
     import base64
     import time
 
-    from memledger.sdk.client import derive_memory_id
+    from memledger.sdk import derive_memory_id
     from memledger.sdk.txbuilder import TxBuilder, confidence_to_ppm
 
     mid = memory_id or derive_memory_id(agent.public_key_hex, domain, text)
@@ -502,7 +502,7 @@ def _print_signed_submit(ml: MemLedgerClient, agent: Agent, memory_id: str | Non
 def vote_cmd(memory_id: str, decision: str, validator: bool, reason: str, key: str, wait: str,
              api: str | None, home: Path, as_json: bool) -> None:
     """Vote on a proposed memory (validators and pinned scope members only)."""
-    from memledger.sdk.client import MemLedgerError
+    from memledger.sdk import MemLedgerError
 
     with errors_as_messages():
         if validator:
@@ -527,7 +527,7 @@ def vote_cmd(memory_id: str, decision: str, validator: bool, reason: str, key: s
          describe_receipt(receipt, f"{decision} vote on {memory_id}", memory))
 
 
-def _already_voted(ml: MemLedgerClient, memory_id: str, decision: str, validator: bool,
+def _already_voted(ml: Client, memory_id: str, decision: str, validator: bool,
                    as_json: bool) -> None:
     """A vote is final. The same vote again is reported as done (exit 0), naming when it
     was cast; a different one is an error that says what was voted, and by whom."""
@@ -609,7 +609,7 @@ def cocommit_cmd(content: str, coauthors: tuple[str, ...], domain: str, type_: s
     """Jointly sign CONTENT with every coauthor key and submit it as one co-commit."""
     import time
 
-    from memledger.sdk.client import check_content, cocommit_core, sign_cocommit
+    from memledger.sdk import check_content, cocommit_core, sign_cocommit
     from memledger.sdk.txbuilder import confidence_to_ppm
 
     with errors_as_messages():

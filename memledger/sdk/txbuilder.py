@@ -132,7 +132,8 @@ def cocommit_core(
         tags=sorted(tags), coauthors=sorted(coauthors), agreement_nonce=agreement_nonce,
         not_before_unix_ns=not_before_unix_ns, not_after_unix_ns=not_after_unix_ns,
     )
-    return core.SerializeToString(deterministic=True)
+    signed: bytes = core.SerializeToString(deterministic=True)
+    return signed
 
 
 def sign_cocommit(key: SigningKey, core: bytes) -> tuple[bytes, bytes]:
