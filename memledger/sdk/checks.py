@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import numbers
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from memledger.protocol.codes import Code
@@ -15,7 +16,7 @@ from memledger.sdk.txbuilder import cocommit_core as build_cocommit_core
 from memledger.sdk.txbuilder import confidence_to_ppm
 
 __all__ = ["check_content", "check_content_size", "checked_tags", "cocommit_core",
-           "derive_memory_id", "fraction_to_ppm", "grantee_bytes", "memory_params",
+           "derive_memory_id", "fraction_to_ppm", "grantee_bytes", "MemoryFilter",
            "most_items", "one_of"]
 
 
@@ -108,22 +109,33 @@ def grantee_bytes(grantee: bytes | str) -> bytes:
                                    "or 32 bytes, an Ed25519 key)")
 
 
-def memory_params(
-    *, domain: str | None, status: str | None, type: str | None, author: str | None,  # noqa: A002
-    tags: Sequence[str], include_disputed: bool, q: str | None, limit: int,
-    cursor: str | None, mode: str | None = None,
-) -> dict[str, Any]:
-    params: dict[str, Any] = {"limit": limit}
-    for name, value in (("domain", domain), ("status", status), ("type", type),
-                        ("author", author), ("q", q), ("cursor", cursor), ("mode", mode)):
-        if value is not None:
-            params[name] = value
-    tags = checked_tags(tags)  # a str would be sent as its letters, matching nothing
-    if tags:
-        params["tag"] = list(tags)
-    if include_disputed:
-        params["include_disputed"] = "true"
-    return params
+@dataclass(frozen=True)
+class MemoryFilter:
+    """What a listing, search or recall keeps: memories matching every field given."""
+
+    domain: str | None = None
+    status: str | None = None
+    type: str | None = None
+    author: str | None = None
+    tags: Sequence[str] = ()
+    include_disputed: bool = False
+
+    def params(self, *, q: str | None, mode: str | None, limit: int,
+               cursor: str | None) -> dict[str, Any]:
+        """The query string of GET /v1/memories (tags checked: a str would be sent as its
+        letters, matching nothing)."""
+        params: dict[str, Any] = {"limit": limit}
+        for name, value in (("domain", self.domain), ("status", self.status),
+                            ("type", self.type), ("author", self.author), ("q", q),
+                            ("cursor", cursor), ("mode", mode)):
+            if value is not None:
+                params[name] = value
+        tags = checked_tags(self.tags)
+        if tags:
+            params["tag"] = list(tags)
+        if self.include_disputed:
+            params["include_disputed"] = "true"
+        return params
 
 
 def most_items(max_items: int | None, limit: int | None) -> int | None:

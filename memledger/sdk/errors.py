@@ -78,6 +78,16 @@ def decision_timeout(message: str) -> MemLedgerError:
                           detail=message)
 
 
+#: What to do when nothing answers at the client's URL (a refused or failed connect).
+START_HINT = ("is a memledger node running there? Start one with `memledger start` (or "
+              "`make run` in a checkout), or give the client a running node's REST URL "
+              "(the CLI's --api or $MEMLEDGER_API)")
+
+
 def connection_error(base_url: str, exc: httpx.HTTPError) -> MemLedgerConnectionError:
-    return MemLedgerConnectionError(f"cannot reach {base_url}: {type(exc).__name__}: {exc}",
-                                    name="connection_error")
+    """The node at `base_url` did not answer: the URL, the transport's reason and, when
+    nothing listens there (a failed connect), how to start a node."""
+    message = f"cannot reach {base_url}: {type(exc).__name__}: {exc}"
+    if isinstance(exc, httpx.ConnectError):
+        message += f"; {START_HINT}"
+    return MemLedgerConnectionError(message, name="connection_error")

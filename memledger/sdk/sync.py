@@ -14,7 +14,7 @@ import httpx
 from nacl.signing import SigningKey
 
 from memledger.protocol.codes import Code
-from memledger.sdk.checks import grantee_bytes, memory_params, most_items, one_of
+from memledger.sdk.checks import MemoryFilter, grantee_bytes, most_items, one_of
 from memledger.sdk.core import (
     DEFAULT_URL,
     SERVED_RETRY_S,
@@ -154,7 +154,7 @@ class Client(ClientCore):
                 continue
             return TxReceipt.from_json({**doc, "memory_id": doc.get("memory_id") or memory_id})
 
-    def broadcast(self, tx: bytes, wait: str = "commit") -> TxReceipt:
+    def broadcast(self, tx: bytes, *, wait: str = "commit") -> TxReceipt:
         """Send already-signed tx bytes."""
         return TxReceipt.from_json(self._post_tx("/v1/txs", tx, wait))
 
@@ -182,7 +182,7 @@ class Client(ClientCore):
         if wait != "decided" or not receipt.included:
             return receipt
         try:
-            status = self.wait_decided(mid, decide_timeout).status
+            status = self.wait_decided(mid, timeout=decide_timeout).status
         except MemLedgerError as err:
             if err.name != "decision_timeout":
                 raise
@@ -288,20 +288,34 @@ class Client(ClientCore):
                     tags: Sequence[str] = (), include_disputed: bool = False,
                     q: str | None = None, limit: int = 100,
                     cursor: str | None = None, mode: str | None = None) -> MemoryPage:
-        params = memory_params(domain=domain, status=status, type=type, author=author,
-                                tags=tags, include_disputed=include_disputed, q=q,
-                                limit=limit, cursor=cursor, mode=mode)
+        """One page of memories (the REST listing as it is: `next_cursor` asks for the next)."""
+        where = MemoryFilter(domain=domain, status=status, type=type, author=author,
+                             tags=tags, include_disputed=include_disputed)
+        return self._page(where, q=q, mode=mode, limit=limit, cursor=cursor)
+
+    def _page(self, where: MemoryFilter, *, q: str | None, mode: str | None, limit: int,
+              cursor: str | None) -> MemoryPage:
+        params = where.params(q=q, mode=mode, limit=limit, cursor=cursor)
         return page_of(self._request("GET", "/v1/memories", params=params))
 
-    def list_memories(self, *, page_size: int = 100, max_items: int | None = None,
-                      limit: int | None = None, **filters: Any) -> Iterator[Memory]:
+    def list_memories(self, *, q: str | None = None, mode: str | None = None,
+                      domain: str | None = None, status: str | None = None,
+                      type: str | None = None, author: str | None = None,  # noqa: A002
+                      tags: Sequence[str] = (), include_disputed: bool = False,
+                      page_size: int = 100, max_items: int | None = None,
+                      limit: int | None = None) -> Iterator[Memory]:
         """Every matching memory, fetching cursor pages lazily; at most `max_items`, or
         `limit` (as `recall` and `memledger search --limit` take it)."""
-        max_items = most_items(max_items, limit)
+        where = MemoryFilter(domain=domain, status=status, type=type, author=author,
+                             tags=tags, include_disputed=include_disputed)
+        yield from self._listing(where, q, mode, page_size, most_items(max_items, limit))
+
+    def _listing(self, where: MemoryFilter, q: str | None, mode: str | None, page_size: int,
+                 max_items: int | None) -> Iterator[Memory]:
         cursor: str | None = None
         seen = 0
         while True:
-            page = self.memory_page(limit=page_size, cursor=cursor, **filters)
+            page = self._page(where, q=q, mode=mode, limit=page_size, cursor=cursor)
             for memory in page.items:
                 if max_items is not None and seen >= max_items:
                     return
@@ -311,32 +325,44 @@ class Client(ClientCore):
                 return  # no page more than needed
             cursor = page.next_cursor
 
-    def search(self, q: str, *, verify: bool = False, **filters: Any) -> Iterator[Memory]:
-        """Full-text search (all words must match), newest blocks last.
+    def search(self, q: str, *, verify: bool = False,
+               domain: str | None = None, status: str | None = None,
+               type: str | None = None, author: str | None = None,  # noqa: A002
+               tags: Sequence[str] = (), include_disputed: bool = False,
+               page_size: int = 100, max_items: int | None = None,
+               limit: int | None = None) -> Iterator[Memory]:
+        """Full-text search (all words must match), newest blocks last; the filters and
+        limits are `list_memories`'.
 
         With `verify`, every returned memory is checked against the chain (raising on the
         first that fails); that the list is complete is NOT proven.
         """
-        hits = self.list_memories(q=q, mode="words", **filters)
+        where = MemoryFilter(domain=domain, status=status, type=type, author=author,
+                             tags=tags, include_disputed=include_disputed)
+        hits = self._listing(where, q, "words", page_size, most_items(max_items, limit))
         return (self.verify_memory(m) for m in hits) if verify else hits
 
     def recall(self, q: str, *, mode: str | None = None, limit: int = 10,
-               verify: bool = False, **filters: Any) -> list[Memory]:
+               verify: bool = False, domain: str | None = None, status: str | None = None,
+               type: str | None = None, author: str | None = None,  # noqa: A002
+               tags: Sequence[str] = (), include_disputed: bool = False) -> list[Memory]:
         """The `limit` best memories for `q`, ranked: by meaning and words fused
         (`hybrid`, the node's default when it has an embedder), by meaning alone
         (`semantic`) or by words alone (`text`, all words must match). Each hit carries
-        `score` and `mode`. Filters (domain, status, type, author, tags,
+        `score` and `mode`. The filters (domain, status, type, author, tags,
         include_disputed) apply before the top-k cut. With `verify`, each hit is checked
         against the chain; that the ranking is complete is NOT proven.
 
         Without `mode`, a node with no embedder ranks by words (`text`): left to its
         default, it would list every match unranked, oldest first."""
+        where = MemoryFilter(domain=domain, status=status, type=type, author=author,
+                             tags=tags, include_disputed=include_disputed)
         try:
-            page = self.memory_page(q=q, mode=mode or "hybrid", limit=limit, **filters)
+            page = self._page(where, q=q, mode=mode or "hybrid", limit=limit, cursor=None)
         except MemLedgerError as err:
             if mode is not None or err.name != RECALL_UNAVAILABLE:
                 raise
-            page = self.memory_page(q=q, mode="text", limit=limit, **filters)
+            page = self._page(where, q=q, mode="text", limit=limit, cursor=None)
         hits = page.items
         return [self._rescored(self.verify_memory(m), m) for m in hits] if verify else hits
 
@@ -383,7 +409,7 @@ class Client(ClientCore):
     def tx(self, tx_hash: str) -> TxReceipt:
         return TxReceipt.from_json(self._request("GET", tx_path(tx_hash)))
 
-    def wait_tx(self, tx_hash: str, timeout: float = 30.0, poll: float = 0.25) -> TxReceipt:
+    def wait_tx(self, tx_hash: str, *, timeout: float = 30.0, poll: float = 0.25) -> TxReceipt:
         """Poll until a block holds the tx; raises the last 404 problem on timeout."""
         deadline = time.monotonic() + timeout
         while True:
@@ -394,7 +420,7 @@ class Client(ClientCore):
                     raise
             time.sleep(poll)
 
-    def wait_decided(self, memory_id: str, timeout: float = 30.0,
+    def wait_decided(self, memory_id: str, *, timeout: float = 30.0,
                      poll: float = 0.25) -> Memory:
         """Poll until validators decided the memory (any status but `proposed`) and return
         it, with `status_reason`; MemLedgerError `decision_timeout` if still proposed."""
