@@ -22,6 +22,7 @@ import click
 
 from memledger.cli import root as cli_root
 from memledger.daemon.home import DEFAULT_HOME, ConfigError, NodeHome
+from memledger.protocol.txkinds import TX_KINDS, TxKind
 
 if TYPE_CHECKING:
     from memledger.sdk import Client, TxReceipt
@@ -551,37 +552,37 @@ def _already_voted(ml: Client, memory_id: str, decision: str, validator: bool,
          f"by {who}\n  memory {memory_id} is {memory.status}{reason}")
 
 
-def _memory_action(name: str, help_text: str, call: Callable[..., TxReceipt],
-                   with_reason: bool = False) -> click.Command:
-    """challenge / corroborate / reinstate share one shape: MEMORY_ID, a key, a receipt."""
+def _memory_action(kind: TxKind) -> click.Command:
+    """The command of a memory action (a txkinds row with `cli`): MEMORY_ID, one option per
+    other field of the kind, a key; sent with the SDK's `send`, answered with a receipt."""
+    assert kind.cli is not None
+    name = kind.cli.name
 
     @key_option
     @wait_option
     @common
     def command(memory_id: str, key: str, wait: str, api: str | None, home: Path,
-                as_json: bool, reason: str = "") -> None:
+                as_json: bool, **fields: Any) -> None:
         with errors_as_messages():
             agent = load_key(key)
             with client(api, home, agent) as ml:
-                extra = {"reason": reason} if with_reason else {}
-                receipt = call(ml, memory_id, wait=wait, **extra)
+                receipt = ml.send(kind.name, wait=wait, memory_id=memory_id, **fields)
                 memory = ml.get_memory(memory_id) if receipt.included else None
         emit(receipt_json(receipt, memory), as_json,
              describe_receipt(receipt, f"{name} {memory_id}", memory))
 
-    command.__doc__ = help_text
     cmd = click.argument("memory_id")(command)
-    if with_reason:
-        cmd = click.option("--reason", default="", help="Why (up to 4 KiB).")(cmd)
-    return click.command(name, help=help_text)(cmd)
+    for tx_field in reversed(kind.fields):
+        if tx_field.name != "memory_id":
+            cmd = click.option(f"--{tx_field.name.replace('_', '-')}", tx_field.name,
+                               type=tx_field.type, required=tx_field.required,
+                               default=None if tx_field.required else tx_field.default,
+                               help=tx_field.help or None)(cmd)
+    return click.command(name, help=kind.cli.help)(cmd)
 
 
-challenge_cmd = _memory_action("challenge", "Open a dispute on a committed memory.",
-                               lambda ml, mid, **kw: ml.challenge(mid, **kw), with_reason=True)
-corroborate_cmd = _memory_action("corroborate", "Corroborate someone else's memory.",
-                                 lambda ml, mid, **kw: ml.corroborate(mid, **kw))
-reinstate_cmd = _memory_action("reinstate", "Return a challenged memory to committed.",
-                               lambda ml, mid, **kw: ml.reinstate(mid, **kw))
+#: challenge, corroborate, reinstate, ...: one command per memory action in the tx table
+MEMORY_ACTIONS = tuple(_memory_action(kind) for kind in TX_KINDS if kind.cli is not None)
 
 
 @click.command("co-commit")
@@ -668,7 +669,6 @@ def api_cmd(home: Path, host: str | None, port: int | None, voter: bool | None) 
 
 def register(group: click.Group) -> None:
     for command in (keys_group, status_cmd, get_cmd, search_cmd, recall_cmd, tx_cmd,
-                    submit_cmd, vote_cmd, challenge_cmd, corroborate_cmd, reinstate_cmd,
-                    cocommit_cmd, api_cmd):
+                    submit_cmd, vote_cmd, *MEMORY_ACTIONS, cocommit_cmd, api_cmd):
         group.add_command(command)
 

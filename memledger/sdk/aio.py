@@ -146,6 +146,17 @@ class AsyncClient(ClientCore):
                 continue
             return TxReceipt.from_json({**doc, "memory_id": doc.get("memory_id") or memory_id})
 
+    async def send(self, kind: str, *, wait: str = "commit", **fields: Any) -> TxReceipt:
+        """Sign and submit a transaction of any kind with this client's key and nonces,
+        e.g. `send("memory_challenge", memory_id="m-1", reason="stale")`.
+
+        `kind` is a row of memledger.protocol.txkinds (a TxBody oneof field) and `fields`
+        are its fields, by their message names (memory_type, confidence_ppm); an unknown
+        or missing one is a TypeError. The typed methods (submit, vote, ...) check and
+        derive more (a memory id, a confidence as a fraction); this reaches every kind."""
+        make, memory_id = self._kind_maker(kind, fields, "AsyncClient.send")
+        return await self._send("/v1/txs", make, wait, memory_id)
+
     async def broadcast(self, tx: bytes, *, wait: str = "commit") -> TxReceipt:
         """Send already-signed tx bytes."""
         return TxReceipt.from_json(await self._post_tx("/v1/txs", tx, wait))

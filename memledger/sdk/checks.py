@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import numbers
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,7 +84,7 @@ def cocommit_core(chain_id: str, content: str, coauthors: Sequence[bytes], *,
     return build_cocommit_core(chain_id, content, coauthors, tags=checked_tags(tags), **fields)
 
 
-def one_of(name: str, value: str, choices: dict[str, Any]) -> str:
+def one_of(name: str, value: str, choices: Mapping[str, Any]) -> str:
     """`value` if it is one of `choices` (a vote's decision, a grant's level), else
     MemLedgerError `invalid_<name>` naming them (it was a bare KeyError from the builder)."""
     if not isinstance(value, str) or value not in choices:

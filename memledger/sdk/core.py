@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 from nacl.signing import SigningKey
 
+from memledger.protocol.txkinds import TxFieldError, kind_named
 from memledger.sdk.checks import check_content, checked_tags, derive_memory_id, fraction_to_ppm
 from memledger.sdk.errors import MemLedgerError, invalid
 from memledger.sdk.keys import Agent
@@ -132,6 +133,28 @@ class ClientCore:
                   "content_hash": hashlib.sha256(content.encode()).hexdigest(),
                   "confidence_ppm": ppm, "tags": sorted(tags)}
         return mid, make, fields
+
+    def _kind_maker(self, kind: str, fields: dict[str, Any],
+                    caller: str) -> tuple[MakeTx, str | None]:
+        """The tx maker of a `send`, and the memory it names: the kind and its fields are
+        checked before anything is signed (an unknown field is a TypeError naming
+        `caller`, as Python names a method; a value the kind cannot carry, or an unknown
+        kind, is a MemLedgerError)."""
+        try:
+            row = kind_named(kind)
+        except ValueError as exc:
+            invalid("invalid_kind", str(exc))
+        values = row.checked(fields, f"{caller}({kind!r})")
+        try:
+            row.message_of(values)
+        except TxFieldError as exc:
+            invalid(f"invalid_{exc.field}", str(exc))
+        memory_id = values.get("memory_id")
+
+        def make(b: TxBuilder, nonce: int) -> bytes:
+            return b.build(kind, nonce, **fields)
+
+        return make, memory_id if isinstance(memory_id, str) else None
 
     @staticmethod
     def _earlier_write(refused: MemLedgerError, memory: Memory | None,
