@@ -104,9 +104,9 @@ Encoder = Callable[[Mapping[str, Any]], Message]
 
 @dataclass(frozen=True)
 class TxKind:
-    """One transaction kind. `client_method` is the typed SDK method (None: `send` only),
-    `client_names` the parameter names it gives fields it names differently, and
-    `builder_method` the typed `TxBuilder` method."""
+    """One transaction kind. `builder_method` is its typed `TxBuilder` method and
+    `client_method` its typed SDK method (None: `build` / `send` only), `client_names` the
+    parameter names the SDK method gives fields it names differently."""
 
     name: str
     message: type[Message]
@@ -114,7 +114,7 @@ class TxKind:
     handler: str
     since: int
     fields: tuple[TxField, ...]
-    builder_method: str
+    builder_method: str | None = None
     client_method: str | None = None
     client_names: Mapping[str, str] = field(default_factory=dict)
     cli: CliCommand | None = None

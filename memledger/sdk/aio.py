@@ -425,5 +425,5 @@ class AsyncClient(ClientCore):
                 return memory
             if time.monotonic() >= deadline:
                 raise decision_timeout(f"timed out after {timeout:g}s waiting for a decision "
-                                        f"on memory {memory_id!r}")
+                                       f"on memory {memory_id!r}")
             await asyncio.sleep(poll)

@@ -43,8 +43,8 @@ def check_content(content: str) -> None:
         content.encode("utf-8")
     except UnicodeEncodeError as exc:
         invalid("invalid_content", f"content holds a lone surrogate "
-                                    f"U+{ord(content[exc.start]):04X} at character {exc.start} "
-                                    "(counting from 0), which is not text: UTF-8 cannot carry it")
+                                   f"U+{ord(content[exc.start]):04X} at character {exc.start} "
+                                   "(counting from 0), which is not text: UTF-8 cannot carry it")
     check_content_size(content)
 
 
@@ -53,7 +53,7 @@ def checked_tags(tags: Sequence[str]) -> tuple[str, ...]:
     ("abc" as a, b, c)."""
     if isinstance(tags, (str, bytes)):
         invalid("invalid_tags", f"tags must be a list of tags, got the {type(tags).__name__} "
-                                 f"{tags!r} (write tags=[{tags!r}])")
+                                f"{tags!r} (write tags=[{tags!r}])")
     if not isinstance(tags, Iterable):  # None or 7 was a bare TypeError
         invalid("invalid_tags", f"tags must be a list of tags, got {tags!r}")
     out = tuple(tags)
@@ -70,7 +70,7 @@ def fraction_to_ppm(confidence: float) -> int:
     if (isinstance(confidence, bool) or not isinstance(confidence, numbers.Real)
             or not 0 <= confidence <= 1):
         invalid("invalid_confidence", "confidence is a fraction from 0 to 1 (0.9 means 90%), "
-                                       f"got {confidence!r}")
+                                      f"got {confidence!r}")
     return confidence_to_ppm(float(confidence))
 
 
@@ -106,7 +106,7 @@ def grantee_bytes(grantee: bytes | str) -> bytes:
     if isinstance(grantee, str) and PUBLIC_KEY_HEX.fullmatch(grantee) is not None:
         return bytes.fromhex(grantee)
     invalid("invalid_public_key", f"grantee {grantee!r} is not a public key (64 hex digits "
-                                   "or 32 bytes, an Ed25519 key)")
+                                  "or 32 bytes, an Ed25519 key)")
 
 
 @dataclass(frozen=True)

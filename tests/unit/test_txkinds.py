@@ -83,6 +83,8 @@ def test_builder_builds_every_kind_and_its_typed_method_agrees(kind: TxKind) -> 
     raw = builder.build(kind.name, 42, **fields)
     body = tx_pb2.TxBody.FromString(tx_pb2.Tx.FromString(raw).body)
     assert body.WhichOneof("msg") == kind.name and body.nonce == 42
+    if kind.builder_method is None:  # build only
+        return
     typed = getattr(builder, kind.builder_method)
     params = inspect.signature(typed).parameters
     assert set(kind.field_names()) <= set(params), kind.builder_method
