@@ -213,7 +213,7 @@ def measure_node(memories: int, seconds: float, concurrency: int,
                  workdir: Path) -> dict[str, Any]:
     """REST reads with and without proofs on a real single node (memledger start)."""
     from memledger.devtools.node import NodeRunner, wait_api_ready
-    from memledger.sdk.client import MemLedgerClient
+    from memledger.sdk import Client
     from memledger.sdk.keys import Agent
 
     runner = NodeRunner(workdir / "node", chain_id="bench-proofs", voter=False)
@@ -231,7 +231,7 @@ def measure_node(memories: int, seconds: float, concurrency: int,
 
             fill_s = fill([runner.rpc_url], "bench-proofs", memories - READ_SET,
                           label="bulk").seconds
-        with MemLedgerClient(runner.api_url, key=Agent.generate()) as ml:
+        with Client(runner.api_url, key=Agent.generate()) as ml:
             for i in range(min(memories, READ_SET)):
                 receipt = ml.submit(None, f"bench proof memory {i} " + " ".join(WORDS),
                                     wait="sync" if i < min(memories, READ_SET) - 1
@@ -247,7 +247,7 @@ def measure_node(memories: int, seconds: float, concurrency: int,
         rps_plain = asyncio.run(_hammer(runner.api_url, plain, seconds, concurrency))
         rps_prove = asyncio.run(_hammer(runner.api_url, proven, seconds, concurrency))
         # The SDK end to end: fetch with proofs + verify (headers cached after the first).
-        with MemLedgerClient(runner.api_url, trust=root) as ml:
+        with Client(runner.api_url, trust=root) as ml:
             ml.get(ids[0], verify=True)
             t0 = time.perf_counter()
             k = 0

@@ -36,6 +36,7 @@ from memledger.api.schemas import (
     WaitMode,
 )
 from memledger.protocol.pb import tx_pb2
+from memledger.protocol.txkinds import TX_KINDS
 
 router = APIRouter(prefix="/v1", tags=["transactions"])
 
@@ -154,8 +155,7 @@ def _tx_from_form(req: MemorySubmitForm, chain_id: str) -> bytes:
 
 
 #: tx kinds that name one memory (a co-commit's id comes from its block event)
-_MEMORY_KINDS = ("memory_submit", "memory_vote", "memory_challenge", "memory_corroborate",
-                 "memory_reinstate")
+_MEMORY_KINDS = tuple(k.name for k in TX_KINDS if "memory_id" in k.field_names())
 
 
 def target_memory_id(tx: bytes) -> str | None:

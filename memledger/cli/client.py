@@ -22,9 +22,10 @@ import click
 
 from memledger.cli import root as cli_root
 from memledger.daemon.home import DEFAULT_HOME, ConfigError, NodeHome
+from memledger.protocol.txkinds import TX_KINDS, TxKind
 
 if TYPE_CHECKING:
-    from memledger.sdk.client import MemLedgerClient, TxReceipt
+    from memledger.sdk import Client, TxReceipt
     from memledger.sdk.keys import Agent
     from memledger.sdk.light import TrustRoot
 
@@ -40,7 +41,7 @@ fail = cli_root.fail  # one line on stderr (JSON with --json), exit status 1
 @contextmanager
 def errors_as_messages() -> Iterator[None]:
     """SDK, key-file and input errors become one stderr line and exit status 1."""
-    from memledger.sdk.client import MemLedgerError
+    from memledger.sdk import MemLedgerError
     from memledger.sdk.keys import KeyFileError
 
     try:
@@ -117,10 +118,10 @@ def load_key(name: str) -> Agent:
     return load_agent(name)
 
 
-def client(api: str | None, home: Path, key: Any = None) -> MemLedgerClient:
-    from memledger.sdk.client import MemLedgerClient
+def client(api: str | None, home: Path, key: Any = None) -> Client:
+    from memledger.sdk import Client
 
-    return MemLedgerClient(api_url(api, home), key=key)
+    return Client(api_url(api, home), key=key)
 
 
 def describe_receipt(receipt: TxReceipt, what: str, memory: Any = None) -> str:
@@ -263,9 +264,9 @@ def verify_options(func: F) -> F:
 
 def verifying_client(api: str | None, home: Path, genesis: Path | None,
                      trust_height: int | None, trust_hash: str | None, rpc_url: str | None,
-                     trust_store: Path | None) -> MemLedgerClient:
+                     trust_store: Path | None) -> Client:
     """A client with its trust root: a pinned height+hash, else the genesis validators."""
-    from memledger.sdk.client import MemLedgerClient
+    from memledger.sdk import Client
     from memledger.sdk.light import GenesisRoot, PinnedRoot
 
     root: TrustRoot
@@ -288,7 +289,7 @@ def verifying_client(api: str | None, home: Path, genesis: Path | None,
     if trust_store is None and NodeHome(home).exists():
         trust_store = default_trust_store(Path(home), root)
         trust_store.parent.mkdir(exist_ok=True)  # the store makes no directory itself
-    return MemLedgerClient(api_url(api, home), trust=root, trust_store=trust_store,
+    return Client(api_url(api, home), trust=root, trust_store=trust_store,
                            light_rpc=rpc_url)
 
 
@@ -452,7 +453,7 @@ def submit_cmd(content: str, memory_id: str | None, domain: str, type_: str, con
     It is `proposed` once its tx is in a block; validators then commit or deprecate it
     (`memledger get ID` shows which, and why).
     """
-    from memledger.sdk.client import check_content
+    from memledger.sdk import check_content
 
     with errors_as_messages():
         agent = load_key(key)
@@ -471,7 +472,7 @@ def submit_cmd(content: str, memory_id: str | None, domain: str, type_: str, con
          describe_receipt(receipt, f"memory {receipt.memory_id}", memory))
 
 
-def _print_signed_submit(ml: MemLedgerClient, agent: Agent, memory_id: str | None, text: str,
+def _print_signed_submit(ml: Client, agent: Agent, memory_id: str | None, text: str,
                          domain: str, type_: str, confidence: float, tags: tuple[str, ...],
                          as_json: bool) -> None:
     """The memory_submit tx the SDK would send, signed, as base64: the body of
@@ -479,7 +480,7 @@ def _print_signed_submit(ml: MemLedgerClient, agent: Agent, memory_id: str | Non
     import base64
     import time
 
-    from memledger.sdk.client import derive_memory_id
+    from memledger.sdk import derive_memory_id
     from memledger.sdk.txbuilder import TxBuilder, confidence_to_ppm
 
     mid = memory_id or derive_memory_id(agent.public_key_hex, domain, text)
@@ -502,7 +503,7 @@ def _print_signed_submit(ml: MemLedgerClient, agent: Agent, memory_id: str | Non
 def vote_cmd(memory_id: str, decision: str, validator: bool, reason: str, key: str, wait: str,
              api: str | None, home: Path, as_json: bool) -> None:
     """Vote on a proposed memory (validators and pinned scope members only)."""
-    from memledger.sdk.client import MemLedgerError
+    from memledger.sdk import MemLedgerError
 
     with errors_as_messages():
         if validator:
@@ -527,7 +528,7 @@ def vote_cmd(memory_id: str, decision: str, validator: bool, reason: str, key: s
          describe_receipt(receipt, f"{decision} vote on {memory_id}", memory))
 
 
-def _already_voted(ml: MemLedgerClient, memory_id: str, decision: str, validator: bool,
+def _already_voted(ml: Client, memory_id: str, decision: str, validator: bool,
                    as_json: bool) -> None:
     """A vote is final. The same vote again is reported as done (exit 0), naming when it
     was cast; a different one is an error that says what was voted, and by whom."""
@@ -551,37 +552,37 @@ def _already_voted(ml: MemLedgerClient, memory_id: str, decision: str, validator
          f"by {who}\n  memory {memory_id} is {memory.status}{reason}")
 
 
-def _memory_action(name: str, help_text: str, call: Callable[..., TxReceipt],
-                   with_reason: bool = False) -> click.Command:
-    """challenge / corroborate / reinstate share one shape: MEMORY_ID, a key, a receipt."""
+def _memory_action(kind: TxKind) -> click.Command:
+    """The command of a memory action (a txkinds row with `cli`): MEMORY_ID, one option per
+    other field of the kind, a key; sent with the SDK's `send`, answered with a receipt."""
+    assert kind.cli is not None
+    name = kind.cli.name
 
     @key_option
     @wait_option
     @common
     def command(memory_id: str, key: str, wait: str, api: str | None, home: Path,
-                as_json: bool, reason: str = "") -> None:
+                as_json: bool, **fields: Any) -> None:
         with errors_as_messages():
             agent = load_key(key)
             with client(api, home, agent) as ml:
-                extra = {"reason": reason} if with_reason else {}
-                receipt = call(ml, memory_id, wait=wait, **extra)
+                receipt = ml.send(kind.name, wait=wait, memory_id=memory_id, **fields)
                 memory = ml.get_memory(memory_id) if receipt.included else None
         emit(receipt_json(receipt, memory), as_json,
              describe_receipt(receipt, f"{name} {memory_id}", memory))
 
-    command.__doc__ = help_text
     cmd = click.argument("memory_id")(command)
-    if with_reason:
-        cmd = click.option("--reason", default="", help="Why (up to 4 KiB).")(cmd)
-    return click.command(name, help=help_text)(cmd)
+    for tx_field in reversed(kind.fields):
+        if tx_field.name != "memory_id":
+            cmd = click.option(f"--{tx_field.name.replace('_', '-')}", tx_field.name,
+                               type=tx_field.type, required=tx_field.required,
+                               default=None if tx_field.required else tx_field.default,
+                               help=tx_field.help or None)(cmd)
+    return click.command(name, help=kind.cli.help)(cmd)
 
 
-challenge_cmd = _memory_action("challenge", "Open a dispute on a committed memory.",
-                               lambda ml, mid, **kw: ml.challenge(mid, **kw), with_reason=True)
-corroborate_cmd = _memory_action("corroborate", "Corroborate someone else's memory.",
-                                 lambda ml, mid, **kw: ml.corroborate(mid, **kw))
-reinstate_cmd = _memory_action("reinstate", "Return a challenged memory to committed.",
-                               lambda ml, mid, **kw: ml.reinstate(mid, **kw))
+#: challenge, corroborate, reinstate, ...: one command per memory action in the tx table
+MEMORY_ACTIONS = tuple(_memory_action(kind) for kind in TX_KINDS if kind.cli is not None)
 
 
 @click.command("co-commit")
@@ -609,7 +610,7 @@ def cocommit_cmd(content: str, coauthors: tuple[str, ...], domain: str, type_: s
     """Jointly sign CONTENT with every coauthor key and submit it as one co-commit."""
     import time
 
-    from memledger.sdk.client import check_content, cocommit_core, sign_cocommit
+    from memledger.sdk import check_content, cocommit_core, sign_cocommit
     from memledger.sdk.txbuilder import confidence_to_ppm
 
     with errors_as_messages():
@@ -668,7 +669,6 @@ def api_cmd(home: Path, host: str | None, port: int | None, voter: bool | None) 
 
 def register(group: click.Group) -> None:
     for command in (keys_group, status_cmd, get_cmd, search_cmd, recall_cmd, tx_cmd,
-                    submit_cmd, vote_cmd, challenge_cmd, corroborate_cmd, reinstate_cmd,
-                    cocommit_cmd, api_cmd):
+                    submit_cmd, vote_cmd, *MEMORY_ACTIONS, cocommit_cmd, api_cmd):
         group.add_command(command)
 

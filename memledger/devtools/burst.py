@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import httpx
 from nacl.signing import SigningKey
 
-from memledger.sdk.client import MemLedgerClient, MemLedgerError, NonceSource
+from memledger.sdk import Client, MemLedgerError, NonceSource
 from memledger.sdk.waiting import wait_until
 
 
@@ -41,11 +41,11 @@ def run_burst(api_urls: list[str], key: SigningKey | None, *, writers: int, tota
     any nonce contention).
     """
     if key is None:
-        clients = [MemLedgerClient(api_urls[w % len(api_urls)], key=SigningKey.generate(),
+        clients = [Client(api_urls[w % len(api_urls)], key=SigningKey.generate(),
                                    timeout=60.0) for w in range(writers)]
     else:
         nonces = NonceSource()
-        clients = [MemLedgerClient(url, key=key, nonces=nonces, timeout=60.0)
+        clients = [Client(url, key=key, nonces=nonces, timeout=60.0)
                    for url in api_urls]
     for client in clients:
         client.chain_id  # noqa: B018 - fetch once, before the clock starts

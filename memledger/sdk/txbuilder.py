@@ -7,23 +7,18 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
 from nacl.signing import SigningKey
 
 from memledger.protocol.envelope import encode_tx
 from memledger.protocol.pb import tx_pb2
+from memledger.protocol.txkinds import DECISIONS, LEVELS, kind_named
 
 COCOMMIT_SIGN_PREFIX = b"memledger/cocommit/v1\x00"
-DECISIONS = {
-    "accept": tx_pb2.DECISION_ACCEPT,
-    "reject": tx_pb2.DECISION_REJECT,
-    "abstain": tx_pb2.DECISION_ABSTAIN,
-}
-LEVELS = {
-    "read": tx_pb2.GRANT_LEVEL_READ,
-    "write": tx_pb2.GRANT_LEVEL_WRITE,
-    "modify": tx_pb2.GRANT_LEVEL_MODIFY,
-}
+__all__ = ["COCOMMIT_SIGN_PREFIX", "DECISIONS", "LEVELS", "TxBuilder", "cocommit_core",
+           "confidence_to_ppm", "param_proposal", "scope_proposal", "sign_cocommit",
+           "upgrade_cancel_proposal", "upgrade_proposal", "validator_proposal"]
 
 
 def confidence_to_ppm(confidence: float) -> int:
@@ -44,10 +39,15 @@ class TxBuilder:
     def public_key(self) -> bytes:
         return bytes(self.key.verify_key)
 
-    def _sign(self, nonce: int, **msg: object) -> bytes:
-        body = tx_pb2.TxBody(chain_id=self.chain_id, nonce=nonce, **msg)  # type: ignore[arg-type]
+    def build(self, kind: str, nonce: int, **fields: Any) -> bytes:
+        """Sign a transaction of any kind (a row of memledger.protocol.txkinds) from its
+        fields; an unknown or missing field is a TypeError naming the kind's fields."""
+        row = kind_named(kind)
+        msg = row.message_of(row.checked(fields, f"TxBuilder.build({kind!r})"))
+        body = tx_pb2.TxBody(chain_id=self.chain_id, nonce=nonce, **{row.name: msg})
         return encode_tx(body, self.key)
 
+    # The typed methods below are `build` with the kind's fields as parameters.
     def submit(
         self,
         nonce: int,
@@ -59,54 +59,45 @@ class TxBuilder:
         confidence_ppm: int = 900_000,
         tags: Sequence[str] = (),
     ) -> bytes:
-        data = content.encode()
-        msg = tx_pb2.MemorySubmit(
-            memory_id=memory_id, domain=domain, memory_type=memory_type, content=content,
-            content_hash=hashlib.sha256(data).digest(), confidence_ppm=confidence_ppm,
-            tags=sorted(tags),
-        )
-        return self._sign(nonce, memory_submit=msg)
+        return self.build("memory_submit", nonce, memory_id=memory_id, content=content,
+                          domain=domain, memory_type=memory_type,
+                          confidence_ppm=confidence_ppm, tags=tags)
 
     def vote(self, nonce: int, memory_id: str, decision: str = "accept",
              reason: str = "") -> bytes:
         """A memory vote; `reason` (kept on chain with the vote) needs app version 5+."""
-        msg = tx_pb2.MemoryVote(memory_id=memory_id, decision=DECISIONS[decision],
-                                reason=reason)
-        return self._sign(nonce, memory_vote=msg)
+        return self.build("memory_vote", nonce, memory_id=memory_id, decision=decision,
+                          reason=reason)
 
     def challenge(self, nonce: int, memory_id: str, reason: str = "") -> bytes:
-        return self._sign(nonce, memory_challenge=tx_pb2.MemoryChallenge(
-            memory_id=memory_id, reason=reason))
+        return self.build("memory_challenge", nonce, memory_id=memory_id, reason=reason)
 
     def corroborate(self, nonce: int, memory_id: str) -> bytes:
-        return self._sign(nonce, memory_corroborate=tx_pb2.MemoryCorroborate(memory_id=memory_id))
+        return self.build("memory_corroborate", nonce, memory_id=memory_id)
 
     def reinstate(self, nonce: int, memory_id: str) -> bytes:
-        return self._sign(nonce, memory_reinstate=tx_pb2.MemoryReinstate(memory_id=memory_id))
+        return self.build("memory_reinstate", nonce, memory_id=memory_id)
 
     def grant(self, nonce: int, domain: str, grantee: bytes, level: str,
               expires_height: int = 0) -> bytes:
-        return self._sign(nonce, access_grant=tx_pb2.AccessGrant(
-            domain=domain, grantee=grantee, level=LEVELS[level], expires_height=expires_height))
+        return self.build("access_grant", nonce, domain=domain, grantee=grantee, level=level,
+                          expires_height=expires_height)
 
     def revoke(self, nonce: int, domain: str, grantee: bytes) -> bytes:
-        return self._sign(nonce, access_revoke=tx_pb2.AccessRevoke(domain=domain, grantee=grantee))
+        return self.build("access_revoke", nonce, domain=domain, grantee=grantee)
 
     def cocommit(self, nonce: int, core: bytes, signatures: Sequence[tuple[bytes, bytes]]) -> bytes:
-        msg = tx_pb2.CoCommitSubmit(core=core, signatures=[
-            tx_pb2.CoauthorSignature(public_key=pk, signature=sig) for pk, sig in signatures])
-        return self._sign(nonce, cocommit_submit=msg)
+        return self.build("cocommit_submit", nonce, core=core, signatures=signatures)
 
     # ------------------------------------------------------------ governance
     def propose(self, nonce: int, proposal: tx_pb2.GovPropose) -> bytes:
-        return self._sign(nonce, gov_propose=proposal)
+        return self.build("gov_propose", nonce, proposal=proposal)
 
     def gov_vote(self, nonce: int, proposal_id: str, decision: str = "accept") -> bytes:
-        return self._sign(nonce, gov_vote=tx_pb2.GovVote(proposal_id=proposal_id,
-                                                         decision=DECISIONS[decision]))
+        return self.build("gov_vote", nonce, proposal_id=proposal_id, decision=decision)
 
     def gov_cancel(self, nonce: int, proposal_id: str) -> bytes:
-        return self._sign(nonce, gov_cancel=tx_pb2.GovCancel(proposal_id=proposal_id))
+        return self.build("gov_cancel", nonce, proposal_id=proposal_id)
 
     def raw_body(self, body: tx_pb2.TxBody) -> bytes:
         return encode_tx(body, self.key)
@@ -132,7 +123,8 @@ def cocommit_core(
         tags=sorted(tags), coauthors=sorted(coauthors), agreement_nonce=agreement_nonce,
         not_before_unix_ns=not_before_unix_ns, not_after_unix_ns=not_after_unix_ns,
     )
-    return core.SerializeToString(deterministic=True)
+    signed: bytes = core.SerializeToString(deterministic=True)
+    return signed
 
 
 def sign_cocommit(key: SigningKey, core: bytes) -> tuple[bytes, bytes]:

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memledger.sdk.client import MemLedgerClient
+from memledger.sdk import Client
 from memledger.sdk.keys import Agent
 from memledger.sdk.light import GenesisRoot, LightClient, PinnedRoot
 from memledger.sdk.light.errors import CommitError
@@ -182,7 +182,7 @@ def test_cometbft_light_proxy_agrees(lnet: Testnet, cometbft_bin: Path,
 
 def test_verified_sdk_read_after_the_change(lnet: Testnet) -> None:
     n0 = lnet.node(0)
-    with MemLedgerClient(n0.api_url, key=Agent.generate(), trust=root_of(lnet)) as ml:
+    with Client(n0.api_url, key=Agent.generate(), trust=root_of(lnet)) as ml:
         receipt = ml.submit(None, f"read after a validator change {time.time_ns()}")
         assert receipt.memory_id
         memory = ml.get(receipt.memory_id, verify=True)

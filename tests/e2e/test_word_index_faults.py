@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memledger.sdk.client import MemLedgerClient
+from memledger.sdk import Client
 from memledger.sdk.keys import Agent
 from memledger.sdk.waiting import wait_until
 from memledger.testnet.procs import node_processes
@@ -40,7 +40,7 @@ def _words_indexed_height(runner: NodeRunner) -> int:
     return int(float(found.group(1)))
 
 
-def _submit(ml: MemLedgerClient, prefix: str, text: str, n: int) -> int:
+def _submit(ml: Client, prefix: str, text: str, n: int) -> int:
     """n memories; the height of the last one's block."""
     height: int | None = 0
     for i in range(n):
@@ -66,7 +66,7 @@ def test_word_index_after_a_full_disk_finds_every_memory(tmp_path: Path,
     runner.start()
     try:
         wait_api_ready(runner.api_url)
-        with MemLedgerClient(runner.api_url, key=Agent.generate("words")) as ml:
+        with Client(runner.api_url, key=Agent.generate("words")) as ml:
             _submit(ml, "kestrel", "Kestrels hover into the wind", 2)
             _found_by_text(runner, {"kestrel": ["kestrel-0", "kestrel-1"]})
             (api,) = node_processes(runner.home)["api"]

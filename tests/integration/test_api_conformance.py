@@ -30,7 +30,7 @@ import httpx
 import pytest
 
 from memledger.daemon import cometbft
-from memledger.sdk.client import MemLedgerClient
+from memledger.sdk import Client
 from memledger.sdk.txbuilder import TxBuilder, cocommit_core, param_proposal, sign_cocommit
 from tests.support.chain import seeded_key
 from tests.support.node import NodeRunner, wait_api_ready
@@ -66,9 +66,9 @@ def node(tmp_path_factory: pytest.TempPathFactory, cometbft_bin: Path) -> Iterat
 def _seed(node: NodeRunner) -> None:
     """One record of each kind the read operations serve."""
     validator = cometbft.validator_signing_key(node.home / "cometbft")
-    with MemLedgerClient(node.api_url, key=AUTHOR, chain_id=CHAIN) as author, \
-            MemLedgerClient(node.api_url, key=OTHER, chain_id=CHAIN) as other, \
-            MemLedgerClient(node.api_url, key=validator, chain_id=CHAIN) as val:
+    with Client(node.api_url, key=AUTHOR, chain_id=CHAIN) as author, \
+            Client(node.api_url, key=OTHER, chain_id=CHAIN) as other, \
+            Client(node.api_url, key=validator, chain_id=CHAIN) as val:
         assert author.submit("conf/committed", "the staging DB listens on 5433",
                              tags=["infra", "db"]).committed
         assert val.vote("conf/committed").committed

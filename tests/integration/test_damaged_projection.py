@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from memledger.sdk.client import MemLedgerClient
+from memledger.sdk import Client
 from memledger.sdk.keys import Agent
 from tests.support.node import NodeRunner, memledger, statuses_after_start, wait_api_ready
 
@@ -38,7 +38,7 @@ def test_a_damaged_projection_is_set_aside_and_rebuilt(tmp_path: Path,
     runner.start()
     try:
         wait_api_ready(runner.api_url)
-        with MemLedgerClient(runner.api_url, key=Agent.generate("pd")) as ml:
+        with Client(runner.api_url, key=Agent.generate("pd")) as ml:
             for i, memory_id in enumerate(IDS):
                 assert ml.submit(memory_id, f"projection damage memory {i} " * 20).height
         assert runner.stop() == 0

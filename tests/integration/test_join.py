@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from memledger.daemon.home import NodeHome
-from memledger.sdk.client import MemLedgerClient
+from memledger.sdk import Client
 from memledger.sdk.waiting import wait_until
 from tests.support.chain import seeded_key
 from tests.support.node import REPO, NodeRunner, free_base_port, memledger, wait_api_ready
@@ -38,7 +38,7 @@ def test_init_join_restores_a_snapshot_and_follows_the_chain(tmp_path: Path,
     joiner: subprocess.Popen[str] | None = None
     try:
         wait_api_ready(source.api_url)
-        with MemLedgerClient(source.api_url, key=seeded_key("joiner-test")) as client:
+        with Client(source.api_url, key=seeded_key("joiner-test")) as client:
             for i in range(5):
                 client.submit(f"before-join-{i}", f"written before the second node existed {i}")
         target = _sync_info(source.rpc_url)["latest_block_height"]

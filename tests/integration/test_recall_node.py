@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from memledger.sdk.client import MemLedgerClient
+from memledger.sdk import Client
 from memledger.sdk.keys import Agent
 from memledger.sdk.waiting import wait_until
 from tests.support.node import NodeRunner, memledger, wait_api_ready
@@ -50,8 +50,8 @@ class Env:
         self.node = node
         self.agents = agents
 
-    def client(self, i: int = 0) -> MemLedgerClient:
-        return MemLedgerClient(self.node.api_url, key=self.agents[i])
+    def client(self, i: int = 0) -> Client:
+        return Client(self.node.api_url, key=self.agents[i])
 
     def search(self, q: str, mode: str | None = None, **params: Any) -> list[dict[str, Any]]:
         query: dict[str, Any] = {"q": q, "limit": 10, **params}

@@ -18,7 +18,7 @@ import pytest
 
 from memledger.daemon import cometbft
 from memledger.protocol.pb import tx_pb2
-from memledger.sdk.client import MemLedgerClient
+from memledger.sdk import Client
 from memledger.sdk.txbuilder import TxBuilder
 from tests.support.chain import seeded_key
 from tests.support.node import NodeRunner, wait_api_ready
@@ -121,7 +121,7 @@ def test_raw_and_json_submission_forms(node: NodeRunner) -> None:
         assert resp.json()["status"] == "accepted" and resp.json()["memory_id"] == "r-sync"
         tx_hash = resp.json()["hash"]
         assert resp.headers["location"] == f"/v1/txs/{tx_hash}"
-        with MemLedgerClient(node.api_url) as ml:
+        with Client(node.api_url) as ml:
             assert ml.wait_tx(tx_hash).committed
 
         # the JSON form: fields + signature over the body the client built
@@ -281,8 +281,8 @@ def test_bad_http_input(node: NodeRunner) -> None:
 
 def test_sdk_vote_commits_and_metrics_count_codes(node: NodeRunner) -> None:
     validator = cometbft.validator_signing_key(node.home / "cometbft")
-    with MemLedgerClient(node.api_url, key=AGENT) as agent, \
-            MemLedgerClient(node.api_url, key=validator) as val:
+    with Client(node.api_url, key=AGENT) as agent, \
+            Client(node.api_url, key=validator) as val:
         receipt = agent.submit("r-voted", "a memory the validator accepts", tags=["t"])
         assert receipt.committed and receipt.memory_id == "r-voted"
         assert val.vote("r-voted", "accept", reason="checked by hand").committed

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from memledger.sdk.client import MemLedgerClient, MemLedgerError
+from memledger.sdk import Client, MemLedgerError
 from memledger.sdk.keys import Agent
 from memledger.sdk.waiting import wait_until
 from tests.support.node import REPO, NodeRunner, wait_api_ready
@@ -80,13 +80,13 @@ def env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
             drop_database(pg, dbname)
 
 
-def _status(ml: MemLedgerClient, memory_id: str) -> str:
+def _status(ml: Client, memory_id: str) -> str:
     return ml.get_memory(memory_id).status
 
 
 def test_sdk_submit_voter_commits_search_finds(env: Env) -> None:
     agent = Agent.generate("sdk")
-    with MemLedgerClient(env.node.api_url, key=agent) as ml:
+    with Client(env.node.api_url, key=agent) as ml:
         receipt = ml.submit("sdk-1", "Otters hold hands while sleeping so they do not drift",
                             type="fact", confidence=0.95, tags=["animals", "sleep"])
         assert receipt.committed and receipt.height and receipt.memory_id == "sdk-1"
@@ -199,7 +199,7 @@ def _cometbft_pid(home: Path) -> int:
 
 def test_cometbft_death_stops_node_and_restart_resumes(env: Env) -> None:
     node = env.node
-    with MemLedgerClient(node.api_url, key=Agent.generate("restart")) as ml:
+    with Client(node.api_url, key=Agent.generate("restart")) as ml:
         assert ml.submit("restart-1", "Kingfishers dive from a perch above the water").committed
         wait_until(lambda: _status(ml, "restart-1") == "committed", 30, 0.2, what="voter commit")
         env.committed.append("restart-1")
@@ -210,7 +210,7 @@ def test_cometbft_death_stops_node_and_restart_resumes(env: Env) -> None:
     assert "cometbft exited" in node.output, node.output
     node.start()
     wait_api_ready(node.api_url)
-    with MemLedgerClient(node.api_url) as ml:
+    with Client(node.api_url) as ml:
         assert ml.status().height >= before
         for memory_id in env.committed:
             assert ml.get_memory(memory_id).status == "committed", memory_id

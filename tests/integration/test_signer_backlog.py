@@ -19,7 +19,7 @@ import pytest
 
 from memledger.daemon import cometbft
 from memledger.daemon.home import NodeHome
-from memledger.sdk.client import MemLedgerClient
+from memledger.sdk import Client
 from memledger.sdk.txbuilder import TxBuilder
 from tests.support.chain import seeded_key
 from tests.support.node import NodeRunner, wait_api_ready
@@ -83,7 +83,7 @@ def test_a_full_backlog_is_refused_before_broadcast_and_the_sdk_waits_it_out(
             assert older.status_code == 202, older.text
             assert _in_mempool(runner) == 3
         started = time.monotonic()
-        with MemLedgerClient(runner.api_url, key=AGENT, chain_id=CHAIN) as ml:
+        with Client(runner.api_url, key=AGENT, chain_id=CHAIN) as ml:
             receipt = ml.submit("b-sdk", "the SDK signs again until there is room")
         assert receipt.committed and time.monotonic() - started < 30
         with httpx.Client(base_url=runner.api_url, timeout=30) as api:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from memledger.sdk.client import MemLedgerClient
+from memledger.sdk import Client
 from memledger.sdk.keys import Agent
 from memledger.sdk.waiting import wait_until
 from memledger.testnet.procs import node_processes
@@ -145,7 +145,7 @@ def test_second_start_on_a_busy_home_refuses_at_once(node: NodeRunner) -> None:
 def test_restart_after_sigkill_serves_with_nothing_lost(node: NodeRunner) -> None:
     agent = Agent.generate("kill")
     written: dict[str, tuple[str, int]] = {}
-    with MemLedgerClient(node.api_url, key=agent) as ml:
+    with Client(node.api_url, key=agent) as ml:
         for i in range(3):
             content = f"Kestrels hover facing into the wind, note {i}"
             receipt = ml.submit(f"kill-{i}", content, tags=["birds"])
@@ -161,7 +161,7 @@ def test_restart_after_sigkill_serves_with_nothing_lost(node: NodeRunner) -> Non
     wait_api_ready(node.api_url)
     print(f"\nnode gone {elapsed:.2f}s after SIGKILL; restarted and ready in "
           f"{time.monotonic() - restarted:.1f}s")
-    with MemLedgerClient(node.api_url) as ml:
+    with Client(node.api_url) as ml:
         assert ml.status().height >= height
         for mid, (content, _) in written.items():
             memory = ml.get_memory(mid)
@@ -171,5 +171,5 @@ def test_restart_after_sigkill_serves_with_nothing_lost(node: NodeRunner) -> Non
             assert statuses[mid] in ("proposed", "committed") and memory.status in (
                 statuses[mid], "committed"), (mid, statuses[mid], memory.status)
     # and it is a working node again: a new write commits
-    with MemLedgerClient(node.api_url, key=agent) as ml:
+    with Client(node.api_url, key=agent) as ml:
         assert ml.submit("kill-after", "Written after the restart").committed

@@ -27,9 +27,9 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from memledger.sdk.client import (
-    AsyncMemLedgerClient,
-    MemLedgerClient,
+from memledger.sdk import (
+    AsyncClient,
+    Client,
     Memory,
     ProvenAbsent,
 )
@@ -54,8 +54,8 @@ class Env:
         self.genesis = node.home / "cometbft" / "config" / "genesis.json"
         self.root = GenesisRoot.from_file(self.genesis)
 
-    def sdk(self, url: str | None = None) -> MemLedgerClient:
-        return MemLedgerClient(url or self.node.api_url, key=Agent.generate(), trust=self.root)
+    def sdk(self, url: str | None = None) -> Client:
+        return Client(url or self.node.api_url, key=Agent.generate(), trust=self.root)
 
     def cli(self, *args: str, api: str | None = None) -> subprocess.CompletedProcess[str]:
         env = dict(os.environ, PYTHONPATH=str(REPO), MEMLEDGER_HOME=str(self.node.home))
@@ -197,7 +197,7 @@ def test_honest_node_passes_sdk_and_cli_verification(env: Env) -> None:
         assert err.value.verified_height >= verified.verified_height
 
     async def run() -> Memory:
-        async with AsyncMemLedgerClient(env.node.api_url, trust=env.root) as aml:
+        async with AsyncClient(env.node.api_url, trust=env.root) as aml:
             got = await aml.get(memory.id, verify=True)
             found = [m async for m in aml.search("honest", verify=True)]
             assert [m.id for m in found] == [memory.id]
@@ -419,7 +419,7 @@ def test_an_old_absence_proof_relabelled_as_recent_is_refused(env: Env, tmp_path
                                                 "memory_id": memory_id, "old_record": old,
                                                 "claimed": claimed})
     with serving(ThreadingHTTPServer(("127.0.0.1", 0), handler)) as proxy:
-        with MemLedgerClient(proxy, trust=env.root) as victim:
+        with Client(proxy, trust=env.root) as victim:
             with pytest.raises(HeaderError) as err:
                 victim.get(memory_id, verify=True)
         assert err.value.reason == "wrong_height"

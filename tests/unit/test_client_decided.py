@@ -18,7 +18,7 @@ import httpx
 import pytest
 from nacl.signing import SigningKey
 
-from memledger.sdk.client import AsyncMemLedgerClient, MemLedgerClient, MemLedgerError, TxReceipt
+from memledger.sdk import AsyncClient, Client, MemLedgerError, TxReceipt
 
 KEY = SigningKey(b"\x07" * 32)
 CHAIN = "decided-test"
@@ -50,8 +50,8 @@ def node(statuses: list[str]) -> Callable[[httpx.Request], httpx.Response]:
     return handle
 
 
-def _client(statuses: list[str]) -> MemLedgerClient:
-    return MemLedgerClient("http://node", key=KEY, chain_id=CHAIN,
+def _client(statuses: list[str]) -> Client:
+    return Client("http://node", key=KEY, chain_id=CHAIN,
                            transport=httpx.MockTransport(node(statuses)))
 
 
@@ -81,7 +81,7 @@ def test_undecided_by_the_deadline_is_reported_not_raised() -> None:
 
 def test_async_client_waits_the_same_way() -> None:
     async def run() -> TxReceipt:
-        async with AsyncMemLedgerClient(
+        async with AsyncClient(
                 "http://node", key=KEY, chain_id=CHAIN,
                 transport=httpx.MockTransport(node(["proposed", "deprecated"]))) as ml:
             return await ml.submit("m-1", "some content", wait="decided")

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from memledger.api import ApiSettings
-from memledger.sdk.client import AsyncMemLedgerClient, MemLedgerClient
+from memledger.sdk import AsyncClient, Client
 from tests.support.api import served_api
 from tests.support.chain import LocalChain, seeded_key
 
@@ -36,7 +36,7 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_path_like_ids_read_their_own_memory(base_url: str) -> None:
-    with MemLedgerClient(base_url) as ml:
+    with Client(base_url) as ml:
         for mid in PATH_LIKE:
             memory = ml.get_memory(mid)
             assert memory.id == mid and memory.content == f"the memory called {mid!r}"
@@ -84,7 +84,7 @@ def test_async_client_reads_path_like_ids(base_url: str) -> None:
     ids = ("a/../b", "c/./d", ".", "..")
 
     async def run() -> list[str]:
-        async with AsyncMemLedgerClient(base_url) as ml:
+        async with AsyncClient(base_url) as ml:
             assert await ml.votes("..") == []
             return [(await ml.get_memory(mid)).id for mid in ids]
     assert asyncio.run(run()) == list(ids)
@@ -99,7 +99,7 @@ def test_no_page_is_read_beyond_max_items(base_url: str) -> None:
             asked.append(str(request.url))
             return transport.handle_request(request)
 
-    with MemLedgerClient(base_url, transport=Counting()) as ml:
+    with Client(base_url, transport=Counting()) as ml:
         assert len(list(ml.list_memories(page_size=4, max_items=4))) == 4
         assert len(asked) == 1
         assert len(list(ml.list_memories(page_size=4, max_items=5))) == 5
@@ -116,11 +116,11 @@ def test_proposals_follow_every_page() -> None:
         items, after = pages[request.url.params.get("cursor")]
         return httpx.Response(200, json={"items": items, "next_cursor": after})
 
-    with MemLedgerClient("http://node", transport=httpx.MockTransport(node)) as ml:
+    with Client("http://node", transport=httpx.MockTransport(node)) as ml:
         assert [p["id"] for p in ml.proposals()][-2:] == ["p-499", "p-500"]
 
     async def run() -> list[dict[str, Any]]:
-        async with AsyncMemLedgerClient("http://node",
+        async with AsyncClient("http://node",
                                         transport=httpx.MockTransport(node)) as aml:
             return await aml.proposals()
     assert len(asyncio.run(run())) == 501

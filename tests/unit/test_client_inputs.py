@@ -12,12 +12,12 @@ from typing import Any
 import httpx
 import pytest
 
-from memledger.sdk import txbuilder
-from memledger.sdk.client import (
-    AsyncMemLedgerClient,
-    MemLedgerClient,
+from memledger.sdk import (
+    AsyncClient,
+    Client,
     MemLedgerError,
     cocommit_core,
+    txbuilder,
 )
 from tests.support.chain import seeded_key
 
@@ -51,11 +51,11 @@ class Recorder:
 def _both(answers: dict[str, Any], call: Callable[[Any], Any]) -> tuple[Any, Any, list[str]]:
     """`call` on a sync and on an async client; their results and the paths requested."""
     rec = Recorder(answers)
-    with MemLedgerClient("http://node", transport=httpx.MockTransport(rec)) as ml:
+    with Client("http://node", transport=httpx.MockTransport(rec)) as ml:
         sync = call(ml)
 
     async def run() -> Any:
-        async with AsyncMemLedgerClient("http://node",
+        async with AsyncClient("http://node",
                                         transport=httpx.MockTransport(rec)) as aml:
             return await call(aml)
 
@@ -66,13 +66,13 @@ def _both(answers: dict[str, Any], call: Callable[[Any], Any]) -> tuple[Any, Any
                                  PK + "0", "g" * 64, f"{PK}/../x", 7])
 def test_a_public_key_that_is_no_key_is_refused_before_sending(bad: Any) -> None:
     rec = Recorder(ANSWERS)
-    with MemLedgerClient("http://node", transport=httpx.MockTransport(rec)) as ml, \
+    with Client("http://node", transport=httpx.MockTransport(rec)) as ml, \
             pytest.raises(MemLedgerError) as err:
         ml.account(bad)
     assert err.value.name == "invalid_public_key" and repr(bad) in str(err.value)
 
     async def run() -> None:
-        async with AsyncMemLedgerClient("http://node",
+        async with AsyncClient("http://node",
                                         transport=httpx.MockTransport(rec)) as aml:
             await aml.account(bad)
 
@@ -98,7 +98,7 @@ def test_an_answer_missing_fields_is_a_clear_error() -> None:
     for which in (0, 1):
         with pytest.raises(MemLedgerError) as err:
             _both(answers, lambda ml: ml.account(PK)) if which == 0 else asyncio.run(
-                AsyncMemLedgerClient("http://node", transport=httpx.MockTransport(
+                AsyncClient("http://node", transport=httpx.MockTransport(
                     Recorder(answers))).account(PK))
         assert err.value.name == "unexpected_response" and "Account" in str(err.value)
 
@@ -110,14 +110,14 @@ def _refused(call: Callable[[Any], Any]) -> MemLedgerError:
     from both), having sent nothing."""
     rec = Recorder({})
     names = []
-    with MemLedgerClient("http://node", key=KEY, chain_id="c",
+    with Client("http://node", key=KEY, chain_id="c",
                          transport=httpx.MockTransport(rec)) as ml, \
             pytest.raises(MemLedgerError) as err:
         call(ml)
     names.append(err.value.name)
 
     async def run() -> None:
-        async with AsyncMemLedgerClient("http://node", key=KEY, chain_id="c",
+        async with AsyncClient("http://node", key=KEY, chain_id="c",
                                         transport=httpx.MockTransport(rec)) as aml:
             await call(aml)
 
@@ -152,7 +152,7 @@ def test_a_str_for_tags_in_a_read_is_refused_not_split_into_letters(
         read: Callable[[Any], Any]) -> None:
     # sent as tag=i&tag=n&tag=f&tag=r&tag=a, it matched nothing: an empty answer, no error
     assert _refused(read).name == "invalid_tags"
-    with MemLedgerClient("http://node", transport=httpx.MockTransport(Recorder({}))) as ml, \
+    with Client("http://node", transport=httpx.MockTransport(Recorder({}))) as ml, \
             pytest.raises(MemLedgerError, match="invalid_tags"):
         list(ml.search("staging port", tags="infra"))
 
@@ -201,7 +201,7 @@ def test_confidence_0_and_1_are_sent() -> None:
         return httpx.Response(200, json={"status": "included", "hash": "00" * 32, "code": 0,
                                          "height": 2})
 
-    with MemLedgerClient("http://node", key=KEY, chain_id="c",
+    with Client("http://node", key=KEY, chain_id="c",
                          transport=httpx.MockTransport(answer)) as ml:
         for confidence in (0, 1, 0.5):
             ml.submit(None, f"sure {confidence}", confidence=confidence,

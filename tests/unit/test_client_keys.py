@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memledger.sdk.client import MemLedgerError, NonceSource, TxReceipt, derive_memory_id
+from memledger.sdk import MemLedgerError, NonceSource, TxReceipt, derive_memory_id
 from memledger.sdk.keys import Agent, KeyFileError, key_path, load_agent
 
 

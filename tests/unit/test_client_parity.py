@@ -1,4 +1,4 @@
-"""MemLedgerClient and AsyncMemLedgerClient offer the same public surface.
+"""Client and AsyncClient offer the same public surface.
 
 Every public method of one exists on the other with the same parameters (names, kinds,
 defaults, annotations); the only differences are the ones asyncio itself imposes.
@@ -10,7 +10,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from memledger.sdk.client import AsyncMemLedgerClient, MemLedgerClient
+from memledger.sdk import AsyncClient, Client
 
 #: sync name -> async name: closing, and context management, are spelled by the protocol.
 RENAMED = {"close": "aclose", "__enter__": "__aenter__", "__exit__": "__aexit__"}
@@ -33,14 +33,14 @@ def _params(func: Callable[..., Any]) -> list[tuple[str, Any, Any, Any]]:
 
 
 def test_same_public_names() -> None:
-    sync, aio = set(_public(MemLedgerClient)), set(_public(AsyncMemLedgerClient))
+    sync, aio = set(_public(Client)), set(_public(AsyncClient))
     assert sync == aio, f"only sync: {sorted(sync - aio)}; only async: {sorted(aio - sync)}"
     for sync_name, async_name in RENAMED.items():
-        assert hasattr(MemLedgerClient, sync_name) and hasattr(AsyncMemLedgerClient, async_name)
+        assert hasattr(Client, sync_name) and hasattr(AsyncClient, async_name)
 
 
 def test_same_signatures() -> None:
-    sync, aio = _public(MemLedgerClient), _public(AsyncMemLedgerClient)
+    sync, aio = _public(Client), _public(AsyncClient)
     for name, member in sync.items():  # same names: test_same_public_names
         if name in SYNC_PROPERTY_ASYNC_METHOD:
             assert isinstance(member, property) and inspect.iscoroutinefunction(aio[name])
@@ -50,16 +50,16 @@ def test_same_signatures() -> None:
             continue
         assert _params(member) == _params(aio[name]), name
     for sync_name, async_name in RENAMED.items():
-        assert _params(getattr(MemLedgerClient, sync_name)) == \
-            _params(getattr(AsyncMemLedgerClient, async_name)), sync_name
-    assert _params(MemLedgerClient.__init__) == _params(AsyncMemLedgerClient.__init__)
+        assert _params(getattr(Client, sync_name)) == \
+            _params(getattr(AsyncClient, async_name)), sync_name
+    assert _params(Client.__init__) == _params(AsyncClient.__init__)
 
 
 def test_async_methods_are_awaitable() -> None:
     """Everything that does I/O is a coroutine; iterators are async iterators."""
     iterators = {"list_memories", "search"}
-    for name, member in _public(AsyncMemLedgerClient).items():
+    for name, member in _public(AsyncClient).items():
         if isinstance(member, property) or name in iterators:
             continue
         assert inspect.iscoroutinefunction(member), name
-    assert inspect.isasyncgenfunction(AsyncMemLedgerClient.list_memories)
+    assert inspect.isasyncgenfunction(AsyncClient.list_memories)

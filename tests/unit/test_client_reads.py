@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 
 from memledger.api import ApiSettings
-from memledger.sdk.client import (
-    AsyncMemLedgerClient,
-    MemLedgerClient,
+from memledger.sdk import (
+    AsyncClient,
+    Client,
     MemLedgerConnectionError,
     MemLedgerError,
 )
@@ -36,7 +36,7 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_iterates_all_pages(base_url: str) -> None:
-    with MemLedgerClient(base_url) as ml:
+    with Client(base_url) as ml:
         ids = [m.id for m in ml.list_memories(page_size=5)]
         assert ids == [f"s-{i:02d}" for i in range(COUNT)]
         assert [m.id for m in ml.list_memories(page_size=5, max_items=7)] == ids[:7]
@@ -52,7 +52,7 @@ def test_iterates_all_pages(base_url: str) -> None:
 
 
 def test_errors_carry_the_problem(base_url: str) -> None:
-    with MemLedgerClient(base_url) as ml:
+    with Client(base_url) as ml:
         with pytest.raises(MemLedgerError) as info:
             ml.get_memory("missing")
         assert info.value.status == 404 and info.value.name == "not_found"
@@ -61,14 +61,14 @@ def test_errors_carry_the_problem(base_url: str) -> None:
         assert info.value.status == 422 and "status" in info.value.detail
         with pytest.raises(MemLedgerError, match="no signing key"):
             ml.vote("s-01")
-    with MemLedgerClient("http://127.0.0.1:9") as dead, \
+    with Client("http://127.0.0.1:9") as dead, \
             pytest.raises(MemLedgerConnectionError, match="cannot reach"):
         dead.get_memory("s-01")
 
 
 def test_async_client(base_url: str) -> None:
     async def run() -> list[str]:
-        async with AsyncMemLedgerClient(base_url) as ml:
+        async with AsyncClient(base_url) as ml:
             got = [m.id async for m in ml.search("badgers", page_size=2)]
             assert [m.id async for m in ml.search("badgers", limit=3)] == got[:3]
             assert (await ml.get_memory("s-00")).content == "note 0 on badgers"
@@ -85,7 +85,7 @@ BAD_HASHES = ["", "zz", "../status", "ab" * 32 + "/"]
 def test_a_tx_hash_that_is_none_is_a_clear_error(base_url: str) -> None:
     """"" once asked for /v1/txs/ (a 307) and crashed parsing its empty body; "../status"
     reached another route."""
-    with MemLedgerClient(base_url) as ml:
+    with Client(base_url) as ml:
         for bad in BAD_HASHES:
             with pytest.raises(MemLedgerError) as info:
                 ml.tx(bad)
@@ -96,7 +96,7 @@ def test_a_tx_hash_that_is_none_is_a_clear_error(base_url: str) -> None:
 
     async def run() -> list[str]:
         names = []
-        async with AsyncMemLedgerClient(base_url) as aml:
+        async with AsyncClient(base_url) as aml:
             for bad in BAD_HASHES:
                 with pytest.raises(MemLedgerError) as info:
                     await aml.tx(bad)
@@ -107,6 +107,6 @@ def test_a_tx_hash_that_is_none_is_a_clear_error(base_url: str) -> None:
 
 def test_a_redirect_is_an_error_not_an_answer(base_url: str) -> None:
     """The SDK follows no redirect: a 3xx is raised, not parsed as a document."""
-    with MemLedgerClient(base_url) as ml, pytest.raises(MemLedgerError) as info:
+    with Client(base_url) as ml, pytest.raises(MemLedgerError) as info:
         ml._request("GET", "/v1/txs/")  # Starlette redirects the trailing slash
     assert info.value.status == 307

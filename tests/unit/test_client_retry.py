@@ -7,16 +7,16 @@ import asyncio
 import base64
 import hashlib
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
-from memledger.sdk import client as client_module
-from memledger.sdk.client import (
-    AsyncMemLedgerClient,
-    MemLedgerClient,
+from memledger.sdk import (
+    AsyncClient,
+    Client,
     MemLedgerConnectionError,
     MemLedgerError,
     RetryPolicy,
@@ -66,8 +66,8 @@ def slept(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     async def fake_async_sleep(seconds: float) -> None:
         waits.append(seconds)
 
-    monkeypatch.setattr(client_module.time, "sleep", waits.append)
-    monkeypatch.setattr(client_module.asyncio, "sleep", fake_async_sleep)
+    monkeypatch.setattr(time, "sleep", waits.append)
+    monkeypatch.setattr(asyncio, "sleep", fake_async_sleep)
     return waits
 
 
@@ -78,13 +78,13 @@ def _committed(request: httpx.Request) -> httpx.Response:
                                      "height": 7, "memory_id": "m-1"})
 
 
-def _sync(script: Script, **kw: Any) -> MemLedgerClient:
-    return MemLedgerClient("http://node", key=KEY, chain_id=CHAIN,
+def _sync(script: Script, **kw: Any) -> Client:
+    return Client("http://node", key=KEY, chain_id=CHAIN,
                            transport=httpx.MockTransport(script), **kw)
 
 
-def _async(script: Script, **kw: Any) -> AsyncMemLedgerClient:
-    return AsyncMemLedgerClient("http://node", key=KEY, chain_id=CHAIN,
+def _async(script: Script, **kw: Any) -> AsyncClient:
+    return AsyncClient("http://node", key=KEY, chain_id=CHAIN,
                                 transport=httpx.MockTransport(script), **kw)
 
 
@@ -205,9 +205,9 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     async def fake_async_sleep(seconds: float) -> None:
         fake_sleep(seconds)
 
-    monkeypatch.setattr(client_module.time, "sleep", fake_sleep)
-    monkeypatch.setattr(client_module.time, "monotonic", lambda: now[0])
-    monkeypatch.setattr(client_module.asyncio, "sleep", fake_async_sleep)
+    monkeypatch.setattr(time, "sleep", fake_sleep)
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(asyncio, "sleep", fake_async_sleep)
     return waits
 
 

@@ -106,7 +106,8 @@ def vote_unknown_memory(c: LocalChain) -> bytes:
 
 
 def vote_bad_decision(c: LocalChain) -> bytes:
-    return c.builder(c.validator_keys[0])._sign(1, memory_vote=tx_pb2.MemoryVote(memory_id="m1"))
+    return encode_tx(_body(c, 1, memory_vote=tx_pb2.MemoryVote(memory_id="m1")),
+                     c.validator_keys[0])
 
 
 def content_hash_mismatch(c: LocalChain) -> bytes:

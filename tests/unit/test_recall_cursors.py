@@ -208,7 +208,7 @@ def test_recall_ranks_by_words_on_a_node_without_an_embedder(tmp_path: Path) -> 
 
     from memledger.api import ApiSettings, create_app
     from memledger.devtools.chain import LocalChain, seeded_key
-    from memledger.sdk.client import AsyncMemLedgerClient, MemLedgerClient
+    from memledger.sdk import AsyncClient, Client
 
     chain = LocalChain(tmp_path / "chain")
     key = seeded_key("recall-words")
@@ -225,13 +225,13 @@ def test_recall_ranks_by_words_on_a_node_without_an_embedder(tmp_path: Path) -> 
             return httpx.Response(answer.status_code, headers=answer.headers,
                                   content=answer.content)
 
-        ml = MemLedgerClient("http://testserver", transport=httpx.MockTransport(relay))
+        ml = Client("http://testserver", transport=httpx.MockTransport(relay))
         hits = ml.recall("river", limit=2)
         assert [(m.id, m.mode) for m in hits][:1] == [("best", "text")]
         assert all(m.score and m.score > 0 for m in hits)
 
         async def recall_async() -> list[str]:
-            async with AsyncMemLedgerClient(
+            async with AsyncClient(
                     "http://testserver", transport=httpx.MockTransport(relay)) as aml:
                 return [m.id for m in await aml.recall("river", limit=2)]
         assert asyncio.run(recall_async())[0] == "best"

@@ -1,8 +1,14 @@
-"""Which handler serves which message kind, from which app version (the version gate)."""
+"""Which handler serves which message kind, from which app version (the version gate).
+
+The kinds, their first app versions and the name of each one's handler are rows of
+`memledger.protocol.txkinds`; this module only finds each row's handler in its family's
+`handlers` module. A new kind in an existing family needs no change here.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any
 
 from memledger.consensus.block.context import TxContext
@@ -12,22 +18,31 @@ from memledger.consensus.families.disputes import handlers as disputes
 from memledger.consensus.families.governance import handlers as gov
 from memledger.consensus.families.memory import handlers as memory
 from memledger.protocol.codes import Code, TxError
+from memledger.protocol.txkinds import TX_KINDS, TxKind
 
 Handler = Callable[[TxContext, Any], None]
 
+#: family name (a row's `family`) -> its handlers module
+FAMILIES: Mapping[str, ModuleType] = {
+    "memory": memory, "disputes": disputes, "cocommit": cocommit, "access": access,
+    "governance": gov,
+}
+
+
+def _handler(kind: TxKind) -> Handler:
+    """The row's handler; a row naming a family or function that does not exist fails at
+    import, not on the first tx of that kind."""
+    family = FAMILIES.get(kind.family)
+    handler = getattr(family, kind.handler, None) if family is not None else None
+    if not callable(handler):
+        raise LookupError(f"tx kind {kind.name!r}: no handler {kind.handler!r} in family "
+                          f"{kind.family!r}")
+    return handler  # type: ignore[no-any-return]
+
+
 #: kind -> (first app version that accepts it, handler)
 HANDLERS: dict[str, tuple[int, Handler]] = {
-    "memory_submit": (1, memory.submit),
-    "memory_vote": (1, memory.vote),
-    "memory_challenge": (1, disputes.challenge),
-    "memory_corroborate": (1, disputes.corroborate),
-    "memory_reinstate": (1, disputes.reinstate),
-    "cocommit_submit": (1, cocommit.submit),
-    "access_grant": (1, access.grant),
-    "access_revoke": (1, access.revoke),
-    "gov_propose": (1, gov.propose),
-    "gov_vote": (1, gov.vote),
-    "gov_cancel": (1, gov.cancel),
+    kind.name: (kind.since, _handler(kind)) for kind in TX_KINDS
 }
 
 

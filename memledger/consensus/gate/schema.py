@@ -18,14 +18,18 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import Message
 
 from memledger.consensus import versions
+from memledger.protocol import txkinds
 from memledger.protocol.pb import tx_pb2
 
 
 def fields_unknown_at(app_version: int) -> frozenset[tuple[str, str]]:
-    """The (message type, field) pairs that `app_version`'s binaries did not have."""
+    """The (message type, field) pairs that `app_version`'s binaries did not have: fields
+    added to a kind's message, and whole kinds (TxBody's oneof members) newer than it."""
     body = tx_pb2.TxBody.DESCRIPTOR
     return frozenset((body.fields_by_name[kind].message_type.name, name)
-                     for (kind, name), since in versions.FIELDS.items() if since > app_version)
+                     for (kind, name), since in versions.FIELDS.items() if since > app_version
+                     ) | frozenset((body.name, kind.name) for kind in txkinds.TX_KINDS
+                                   if kind.since > app_version)
 
 
 @cache  # asked once per tx: a dict lookup after the first
