@@ -156,6 +156,19 @@ def test_base_install_has_no_server_side(sdk_python: Path, tmp_path: Path) -> No
     assert size <= MAX_BASE_BYTES, f"the base install grew to {size / 1e6:.1f} MB"
 
 
+def test_command_in_the_base_install_names_the_extra_it_needs(
+        sdk_python: Path, tmp_path: Path) -> None:
+    """The wheel installs the `memledger` command in every install; without the node's
+    packages it says what to install, in one line, instead of a traceback."""
+    done = subprocess.run([str(sdk_python.parent / "memledger"), "--help"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          check=False)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "pip install 'memledger[node]'" in done.stderr, done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+
+
 def test_sdk_from_the_base_install_against_a_real_node(
         node: NodeRunner, sdk_python: Path, tmp_path: Path) -> None:
     node.wait_rpc()
