@@ -19,10 +19,11 @@ import lmdb
 
 from memledger.consensus import versions
 from memledger.consensus.block import genesis, lifecycle
-from memledger.consensus.block.context import BlockInfo, CommittedView, TxBuffer
+from memledger.consensus.block.committed import CommittedView
 from memledger.consensus.block.execute import TxOutcome, process_tx
 from memledger.consensus.block.proposal import order_by_nonce
 from memledger.consensus.families.accounts import nonces
+from memledger.consensus.families.context import BlockInfo, TxBuffer
 from memledger.consensus.faults import FaultPlan, halt
 from memledger.consensus.gate.pending import PendingNonces
 from memledger.consensus.gate.sigverify import SignatureVerifier

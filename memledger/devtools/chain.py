@@ -137,7 +137,7 @@ def apply_direct(chain: LocalChain, mutate: Any) -> None:
     Stands in for a passed governance proposal in unit tests of rules that react to
     roster changes; the governance tests drive the real path.
     """
-    from memledger.consensus.block.context import TxBuffer
+    from memledger.consensus.families.context import TxBuffer
 
     app = chain.app
     original = app.finalize_block

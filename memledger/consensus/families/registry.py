@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from memledger.consensus.block.context import TxContext
 from memledger.consensus.families.access import handlers as access
 from memledger.consensus.families.cocommit import handlers as cocommit
+from memledger.consensus.families.context import TxContext
 from memledger.consensus.families.disputes import handlers as disputes
 from memledger.consensus.families.governance import handlers as gov
 from memledger.consensus.families.memory import handlers as memory
