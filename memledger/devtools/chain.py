@@ -67,7 +67,7 @@ class LocalChain:
         self.halts.append(message)
         raise HaltCalled(message)
 
-    def _open(self) -> MemLedgerApp:
+    def _open(self) -> MemLedgerApp[Projection]:
         store = CanonicalStore(str(self.home / "state"))
         return MemLedgerApp(store, Projection(self.db_url), on_halt=self._halt,
                             verify_helper=self.verify_helper)
