@@ -98,6 +98,8 @@ test-unit: install cometbft cometbft-protos
 
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+	$(PY) scripts/check_private_imports.py
 	$(VENV)/bin/mypy memledger tests bench
 	$(VENV)/bin/mypy scripts
 

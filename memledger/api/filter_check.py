@@ -16,7 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from memledger.api.queries import _MEMORY_COLUMNS, MemoryFilter, apply_filters
+from memledger.api.queries import MEMORY_COLUMNS, MemoryFilter, apply_filters
 from memledger.projection.schema import memories, receipts
 from memledger.recall.follow import projection_height
 
@@ -49,7 +49,7 @@ class FilterCheck:
         else:
             listed = memories.c.id.in_(sa.select(sa.column("value")).select_from(
                 sa.func.json_each(sa.bindparam("ids"))))
-        columns = _MEMORY_COLUMNS if rows is not None else [memories.c.id]
+        columns = MEMORY_COLUMNS if rows is not None else [memories.c.id]
         self._query = apply_filters(sa.select(*columns), flt).where(listed)
         self._query_at_height = apply_filters(sa.select(*columns, _HEIGHT), flt).where(listed)
 

@@ -28,7 +28,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 DRAIN_CAP_FACTOR = 8
 
 
-async def _send_problem(problem: Problem, scope: Scope, send: Send) -> None:
+async def send_problem(problem: Problem, scope: Scope, send: Send) -> None:
     response = problem.response(scope.get("path"))
     response.headers["connection"] = "close"
     await response(scope, _no_receive, send)  # type: ignore[arg-type]
@@ -61,7 +61,7 @@ class BodyLimitMiddleware:
                 try:
                     declared = int(value)
                 except ValueError:
-                    await _send_problem(Problem(400, "bad_request",
+                    await send_problem(Problem(400, "bad_request",
                                                 "Content-Length is not a number"), scope, send)
                     return
         chunks: list[bytes] = []
@@ -82,7 +82,7 @@ class BodyLimitMiddleware:
             if total > self.max_bytes * DRAIN_CAP_FACTOR:
                 break
         if over:
-            await _send_problem(self._too_large(max(total, declared or 0)), scope, send)
+            await send_problem(self._too_large(max(total, declared or 0)), scope, send)
             return
         buffered = b"".join(chunks)
         delivered = False

@@ -72,14 +72,14 @@ def memory_json(row: sa.Row[Any], record: dict[str, Any] | None = None) -> dict[
     }
 
 
-_MEMORY_COLUMNS = [c for c in memories.c]
+MEMORY_COLUMNS = [c for c in memories.c]
 # Built once: re-building a select per request costs ~5x the SQLite lookup itself.
-_BY_ID = sa.select(*_MEMORY_COLUMNS).where(memories.c.id == sa.bindparam("memory_id"))
+MEMORY_BY_ID = sa.select(*MEMORY_COLUMNS).where(memories.c.id == sa.bindparam("memory_id"))
 _EXISTS = sa.select(memories.c.id).where(memories.c.id == sa.bindparam("memory_id"))
 
 
 def get_memory(conn: sa.Connection, memory_id: str) -> dict[str, Any] | None:
-    row = conn.execute(_BY_ID, {"memory_id": memory_id}).first()
+    row = conn.execute(MEMORY_BY_ID, {"memory_id": memory_id}).first()
     return None if row is None else memory_json(row)
 
 
@@ -112,7 +112,7 @@ def list_memories(conn: sa.Connection, flt: MemoryFilter, limit: int, cursor: st
     """One page of memories matching `flt`, and the cursor of the next page (if any).
     `records`, when given, receives each item's parsed canonical record (status reasons
     are derived from them: no second read)."""
-    query = apply_filters(sa.select(*_MEMORY_COLUMNS), flt)
+    query = apply_filters(sa.select(*MEMORY_COLUMNS), flt)
     if flt.q is not None:
         query = query.where(search_clause(conn.dialect.name, flt.q,
                                           ordered_scan=_ordered_scan(conn, flt)))

@@ -29,7 +29,7 @@ from sqlalchemy.dialects.postgresql import TSQUERY
 from memledger.api.filter_check import FilterCheck, Rows
 from memledger.api.problems import Problem
 from memledger.api.queries import (
-    _MEMORY_COLUMNS,
+    MEMORY_COLUMNS,
     MemoryFilter,
     apply_filters,
     memory_json,
@@ -389,7 +389,7 @@ def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
     window = ranked[offset:offset + limit]
     missing = [m for m, _ in window if m not in rows]
     if missing:
-        query = sa.select(*_MEMORY_COLUMNS).where(memories.c.id.in_(missing))
+        query = sa.select(*MEMORY_COLUMNS).where(memories.c.id.in_(missing))
         rows.update((row.id, row) for row in conn.execute(query))
     items = []
     records = {}

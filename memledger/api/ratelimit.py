@@ -16,7 +16,7 @@ import time
 from collections import OrderedDict
 from urllib.parse import parse_qs
 
-from memledger.api.middleware import ASGIApp, Message, Receive, Scope, Send, _send_problem
+from memledger.api.middleware import ASGIApp, Message, Receive, Scope, Send, send_problem
 from memledger.api.problems import Problem
 
 MAX_TRACKED_CLIENTS = 10_000
@@ -114,6 +114,6 @@ class TimeoutMiddleware:
         except TimeoutError:
             if started[0]:
                 return  # headers already sent: nothing sound left to say
-            await _send_problem(Problem(504, "request_timeout",
+            await send_problem(Problem(504, "request_timeout",
                                         f"request took longer than {seconds:.0f} s"),
                                 scope, send)

@@ -145,7 +145,7 @@ def get_memory(conn: sa.Connection, memory_id: str, home: Path | None) -> dict[s
     """queries.get_memory's answer with its `status_reason`, from the same row (a second
     round trip only for a disputed memory)."""
     # queries.get_memory's own statement: the same row, shaped by the same function.
-    row = conn.execute(queries._BY_ID, {"memory_id": memory_id}).first()
+    row = conn.execute(queries.MEMORY_BY_ID, {"memory_id": memory_id}).first()
     if row is None:
         return None
     record = json.loads(row.record)

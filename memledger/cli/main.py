@@ -227,8 +227,8 @@ def app(home: Path, exit_before_commit_height: int, fail_flush_height: int,
         corrupt_snapshot_chunks: bool) -> None:
     """Serve the ABCI application (started by `memledger start`)."""
     from memledger.consensus.faults import FaultPlan
-    from memledger.consensus.main import serve
     from memledger.consensus.versions import SUPPORTED_APP_VERSIONS
+    from memledger.daemon.appproc import serve
 
     node_home = NodeHome(home)
     config = node_home.load()

@@ -18,12 +18,12 @@ import click
 
 from memledger.cli.root import cannot_create, fail
 from memledger.consensus.versions import LATEST_APP_VERSION, SUPPORTED_APP_VERSIONS
+from memledger.daemon.ports import bindable
 from memledger.testnet.layout import (
     DEFAULT_CHAIN_ID,
     PORT_BLOCK,
     PORT_OFFSETS,
     POSTGRES_TEMPLATE,
-    bindable,
     port_block,
 )
 

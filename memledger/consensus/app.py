@@ -1,8 +1,9 @@
 """The ABCI application: method dispatch and the block lifecycle (DESIGN §6).
 
 FinalizeBlock executes every tx against one uncommitted overlay. Commit makes it durable
-in a fixed order — SQL projection (with its receipt), then LMDB — and halts the process
-rather than answer a Commit it could not make durable.
+in a fixed order — the commit sink (the node's SQL projection, with its receipt; the
+app sees it only as `store.sinks.CommitSink`), then LMDB — and halts the process rather
+than answer a Commit it could not make durable.
 """
 
 from __future__ import annotations
@@ -13,28 +14,29 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import lmdb
 
 from memledger.consensus import versions
 from memledger.consensus.block import genesis, lifecycle
-from memledger.consensus.block.context import BlockInfo, CommittedView, TxBuffer
+from memledger.consensus.block.committed import CommittedView
 from memledger.consensus.block.execute import TxOutcome, process_tx
 from memledger.consensus.block.proposal import order_by_nonce
 from memledger.consensus.families.accounts import nonces
+from memledger.consensus.families.context import BlockInfo, TxBuffer
 from memledger.consensus.faults import FaultPlan, halt
 from memledger.consensus.gate.pending import PendingNonces
 from memledger.consensus.gate.sigverify import SignatureVerifier
 from memledger.consensus.gate.txcache import DecodedTxCache
 from memledger.consensus.gate.verifypool import VerifyPool
 from memledger.consensus.query import BACKLOG_PATH, QueryService, answer
+from memledger.consensus.store.sinks import CommitSink
 from memledger.consensus.store.snapshots import SnapshotStore, SnapshotTaker
 from memledger.consensus.store.state import BlockOverlay, CanonicalStore
 from memledger.consensus.store.statesync import StateSync
 from memledger.consensus.versions import INITIAL_APP_VERSION, SUPPORTED_APP_VERSIONS
 from memledger.consensus.wire.interface import BaseApplication
-from memledger.projection.writer import Projection
 from memledger.protocol import records
 from memledger.protocol.codes import CODESPACE, QueryCode
 from memledger.protocol.pb import abci_pb2 as pb
@@ -56,13 +58,18 @@ class _PendingBlock:
     time_ns: int
 
 
-class MemLedgerApp(BaseApplication):
-    """memledger's ABCI 2.0 application."""
+#: the commit sink's type: callers that passed a projection read it back as one
+SinkT = TypeVar("SinkT", bound=CommitSink)
+
+
+class MemLedgerApp(BaseApplication, Generic[SinkT]):
+    """memledger's ABCI 2.0 application; `projection` is the commit sink it flushes
+    every block to before LMDB (the node passes its SQL projection)."""
 
     def __init__(
         self,
         store: CanonicalStore,
-        projection: Projection,
+        projection: SinkT,
         *,
         faults: FaultPlan | None = None,
         on_halt: Callable[[str], None] = halt,

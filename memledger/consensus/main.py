@@ -1,24 +1,27 @@
-"""Start the ABCI application process: open the stores, serve the socket."""
+"""Run the ABCI application in this process: open the store, serve the socket, close.
+
+The commit sink (the node's SQL projection) is the caller's: `open_sink` gets the opened
+store and returns it ready, caught up with that store. `memledger.daemon.appproc` wires
+the projection in; consensus itself imports nothing from the serving side.
+"""
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from memledger.consensus.app import MemLedgerApp
 from memledger.consensus.faults import FaultPlan
+from memledger.consensus.store.sinks import CommitSink
 from memledger.consensus.store.snapshots import SnapshotStore
 from memledger.consensus.store.state import DEFAULT_MAP_SIZE, CanonicalStore
 from memledger.consensus.versions import SUPPORTED_APP_VERSIONS
 from memledger.consensus.wire.server import run
-from memledger.projection.writer import Projection
-
-log = logging.getLogger("memledger.abci")
 
 
 def serve(
     state_dir: Path,
-    db_url: str,
+    open_sink: Callable[[CanonicalStore], CommitSink],
     address: str,
     faults: FaultPlan | None = None,
     supported_versions: frozenset[int] = SUPPORTED_APP_VERSIONS,
@@ -31,17 +34,9 @@ def serve(
     """Block serving ABCI on `address` until SIGINT/SIGTERM."""
     state_dir.mkdir(parents=True, exist_ok=True)
     store = CanonicalStore(str(state_dir), map_size=state_map_bytes)
-    projection = Projection(db_url)
-    receipt = projection.last_receipt()
-    log.info(
-        "canonical state at height %d (app hash %s)%s; projection receipt %s",
-        store.last_height, store.last_app_hash.hex(),
-        " restored by state sync, no block on it yet" if store.restore_unconfirmed else "",
-        receipt,
-    )
-    catch_up_projection(store, projection)
+    sink = open_sink(store)
     snapshots = None if snapshots_dir is None else SnapshotStore(snapshots_dir, snapshot_keep)
-    app = MemLedgerApp(store, projection, faults=faults, supported_versions=supported_versions,
+    app = MemLedgerApp(store, sink, faults=faults, supported_versions=supported_versions,
                        verify_helper=verify_helper, snapshots=snapshots,
                        snapshot_interval=snapshot_interval)
     try:
@@ -51,29 +46,5 @@ def serve(
         if app.snapshot_taker is not None:
             app.snapshot_taker.wait()  # its read transaction must end before the store
         app.verifier.close()
-        projection.close()
+        sink.close()
         store.close()
-
-
-def catch_up_projection(store: CanonicalStore, projection: Projection) -> bool:
-    """Rebuild a projection that is behind canonical state before serving anything.
-
-    Commit writes the projection before LMDB, so a projection is never behind in normal
-    running. It is when a node died between a state-sync restore and the end of its
-    projection rebuild, or its database was lost or replaced: serving it would silently
-    hide committed memories, and replaying blocks cannot fill it (they are not ours to
-    replay). It is derived data, so it is rebuilt from the committed records.
-    Returns whether it rebuilt.
-    """
-    receipt = projection.last_receipt()
-    if store.last_height == 0:
-        return False
-    behind = receipt is None or receipt[0] < store.last_height
-    if not behind and not projection.has_gaps():
-        return False
-    why = "is behind" if behind else "lost blocks below its last one"
-    log.warning("projection %s canonical state (receipt %s, state at height %d): "
-                "rebuilding it from canonical state", why, receipt, store.last_height)
-    count = projection.rebuild_committed(store)
-    log.info("projection rebuilt from %d records at height %d", count, store.last_height)
-    return True

@@ -43,9 +43,9 @@ import httpx
 
 from memledger.daemon import cometbft
 from memledger.daemon.home import HomeInUseError, NodeConfig, NodeHome
+from memledger.daemon.ports import bindable
 from memledger.sdk.rpc import RpcClient, RpcError, laddr_to_url
 from memledger.sdk.waiting import wait_until
-from memledger.testnet.layout import bindable
 
 log = logging.getLogger("memledger.daemon")
 

@@ -67,7 +67,7 @@ class LocalChain:
         self.halts.append(message)
         raise HaltCalled(message)
 
-    def _open(self) -> MemLedgerApp:
+    def _open(self) -> MemLedgerApp[Projection]:
         store = CanonicalStore(str(self.home / "state"))
         return MemLedgerApp(store, Projection(self.db_url), on_halt=self._halt,
                             verify_helper=self.verify_helper)
@@ -137,7 +137,7 @@ def apply_direct(chain: LocalChain, mutate: Any) -> None:
     Stands in for a passed governance proposal in unit tests of rules that react to
     roster changes; the governance tests drive the real path.
     """
-    from memledger.consensus.block.context import TxBuffer
+    from memledger.consensus.families.context import TxBuffer
 
     app = chain.app
     original = app.finalize_block

@@ -25,18 +25,21 @@ import sys
 from multiprocessing.connection import Connection
 from typing import Any
 
+from memledger.consensus.store.sinks import RestoreFeedError
+
 log = logging.getLogger("memledger.projection")
 
 #: seconds the parent waits for an aborted child before killing it
 ABORT_GRACE_S = 30.0
 
 
-class BackgroundRebuildError(RuntimeError):
+class BackgroundRebuildError(RestoreFeedError):
     """The child failed or died; the caller rebuilds in-process instead."""
 
 
 class BackgroundRebuild:
-    """The parent's handle on one child rebuild of the projection at `db_url`."""
+    """The parent's handle on one child rebuild of the projection at `db_url` (the
+    projection's restore feed, `consensus.store.sinks.RestoreFeed`)."""
 
     def __init__(self, db_url: str, state_dir: str) -> None:
         ours, theirs = socket.socketpair()

@@ -18,6 +18,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 
+from memledger.projection.background import BackgroundRebuild
 from memledger.projection.mapping import Batch, add_change
 from memledger.projection.rebuild import CommittedRecords, RecordSource, rebuild
 from memledger.projection.schema import (
@@ -68,7 +69,10 @@ def _is_transient(exc: OperationalError) -> bool:
 
 
 class Projection:
-    """Owns the SQL engine, the schema and the flush/rebuild operations."""
+    """Owns the SQL engine, the schema and the flush/rebuild operations.
+
+    It is the app's commit sink (`consensus.store.sinks.CommitSink`): the node's app
+    process hands it to the app, which flushes each block here before LMDB."""
 
     MAX_ATTEMPTS = 5
 
@@ -110,6 +114,13 @@ class Projection:
         """Whether another process can open this database (not an in-memory SQLite)."""
         url = sa.engine.make_url(self.url)
         return url.get_backend_name() != "sqlite" or sqlite_path(self.url) is not None
+
+    def restore_feed(self, state_dir: str) -> BackgroundRebuild | None:
+        """A child process rebuilding this projection as a state-sync restore stores
+        chunks into `state_dir`; None if no other process can open this database."""
+        if not self.shareable:
+            return None
+        return BackgroundRebuild(self.url, state_dir)
 
     def flush(
         self,

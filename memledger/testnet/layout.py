@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import socket
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from memledger.daemon.home import MAX_PORT, ConfigError, NodeConfig
+from memledger.daemon.ports import bindable
 from memledger.durable import write_atomic
 
 PORT_BLOCK = 32
@@ -257,17 +257,6 @@ def node_config(spec: TestnetSpec, node: NodeSpec, home: Path) -> NodeConfig:
 
 
 # --- free ports ---------------------------------------------------------------------------
-
-
-def bindable(port: int, host: str = "127.0.0.1") -> bool:
-    """True if nothing listens on ``port`` (SO_REUSEADDR ignores TIME_WAIT leftovers)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 def busy_ports(nodes: list[NodeSpec]) -> list[int]:

@@ -111,7 +111,7 @@ class SizedChain(LocalChain):
 
     map_size = DEFAULT_MAP_SIZE
 
-    def _open(self) -> MemLedgerApp:
+    def _open(self) -> MemLedgerApp[Projection]:
         store = CanonicalStore(str(self.home / "state"), map_size=self.map_size)
         return MemLedgerApp(store, Projection(self.db_url), on_halt=self._halt)
 
@@ -301,9 +301,9 @@ def test_postgres_read_only_role_at_startup_refuses_to_serve(tmp_path: Path,
     chain.block(txs[0])
     chain.close()
     pg_role.admin(f'ALTER ROLE "{pg_role.role}" SET default_transaction_read_only = on')
-    # The app process opens the projection at startup (memledger/consensus/main.py serve); on a
-    # read-only database that fails before the ABCI socket is served, in one line that
-    # says the node never replaces a PostgreSQL projection.
+    # The app process opens the projection at startup (memledger/daemon/appproc.py
+    # open_projection); on a read-only database that fails before the ABCI socket is
+    # served, in one line that says the node never replaces a PostgreSQL projection.
     with pytest.raises(ProjectionUnavailable, match="read-only transaction") as refused:
         Projection(pg_role.url)
     assert "never replaced" in str(refused.value) and "\n" not in str(refused.value)

@@ -20,8 +20,8 @@ from typing import cast
 import atheris
 
 with atheris.instrument_imports(include=["memledger"]):
-    from memledger.consensus.block.context import BlockInfo, KeyValueView
     from memledger.consensus.block.execute import process_tx
+    from memledger.consensus.families.context import BlockInfo, KeyValueView
     from memledger.consensus.gate.envelope import decode_tx
     from memledger.protocol.codes import TxError
 

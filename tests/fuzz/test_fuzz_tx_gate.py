@@ -21,8 +21,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from nacl.signing import SigningKey
 
-from memledger.consensus.block.context import BlockInfo, KeyValueView
 from memledger.consensus.block.execute import process_tx
+from memledger.consensus.families.context import BlockInfo, KeyValueView
 from memledger.consensus.families.registry import HANDLERS
 from memledger.consensus.gate.envelope import (
     SignedTx,

@@ -24,7 +24,8 @@ from click.testing import CliRunner
 
 from memledger.cli.main import main
 from memledger.cli.testnet import DEFAULT_TESTNET_BASE, first_free_base_port
-from memledger.testnet.layout import PORT_BLOCK, bindable
+from memledger.daemon.ports import bindable
+from memledger.testnet.layout import PORT_BLOCK
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from memledger.consensus.block.context import TxBuffer
 from memledger.consensus.families.cocommit.record import CoCommitRecord, load
+from memledger.consensus.families.context import TxBuffer
 from memledger.consensus.store import codec
 from memledger.protocol import records
 from memledger.sdk.txbuilder import cocommit_core, sign_cocommit

@@ -19,8 +19,8 @@ import pytest
 from nacl.signing import SigningKey
 
 from memledger.consensus import versions
-from memledger.consensus.block.context import BlockInfo, KeyValueView
 from memledger.consensus.block.execute import process_tx
+from memledger.consensus.families.context import BlockInfo, KeyValueView
 from memledger.consensus.gate.envelope import SignedTx, decode_tx
 from memledger.consensus.gate.schema import body_class
 from memledger.consensus.gate.txcache import DecodedTxCache

@@ -160,7 +160,7 @@ def test_a_full_canonical_state_halts_saying_what_to_raise(tmp_path: Path) -> No
     class Sized(LocalChain):
         map_size = 1 << 20  # 1 MiB
 
-        def _open(self) -> MemLedgerApp:
+        def _open(self) -> MemLedgerApp[Projection]:
             return MemLedgerApp(CanonicalStore(str(self.home / "state"),
                                                map_size=self.map_size),
                                 Projection(self.db_url), on_halt=self._halt)

@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memledger.consensus.block.context import TxBuffer
+from memledger.consensus.families.context import TxBuffer
 from memledger.consensus.store.overlay import merged_prefix
 from memledger.consensus.store.state import CanonicalStore
 

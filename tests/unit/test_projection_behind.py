@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from memledger.consensus.main import catch_up_projection
+from memledger.daemon.appproc import catch_up_projection
 from memledger.devtools.chain import HaltCalled, LocalChain, seeded_key
 from memledger.projection.schema import memories, receipts
 

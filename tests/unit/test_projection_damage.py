@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from memledger.consensus.main import catch_up_projection
 from memledger.consensus.store.state import CanonicalStore
+from memledger.daemon.appproc import catch_up_projection
 from memledger.projection.writer import Projection, ProjectionUnavailable
 from tests.support.chain import LocalChain, seeded_key
 

@@ -12,7 +12,6 @@ import pytest
 
 from memledger import durable
 from memledger.consensus.app import MemLedgerApp
-from memledger.consensus.main import catch_up_projection
 from memledger.consensus.store.snapshots import (
     SnapshotError,
     SnapshotInfo,
@@ -22,6 +21,7 @@ from memledger.consensus.store.snapshots import (
     encode_chunks,
 )
 from memledger.consensus.store.state import CanonicalStore
+from memledger.daemon.appproc import catch_up_projection
 from memledger.projection.writer import Projection
 from memledger.protocol.codes import Code
 from memledger.protocol.pb import abci_pb2 as pb

@@ -16,8 +16,8 @@ from nacl.signing import SigningKey
 
 from memledger.api import queries, reasons
 from memledger.consensus import versions
-from memledger.consensus.block.context import BlockInfo, KeyValueView
 from memledger.consensus.block.execute import process_tx
+from memledger.consensus.families.context import BlockInfo, KeyValueView
 from memledger.consensus.gate.txcache import DecodedTxCache
 from memledger.protocol.codes import Code
 from memledger.protocol.pb import abci_pb2 as pb

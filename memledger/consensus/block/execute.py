@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memledger.consensus.block.context import BlockInfo, KeyValueView, TxBuffer, TxContext
 from memledger.consensus.families import registry
 from memledger.consensus.families.accounts import nonces
+from memledger.consensus.families.context import BlockInfo, KeyValueView, TxBuffer, TxContext
 from memledger.consensus.gate.envelope import SignatureCheck, check_fields_version, decode_tx
 from memledger.consensus.gate.pending import PendingNonces
 from memledger.consensus.gate.txcache import DecodedTxCache

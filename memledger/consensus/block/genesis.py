@@ -17,7 +17,7 @@ from typing import Any
 
 from memledger.consensus import params as chain_params
 from memledger.consensus import versions
-from memledger.consensus.block.context import TxBuffer
+from memledger.consensus.families.context import TxBuffer
 from memledger.consensus.families.governance import scopes, validators
 from memledger.protocol import records
 

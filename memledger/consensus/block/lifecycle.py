@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from memledger.consensus import versions
-from memledger.consensus.block.context import TxBuffer
+from memledger.consensus.families.context import TxBuffer
 from memledger.consensus.families.governance import proposals
 from memledger.consensus.families.governance.kinds import BlockEffects
 from memledger.consensus.families.memory import expiry

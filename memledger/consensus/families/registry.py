@@ -11,9 +11,9 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
-from memledger.consensus.block.context import TxContext
 from memledger.consensus.families.access import handlers as access
 from memledger.consensus.families.cocommit import handlers as cocommit
+from memledger.consensus.families.context import TxContext
 from memledger.consensus.families.disputes import handlers as disputes
 from memledger.consensus.families.governance import handlers as gov
 from memledger.consensus.families.memory import handlers as memory

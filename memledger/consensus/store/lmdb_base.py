@@ -19,25 +19,25 @@ DEFAULT_MAP_SIZE = 64 << 30
 #: LMDB's default key limit is 511 bytes and hidx keys carry a 2-byte bucket prefix.
 MAX_KEY_LEN = 509
 SCHEMA_VERSION = 1
-_U64_MAX = (1 << 64) - 1
+U64_MAX = (1 << 64) - 1
 
 _DB_DATA = b"data"
 _DB_HIDX = b"hidx"
 _DB_TREE = b"tree"
 _DB_META = b"meta"
-_M_HEIGHT = b"height"
-_M_APP_HASH = b"app_hash"
-_M_APP_VERSION = b"app_version"
-_M_SCHEMA = b"schema"
-_M_LOADING = b"loading"
-_M_RESTORING = b"restoring"
+M_HEIGHT = b"height"
+M_APP_HASH = b"app_hash"
+M_APP_VERSION = b"app_version"
+M_SCHEMA = b"schema"
+M_LOADING = b"loading"
+M_RESTORING = b"restoring"
 #: A state-sync restore finished here, and no block has committed on top of it yet: until
 #: one does, CometBFT may not have saved its own state at that height (a stop in between
 #: leaves it with none, and it state-syncs again), so the restore may be redone.
-_M_RESTORED = b"restored_unconfirmed"
+M_RESTORED = b"restored_unconfirmed"
 #: The committed state's bucket-hash layout (commitment.LAYOUTS); absent means 1, the
 #: only layout before app version 6.
-_M_LAYOUT = b"hash_layout"
+M_LAYOUT = b"hash_layout"
 _M_USER = b"u/"
 _WRITER_LOCK = "writer.lock"
 
@@ -58,37 +58,37 @@ class CorruptStoreError(StoreError):
     """On-disk state contradicts itself (e.g. data does not hash to the committed root)."""
 
 
-def _u64(n: int) -> bytes:
+def u64(n: int) -> bytes:
     return n.to_bytes(8, "big")
 
 
-def _node_key(index: int) -> bytes:
+def node_key(index: int) -> bytes:
     return index.to_bytes(4, "big")
 
 
-def _user_meta_key(name: str) -> bytes:
+def user_meta_key(name: str) -> bytes:
     if not isinstance(name, str) or not name:
         raise ValueError("meta name must be a non-empty str")
     return _M_USER + name.encode("utf-8")
 
 
-def _check_key(key: bytes) -> None:
+def check_key(key: bytes) -> None:
     if type(key) is not bytes:
         raise TypeError("keys must be bytes")
     if not 1 <= len(key) <= MAX_KEY_LEN:
         raise ValueError(f"key length must be 1..{MAX_KEY_LEN}, got {len(key)}")
 
 
-def _check_record(key: bytes, value: bytes) -> None:
-    _check_key(key)
+def check_record(key: bytes, value: bytes) -> None:
+    check_key(key)
     if type(value) is not bytes:
         raise TypeError("values must be bytes")
 
 
-_ALL_DBS = (_DB_DATA, _DB_HIDX, _DB_TREE, _DB_META)
+ALL_DBS = (_DB_DATA, _DB_HIDX, _DB_TREE, _DB_META)
 
 
-def _write_rows(txn: lmdb.Transaction, db: Any, rows: Iterable[tuple[bytes, bytes | None]]) -> None:
+def write_rows(txn: lmdb.Transaction, db: Any, rows: Iterable[tuple[bytes, bytes | None]]) -> None:
     """Apply puts (one C-level putmulti, ~2x faster than a put loop) and deletes (None)."""
     puts: list[tuple[bytes, bytes]] = []
     for key, value in rows:
@@ -102,13 +102,13 @@ def _write_rows(txn: lmdb.Transaction, db: Any, rows: Iterable[tuple[bytes, byte
             raise StoreError(f"LMDB stored {added} of {len(puts)} rows")
 
 
-def _layout_of(txn: lmdb.Transaction, meta: Any) -> int:
+def layout_of(txn: lmdb.Transaction, meta: Any) -> int:
     """The bucket-hash layout of the state a transaction sees."""
-    raw = txn.get(_M_LAYOUT, db=meta)
+    raw = txn.get(M_LAYOUT, db=meta)
     return 1 if raw is None else int.from_bytes(raw, "big")
 
 
-def _leaves_from_hidx(txn: lmdb.Transaction, hidx: Any, layout: int,
+def leaves_from_hidx(txn: lmdb.Transaction, hidx: Any, layout: int,
                       skip: frozenset[int] = frozenset()) -> dict[int, bytes]:
     """Stream hidx in (bucket, key) order and hash every bucket not in `skip`."""
     leaves: dict[int, bytes] = {}
@@ -129,12 +129,12 @@ def _leaves_from_hidx(txn: lmdb.Transaction, hidx: Any, layout: int,
     return leaves
 
 
-def _tree_from_hidx(txn: lmdb.Transaction, hidx: Any, layout: int) -> MerkleTree:
+def tree_from_hidx(txn: lmdb.Transaction, hidx: Any, layout: int) -> MerkleTree:
     """The from-scratch tree of everything in hidx, under `layout`."""
-    return MerkleTree.from_leaves(_leaves_from_hidx(txn, hidx, layout))
+    return MerkleTree.from_leaves(leaves_from_hidx(txn, hidx, layout))
 
 
-def _take_writer_lock(path: str) -> int:
+def take_writer_lock(path: str) -> int:
     """Exclusive flock so two writers (processes or stores) never share one directory."""
     fd = os.open(os.path.join(path, _WRITER_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
     try:

@@ -14,21 +14,21 @@ from typing import Any
 import lmdb
 
 from memledger.consensus.store.lmdb_base import (
-    _M_APP_HASH,
-    _M_APP_VERSION,
-    _M_HEIGHT,
-    _M_LAYOUT,
-    _M_LOADING,
-    _M_RESTORED,
-    _M_RESTORING,
+    M_APP_HASH,
+    M_APP_VERSION,
+    M_HEIGHT,
+    M_LAYOUT,
+    M_LOADING,
+    M_RESTORED,
+    M_RESTORING,
     AppHashMismatch,
     CorruptStoreError,
     StoreError,
-    _check_record,
-    _layout_of,
-    _node_key,
-    _tree_from_hidx,
-    _u64,
+    check_record,
+    layout_of,
+    node_key,
+    tree_from_hidx,
+    u64,
 )
 from memledger.consensus.store.snapshot import Snapshot
 from memledger.protocol.commitment import (
@@ -70,10 +70,10 @@ class StoreOffline:
         Writes in chunked transactions for speed, so it is not atomic: a marker in meta makes
         any later open fail until the load completes. A later duplicate key overwrites.
         """
-        self._begin_fill(_M_LOADING, "bulk_load needs an empty, never-committed store")
+        self._begin_fill(M_LOADING, "bulk_load needs an empty, never-committed store")
         buf: list[tuple[bytes, bytes]] = []
         for key, value in items:
-            _check_record(key, value)
+            check_record(key, value)
             buf.append((key, value))
             if len(buf) >= chunk:
                 self._load_chunk(buf)
@@ -81,10 +81,10 @@ class StoreOffline:
         if buf:
             self._load_chunk(buf)
         with self.snapshot() as snap:
-            tree = _tree_from_hidx(snap._txn, self._hidx, layout)
+            tree = tree_from_hidx(snap._txn, self._hidx, layout)
         with self._env.begin(write=True) as txn:
             self._write_full_tree(txn, tree, layout)
-            txn.delete(_M_LOADING, db=self._meta)
+            txn.delete(M_LOADING, db=self._meta)
         self._tree, self._layout = tree, layout
         self._gen += 1
         self._current = None
@@ -97,19 +97,19 @@ class StoreOffline:
 
         A marker makes a crash mid-restore roll back to empty at the next open.
         """
-        self._begin_fill(_M_RESTORING, "a snapshot can only be restored into an empty store")
+        self._begin_fill(M_RESTORING, "a snapshot can only be restored into an empty store")
 
     def restore_chunk(self, records: list[tuple[bytes, bytes]]) -> None:
         """Add one chunk of records (key order is checked by the caller)."""
         for key, value in records:
-            _check_record(key, value)
+            check_record(key, value)
         self._load_chunk(records)
 
     def _begin_fill(self, marker: bytes, refusal: str) -> None:
         """Mark an empty, never-committed store as being filled outside of blocks."""
         self._require_writer()
         with self._env.begin(write=True) as txn:
-            if txn.get(_M_HEIGHT, db=self._meta) is not None or txn.stat(self._data)["entries"]:
+            if txn.get(M_HEIGHT, db=self._meta) is not None or txn.stat(self._data)["entries"]:
                 raise StoreError(refusal)
             txn.put(marker, b"1", db=self._meta)
         self._head = None
@@ -128,7 +128,7 @@ class StoreOffline:
         roots = []
         with self.snapshot() as snap:
             for layout in layouts:
-                tree = _tree_from_hidx(snap._txn, self._hidx, layout)
+                tree = tree_from_hidx(snap._txn, self._hidx, layout)
                 if tree.root == app_hash:
                     break
                 roots.append(tree.root.hex())
@@ -138,11 +138,11 @@ class StoreOffline:
         with self._env.begin(write=True) as txn:
             self._write_full_tree(txn, tree, layout)
             meta = self._meta
-            txn.put(_M_HEIGHT, _u64(height), db=meta)
-            txn.put(_M_APP_HASH, bytes(app_hash), db=meta)
-            txn.put(_M_APP_VERSION, _u64(app_version), db=meta)
-            txn.delete(_M_RESTORING, db=meta)
-            txn.put(_M_RESTORED, b"1", db=meta)
+            txn.put(M_HEIGHT, u64(height), db=meta)
+            txn.put(M_APP_HASH, bytes(app_hash), db=meta)
+            txn.put(M_APP_VERSION, u64(app_version), db=meta)
+            txn.delete(M_RESTORING, db=meta)
+            txn.put(M_RESTORED, b"1", db=meta)
         self._tree, self._layout = tree, layout
         self._unconfirmed = True
         self._head = (height, app_version)
@@ -159,7 +159,7 @@ class StoreOffline:
         """
         if self._unconfirmed is None:
             with self.snapshot() as snap:
-                self._unconfirmed = snap._txn.get(_M_RESTORED, db=self._meta) is not None
+                self._unconfirmed = snap._txn.get(M_RESTORED, db=self._meta) is not None
         return self._unconfirmed
 
     def restore_abort(self) -> None:
@@ -177,8 +177,8 @@ class StoreOffline:
         with self._env.begin(write=True) as txn:
             for db in (self._data, self._hidx, self._tree_db):
                 txn.drop(db, delete=False)
-            for key in (_M_HEIGHT, _M_APP_HASH, _M_APP_VERSION, _M_RESTORING, _M_RESTORED,
-                        _M_LAYOUT):
+            for key in (M_HEIGHT, M_APP_HASH, M_APP_VERSION, M_RESTORING, M_RESTORED,
+                        M_LAYOUT):
                 txn.delete(key, db=self._meta)
 
     def _load_chunk(self, buf: list[tuple[bytes, bytes]]) -> None:
@@ -199,9 +199,9 @@ class StoreOffline:
                 n += 1
             if txn.stat(self._hidx)["entries"] != n:
                 raise CorruptStoreError("hidx has entries with no data")
-            tree = _tree_from_hidx(txn, self._hidx, _layout_of(txn, self._meta))
-            stored = txn.get(_node_key(1), db=self._tree_db) or ZERO_HASH
-            expected = txn.get(_M_APP_HASH, db=self._meta)
+            tree = tree_from_hidx(txn, self._hidx, layout_of(txn, self._meta))
+            stored = txn.get(node_key(1), db=self._tree_db) or ZERO_HASH
+            expected = txn.get(M_APP_HASH, db=self._meta)
         if stored != tree.root or (expected is not None and expected != tree.root):
             raise CorruptStoreError("tree root disagrees with data")
         if self._tree is not None and self._tree.root != tree.root:
@@ -213,8 +213,8 @@ class StoreOffline:
         """Load persisted nodes; rebuild from hidx if missing or inconsistent."""
         with self.snapshot() as snap:
             txn = snap._txn
-            self._layout = _layout_of(txn, self._meta)
-            expected = txn.get(_M_APP_HASH, db=self._meta)
+            self._layout = layout_of(txn, self._meta)
+            expected = txn.get(M_APP_HASH, db=self._meta)
             has_entries = txn.stat(self._hidx)["entries"] > 0
             nodes: list[bytes] | None = [ZERO_HASH] * TREE_SIZE
             for k, v in txn.cursor(db=self._tree_db).iternext():
@@ -239,8 +239,8 @@ class StoreOffline:
         Raises CorruptStoreError if the result contradicts the committed app hash.
         """
         with self.snapshot() as snap:
-            expected = snap._txn.get(_M_APP_HASH, db=self._meta)
-            tree = _tree_from_hidx(snap._txn, self._hidx, self._layout)
+            expected = snap._txn.get(M_APP_HASH, db=self._meta)
+            tree = tree_from_hidx(snap._txn, self._hidx, self._layout)
         if expected is not None and tree.root != expected:
             raise CorruptStoreError(
                 f"hidx root {tree.root.hex()} != committed app hash {expected.hex()}"
@@ -254,5 +254,5 @@ class StoreOffline:
     def _write_full_tree(self, txn: lmdb.Transaction, tree: MerkleTree, layout: int) -> None:
         txn.drop(self._tree_db, delete=False)
         cur = txn.cursor(db=self._tree_db)
-        cur.putmulti([(_node_key(i), h) for i, h in tree.nonzero_nodes()], append=True)
-        txn.put(_M_LAYOUT, _u64(layout), db=self._meta)
+        cur.putmulti([(node_key(i), h) for i, h in tree.nonzero_nodes()], append=True)
+        txn.put(M_LAYOUT, u64(layout), db=self._meta)

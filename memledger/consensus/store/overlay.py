@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memledger.consensus.store.lmdb_base import StaleOverlayError, _check_key, _user_meta_key
+from memledger.consensus.store.lmdb_base import StaleOverlayError, check_key, user_meta_key
 from memledger.protocol.commitment import LAYOUTS
 
 if TYPE_CHECKING:
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
-class _Prepared:
+class Prepared:
     """Everything a block's commit writes, computed once against a fixed committed base."""
 
     changes: list[tuple[bytes, bytes | None]]
@@ -37,7 +37,7 @@ class BlockOverlay:
         self._gen = generation
         self._writes: dict[bytes, bytes | None] = {}
         self._meta: dict[bytes, bytes | None] = {}
-        self._prepared: _Prepared | None = None
+        self._prepared: Prepared | None = None
         self._layout: int | None = None
         self.committed = False
 
@@ -49,7 +49,7 @@ class BlockOverlay:
         return self._store.get(key)
 
     def put(self, key: bytes, value: bytes) -> None:
-        _check_key(key)
+        check_key(key)
         if type(value) is not bytes:
             raise TypeError("values must be bytes")
         self._mutable()
@@ -57,7 +57,7 @@ class BlockOverlay:
         self._prepared = None
 
     def delete(self, key: bytes) -> None:
-        _check_key(key)
+        check_key(key)
         self._mutable()
         self._writes[key] = None
         self._prepared = None
@@ -71,10 +71,10 @@ class BlockOverlay:
         if value is not None and type(value) is not bytes:
             raise TypeError("meta values must be bytes")
         self._mutable()
-        self._meta[_user_meta_key(name)] = value
+        self._meta[user_meta_key(name)] = value
 
     def get_meta(self, name: str) -> bytes | None:
-        key = _user_meta_key(name)
+        key = user_meta_key(name)
         if key in self._meta:
             return self._meta[key]
         return self._store.get_meta(name)
@@ -108,7 +108,7 @@ class BlockOverlay:
         if self.committed:
             raise StaleOverlayError("overlay already committed")
 
-    def _prepare(self) -> _Prepared:
+    def _prepare(self) -> Prepared:
         if self.committed and self._prepared is not None:
             return self._prepared  # changes()/app_hash() stay readable after commit
         self._store._check_current(self)

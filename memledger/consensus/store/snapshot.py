@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 import lmdb
 
 from memledger.consensus.store.lmdb_base import (
-    _M_APP_HASH,
-    _M_APP_VERSION,
-    _M_HEIGHT,
-    _layout_of,
-    _node_key,
-    _user_meta_key,
+    M_APP_HASH,
+    M_APP_VERSION,
+    M_HEIGHT,
+    layout_of,
+    node_key,
+    user_meta_key,
 )
 from memledger.protocol.commitment import (
     NUM_BUCKETS,
@@ -61,7 +61,7 @@ class Snapshot:
                 yield k, v
 
     def _height(self) -> int | None:
-        raw = self._txn.get(_M_HEIGHT, db=self._s._meta)
+        raw = self._txn.get(M_HEIGHT, db=self._s._meta)
         return None if raw is None else int.from_bytes(raw, "big")
 
     @property
@@ -73,19 +73,19 @@ class Snapshot:
     @property
     def last_app_hash(self) -> bytes:
         """App hash of the last commit; before any commit, the root of the stored state."""
-        raw: bytes | None = self._txn.get(_M_APP_HASH, db=self._s._meta)
+        raw: bytes | None = self._txn.get(M_APP_HASH, db=self._s._meta)
         if raw is not None:
             return raw
-        root = self._txn.get(_node_key(1), db=self._s._tree_db)
+        root = self._txn.get(node_key(1), db=self._s._tree_db)
         return ZERO_HASH if root is None else root
 
     @property
     def app_version(self) -> int:
-        raw = self._txn.get(_M_APP_VERSION, db=self._s._meta)
+        raw = self._txn.get(M_APP_VERSION, db=self._s._meta)
         return 0 if raw is None else int.from_bytes(raw, "big")
 
     def get_meta(self, name: str) -> bytes | None:
-        value: bytes | None = self._txn.get(_user_meta_key(name), db=self._s._meta)
+        value: bytes | None = self._txn.get(user_meta_key(name), db=self._s._meta)
         return value
 
     def bucket_entries(
@@ -109,8 +109,8 @@ class Snapshot:
         sibs = []
         i = NUM_BUCKETS + bucket
         while i > 1:
-            node = self._txn.get(_node_key(i ^ 1), db=tree_db)
+            node = self._txn.get(node_key(i ^ 1), db=tree_db)
             sibs.append(ZERO_HASH if node is None else node)
             i >>= 1
-        layout = _layout_of(self._txn, self._s._meta)
+        layout = layout_of(self._txn, self._s._meta)
         return Proof(bucket, tuple(self.bucket_entries(bucket)), tuple(sibs), layout)

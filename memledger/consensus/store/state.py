@@ -32,31 +32,31 @@ from contextlib import contextmanager
 import lmdb
 
 from memledger.consensus.store.lmdb_base import (
-    _ALL_DBS,
-    _M_APP_HASH,
-    _M_APP_VERSION,
-    _M_HEIGHT,
-    _M_LAYOUT,
-    _M_LOADING,
-    _M_RESTORED,
-    _M_RESTORING,
-    _M_SCHEMA,
-    _U64_MAX,
+    ALL_DBS,
     DEFAULT_MAP_SIZE,
+    M_APP_HASH,
+    M_APP_VERSION,
+    M_HEIGHT,
+    M_LAYOUT,
+    M_LOADING,
+    M_RESTORED,
+    M_RESTORING,
+    M_SCHEMA,
     MAX_KEY_LEN,
     SCHEMA_VERSION,
+    U64_MAX,
     AppHashMismatch,
     CorruptStoreError,
     StaleOverlayError,
     StoreError,
-    _leaves_from_hidx,
-    _node_key,
-    _take_writer_lock,
-    _u64,
-    _write_rows,
+    leaves_from_hidx,
+    node_key,
+    take_writer_lock,
+    u64,
+    write_rows,
 )
 from memledger.consensus.store.offline import StoreOffline
-from memledger.consensus.store.overlay import BlockOverlay, _Prepared
+from memledger.consensus.store.overlay import BlockOverlay, Prepared
 from memledger.consensus.store.snapshot import Snapshot
 from memledger.protocol.commitment import (
     ZERO_HASH,
@@ -115,7 +115,7 @@ class CanonicalStore(StoreOffline):
                 raise StoreError(f"{path}: no store to open read-only")
         else:
             os.makedirs(path, exist_ok=True)
-            self._lock_fd = _take_writer_lock(path)
+            self._lock_fd = take_writer_lock(path)
         try:
             self._env = lmdb.open(
                 path,
@@ -143,23 +143,23 @@ class CanonicalStore(StoreOffline):
             if self.readonly:
                 # No explicit txn: py-lmdb then commits the read txn that opens each handle,
                 # which LMDB requires for the handle to outlive it.
-                dbs = [env.open_db(n, create=False) for n in _ALL_DBS]
+                dbs = [env.open_db(n, create=False) for n in ALL_DBS]
             else:
                 with env.begin(write=True) as txn:
-                    dbs = [env.open_db(n, txn=txn, create=True) for n in _ALL_DBS]
-                    schema = txn.get(_M_SCHEMA, db=dbs[3])
+                    dbs = [env.open_db(n, txn=txn, create=True) for n in ALL_DBS]
+                    schema = txn.get(M_SCHEMA, db=dbs[3])
                     if schema is None:
-                        txn.put(_M_SCHEMA, _u64(SCHEMA_VERSION), db=dbs[3])
+                        txn.put(M_SCHEMA, u64(SCHEMA_VERSION), db=dbs[3])
         except lmdb.NotFoundError as exc:
             raise StoreError(f"{self.path}: store not initialised") from exc
         self._data, self._hidx, self._tree_db, self._meta = dbs
         with env.begin() as txn:
-            schema = txn.get(_M_SCHEMA, db=self._meta)
+            schema = txn.get(M_SCHEMA, db=self._meta)
             if schema is not None and int.from_bytes(schema, "big") != SCHEMA_VERSION:
                 raise StoreError(f"unsupported store schema {int.from_bytes(schema, 'big')}")
-            if txn.get(_M_LOADING, db=self._meta) is not None:
+            if txn.get(M_LOADING, db=self._meta) is not None:
                 raise CorruptStoreError("bulk load did not complete; discard this store")
-            interrupted = txn.get(_M_RESTORING, db=self._meta) is not None
+            interrupted = txn.get(M_RESTORING, db=self._meta) is not None
         if interrupted and not self.readonly:
             self._wipe()  # a snapshot restore died half-way: back to empty
 
@@ -266,9 +266,9 @@ class CanonicalStore(StoreOffline):
         tree = self._require_writer()
         self.clear_dead_readers()
         self._check_current(overlay)
-        if type(height) is not int or not 0 <= height <= _U64_MAX:
+        if type(height) is not int or not 0 <= height <= U64_MAX:
             raise ValueError("height must be an int in [0, 2^64)")
-        if type(app_version) is not int or not 0 <= app_version <= _U64_MAX:
+        if type(app_version) is not int or not 0 <= app_version <= U64_MAX:
             raise ValueError("app_version must be an int in [0, 2^64)")
         confirms = self.restore_unconfirmed  # a block on a restore: CometBFT has its state
         prep = overlay._prepare()
@@ -280,14 +280,14 @@ class CanonicalStore(StoreOffline):
             prev = Snapshot(self, txn)._height()
             if prev is not None and height <= prev:
                 raise StoreError(f"height {height} not above committed height {prev}")
-            _write_rows(txn, self._data, prep.changes)
-            _write_rows(txn, self._hidx, [(k, None) for k in prep.hidx_dels])
-            _write_rows(txn, self._hidx, prep.hidx_puts)
-            _write_rows(
+            write_rows(txn, self._data, prep.changes)
+            write_rows(txn, self._hidx, [(k, None) for k in prep.hidx_dels])
+            write_rows(txn, self._hidx, prep.hidx_puts)
+            write_rows(
                 txn,
                 self._tree_db,
                 [
-                    (_node_key(i), None if prep.nodes[i] == ZERO_HASH else prep.nodes[i])
+                    (node_key(i), None if prep.nodes[i] == ZERO_HASH else prep.nodes[i])
                     for i in sorted(prep.nodes)
                 ],
             )
@@ -298,13 +298,13 @@ class CanonicalStore(StoreOffline):
                     txn.delete(mkey, db=meta)
                 else:
                     txn.put(mkey, mval, db=meta)
-            txn.put(_M_HEIGHT, _u64(height), db=meta)
-            txn.put(_M_APP_HASH, bytes(app_hash), db=meta)
-            txn.put(_M_APP_VERSION, _u64(app_version), db=meta)
+            txn.put(M_HEIGHT, u64(height), db=meta)
+            txn.put(M_APP_HASH, bytes(app_hash), db=meta)
+            txn.put(M_APP_VERSION, u64(app_version), db=meta)
             if prep.layout != self._layout:
-                txn.put(_M_LAYOUT, _u64(prep.layout), db=meta)
+                txn.put(M_LAYOUT, u64(prep.layout), db=meta)
             if confirms:
-                txn.delete(_M_RESTORED, db=meta)
+                txn.delete(M_RESTORED, db=meta)
             if self._before_commit is not None:
                 self._before_commit()
         # Durable from here on; only now may the in-memory tree and head move.
@@ -328,7 +328,7 @@ class CanonicalStore(StoreOffline):
             raise StaleOverlayError("overlay was discarded by a newer begin_block()")
 
     def _prepare(self, writes: dict[bytes, bytes | None], layout: int | None = None
-                 ) -> _Prepared:
+                 ) -> Prepared:
         """Effective changes, hash-index edits and tree nodes for a set of writes.
 
         Cost: one prefix scan of hidx per touched bucket plus O(touched * 16) node hashes;
@@ -367,8 +367,8 @@ class CanonicalStore(StoreOffline):
                 if touched or layout != self._layout:
                     leaves[bucket] = bucket_hash(entries.items(), layout)
             if layout != self._layout:
-                leaves.update(_leaves_from_hidx(snap._txn, self._hidx, layout,
+                leaves.update(leaves_from_hidx(snap._txn, self._hidx, layout,
                                                 skip=frozenset(by_bucket)))
         changes.sort()
         nodes = tree.plan(leaves)
-        return _Prepared(changes, hidx_puts, hidx_dels, nodes, tree.plan_root(nodes), layout)
+        return Prepared(changes, hidx_puts, hidx_dels, nodes, tree.plan_root(nodes), layout)

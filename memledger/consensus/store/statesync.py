@@ -10,9 +10,10 @@ Restore rules (docs/SNAPSHOTS.md):
   that matches its hash but does not decode, or breaks key order, condemns the snapshot.
 - After the last chunk, the restored records must hash to the trusted app hash, or the
   snapshot is rejected (REJECT_SNAPSHOT, its senders reported) and nothing of it remains.
-- The SQL projection is rebuilt from the restored records: in a child process fed as
-  each chunk is stored (`projection/background.py`), committed only once the app hash
-  matched; in-process after the check if the child cannot run or fails.
+- The commit sink (the SQL projection) is rebuilt from the restored records: through
+  its restore feed, fed as each chunk is stored (the projection's is a child process,
+  `projection/background.py`), committed only once the app hash matched; in-process
+  after the check if the feed cannot start or fails.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from memledger.consensus import versions
 from memledger.consensus.faults import RESTORE_KILL_POINT
 from memledger.consensus.store.lmdb_base import MAX_KEY_LEN
+from memledger.consensus.store.sinks import CommitSink, RestoreFeed, RestoreFeedError
 from memledger.consensus.store.snapshots import (
     FORMAT,
     SnapshotError,
@@ -35,8 +37,6 @@ from memledger.consensus.store.snapshots import (
 )
 from memledger.consensus.store.state import AppHashMismatch, CanonicalStore
 from memledger.consensus.versions import INITIAL_APP_VERSION
-from memledger.projection.background import BackgroundRebuild, BackgroundRebuildError
-from memledger.projection.writer import Projection
 from memledger.protocol import records
 from memledger.protocol.commitment import LAYOUTS
 from memledger.protocol.pb import abci_pb2 as pb
@@ -55,13 +55,13 @@ class _Restore:
     last_key: bytes = b""
     records: int = 0
     senders: list[str] = field(default_factory=list)
-    builder: BackgroundRebuild | None = None
+    builder: RestoreFeed | None = None
 
 
 class StateSync:
     """ABCI snapshot methods for one store; `snapshots` is None on a node that serves none."""
 
-    def __init__(self, store: CanonicalStore, projection: Projection,
+    def __init__(self, store: CanonicalStore, sink: CommitSink,
                  snapshots: SnapshotStore | None,
                  on_restored: Callable[[], None] = lambda: None,
                  background_rebuild: bool = True,
@@ -69,10 +69,10 @@ class StateSync:
                  ) -> None:
         self.store = store
         self.checkpoint = checkpoint  # fault injection (FaultPlan.maybe_kill)
-        self.projection = projection
+        self.sink = sink
         self.snapshots = snapshots
         self.on_restored = on_restored
-        self.background_rebuild = background_rebuild and projection.shareable
+        self.background_rebuild = background_rebuild
         self._restore: _Restore | None = None
 
     # ----------------------------------------------------------------- serving
@@ -162,7 +162,7 @@ class StateSync:
         if restore.builder is not None and items:
             try:
                 restore.builder.advance(items[-1][0])
-            except BackgroundRebuildError as exc:
+            except RestoreFeedError as exc:
                 log.warning("%s: the projection will be rebuilt after the restore", exc)
                 restore.builder = None
         restore.records += len(items)
@@ -199,11 +199,11 @@ class StateSync:
             restore.builder.abort()
             restore.builder = None
 
-    def _start_builder(self) -> BackgroundRebuild | None:
+    def _start_builder(self) -> RestoreFeed | None:
         if not self.background_rebuild:
             return None
         try:
-            return BackgroundRebuild(self.projection.url, self.store.path)
+            return self.sink.restore_feed(self.store.path)
         except (OSError, RuntimeError) as exc:
             log.warning("no background projection rebuild (%r): rebuilding after the restore",
                         exc)
@@ -214,9 +214,9 @@ class StateSync:
         if restore.builder is not None:
             try:
                 return restore.builder.finish(restore.info.height, restore.trusted_app_hash)
-            except BackgroundRebuildError as exc:
+            except RestoreFeedError as exc:
                 log.warning("%s: rebuilding the projection in-process", exc)
-        return self.projection.rebuild_committed(self.store)  # restore_finish committed it
+        return self.sink.rebuild_committed(self.store)  # restore_finish committed it
 
     def _reject(self, reason: str) -> pb.ResponseApplySnapshotChunk:
         restore = self._restore

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from memledger.consensus import params as chain_params
 from memledger.consensus import versions
-from memledger.consensus.block.context import TxBuffer
+from memledger.consensus.families.context import TxBuffer
 from memledger.protocol import records
 from memledger.protocol.codes import Code, TxError
 from memledger.protocol.limits import MAX_ID_BYTES

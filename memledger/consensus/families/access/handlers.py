@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from memledger.consensus.block.context import TxContext
 from memledger.consensus.families.access.domains import DomainRecord, check_name, is_shared
+from memledger.consensus.families.context import TxContext
 from memledger.protocol import records
 from memledger.protocol.codes import Code, TxError
 from memledger.protocol.pb import tx_pb2

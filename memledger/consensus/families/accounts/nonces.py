@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 from memledger.consensus import params as chain_params
 from memledger.consensus import versions
-from memledger.consensus.block.context import TxBuffer
+from memledger.consensus.families.context import TxBuffer
 from memledger.protocol import records
 from memledger.protocol.codes import Code, TxError
 

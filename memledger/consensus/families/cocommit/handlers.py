@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import hashlib
 
-from memledger.consensus.block.context import BlockInfo, TxContext
 from memledger.consensus.families.access.domains import authorize_write, scope_of
 from memledger.consensus.families.cocommit.record import CoCommitRecord, load
+from memledger.consensus.families.context import BlockInfo, TxContext
 from memledger.consensus.families.memory.record import (
     COCOMMIT_ID_PREFIX,
     new_record,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from memledger.consensus.block.context import TxBuffer
+from memledger.consensus.families.context import TxBuffer
 from memledger.protocol import records
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import NotRequired, TypedDict
 
 from memledger.consensus import versions
-from memledger.consensus.block.context import TxBuffer, TxContext
 from memledger.consensus.families.access.domains import LEVELS, can_modify, is_shared
+from memledger.consensus.families.context import TxBuffer, TxContext
 from memledger.consensus.families.memory.record import MemoryRecord, load, set_status
 from memledger.protocol import records
 from memledger.protocol.codes import Code, TxError

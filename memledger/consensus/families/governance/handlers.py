@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from memledger.consensus import params as chain_params
-from memledger.consensus.block.context import TxContext
+from memledger.consensus.families.context import TxContext
 from memledger.consensus.families.governance import kinds, proposals, validators
 from memledger.consensus.families.governance.record import ProposalRecord, load_proposal
 from memledger.consensus.families.memory.record import DECISIONS

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from memledger.consensus import versions
-from memledger.consensus.block.context import TxBuffer
+from memledger.consensus.families.context import TxBuffer
 from memledger.consensus.families.governance import kinds, validators
 from memledger.consensus.families.governance.kinds import BlockEffects, Execution
 from memledger.consensus.families.governance.record import GovState, ProposalRecord, UpgradePlan

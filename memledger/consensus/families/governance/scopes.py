@@ -11,8 +11,8 @@ from typing import Any
 
 from memledger.consensus import params as chain_params
 from memledger.consensus import versions
-from memledger.consensus.block.context import TxBuffer
 from memledger.consensus.families.access.domains import check_name
+from memledger.consensus.families.context import TxBuffer
 from memledger.consensus.families.governance.record import ScopeRecord
 from memledger.protocol import records
 from memledger.protocol.codes import Code, TxError

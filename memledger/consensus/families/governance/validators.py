@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memledger.consensus.block.context import TxBuffer
+from memledger.consensus.families.context import TxBuffer
 from memledger.protocol import records
 
 

@@ -13,7 +13,7 @@ O(expiring) per block, whatever the number of open ballots.
 from __future__ import annotations
 
 from memledger.consensus import params as chain_params
-from memledger.consensus.block.context import TxBuffer
+from memledger.consensus.families.context import TxBuffer
 from memledger.consensus.families.memory import ballots
 from memledger.consensus.families.memory.record import MemoryRecord, set_status
 from memledger.consensus.store import codec

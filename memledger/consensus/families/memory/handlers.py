@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from memledger.consensus import versions
-from memledger.consensus.block.context import TxContext
 from memledger.consensus.families.access.domains import authorize_write, check_name
+from memledger.consensus.families.context import TxContext
 from memledger.consensus.families.governance import validators
 from memledger.consensus.families.memory import ballots, expiry, quorum
 from memledger.consensus.families.memory.record import (

@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any, NotRequired, TypedDict
 
-from memledger.consensus.block.context import TxBuffer, TxContext
 from memledger.consensus.families.access.domains import check_name
+from memledger.consensus.families.context import TxBuffer, TxContext
 from memledger.consensus.families.memory import quorum
 from memledger.protocol import records
 from memledger.protocol.codes import Code, TxError

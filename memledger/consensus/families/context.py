@@ -6,13 +6,12 @@ guarantee: a rejected tx leaves no trace in the block, whatever the handler did.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from memledger.consensus.store import codec
 from memledger.consensus.store.overlay import merged_prefix
-from memledger.consensus.store.state import CanonicalStore
 
 
 class KeyValueView(Protocol):
@@ -105,32 +104,3 @@ class TxContext:
     def emit(self, event_type: str, /, **attributes: str | int) -> None:
         """Record an ABCI event; attributes keep call order (deterministic)."""
         self.events.append((event_type, [(k, str(v)) for k, v in attributes.items()]))
-
-
-class CommittedView:
-    """Committed state seen as a read-only view (CheckTx runs processTx against it).
-
-    `pending` lays the genesis writes over the store until the first block commits them,
-    so CheckTx before block 1 judges against the state that block will run on.
-    """
-
-    def __init__(self, store: CanonicalStore,
-                 pending: Mapping[bytes, bytes | None] | None = None) -> None:
-        self._store = store
-        self._pending = pending or {}
-
-    def get(self, key: bytes) -> bytes | None:
-        if key in self._pending:
-            return self._pending[key]
-        return self._store.get(key)
-
-    def iter_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        if not self._pending:
-            return self._store.iter_prefix(prefix)
-        return merged_prefix(self._store.iter_prefix(prefix), self._pending, prefix)
-
-    def put(self, key: bytes, value: bytes) -> None:  # pragma: no cover - guarded
-        raise RuntimeError("committed view is read-only")
-
-    def delete(self, key: bytes) -> None:  # pragma: no cover - guarded
-        raise RuntimeError("committed view is read-only")
