@@ -42,14 +42,9 @@ MAX_BASE_BYTES = 25_000_000
 AGENT_SCRIPT = r'''
 import json, sys, time
 import memledger
-from memledger.sdk.keys import Agent
+from memledger import Agent, Client
 from memledger.sdk.light import GenesisRoot
-try:
-    from memledger import Client
-    entry = "memledger.Client"
-except ImportError:  # until the package root re-exports the client
-    from memledger.sdk.client import MemLedgerClient as Client
-    entry = "memledger.sdk.client.MemLedgerClient"
+entry = f"{Client.__module__}.{Client.__qualname__}"
 
 api, genesis, content = sys.argv[1:4]
 with Client(api, key=Agent.generate(), trust=GenesisRoot.from_file(genesis)) as ml:
@@ -180,6 +175,7 @@ def test_sdk_from_the_base_install_against_a_real_node(
     print(f"\nclean venv: {out}")
     assert Path(out["package"]).is_relative_to(site_packages(sdk_python)), out["package"]
     assert not Path(out["package"]).is_relative_to(REPO), "imported the checkout, not the wheel"
+    assert out["entry"] == "memledger.sdk.sync.Client", out
     assert out["decided"] == "committed", out
     assert out["memory_id"] in out["recalled"], out
     assert out["content"] == content and out["status"] == "committed", out
