@@ -40,11 +40,13 @@ fail = cli_root.fail  # one line on stderr (JSON with --json), exit status 1
 @contextmanager
 def errors_as_messages() -> Iterator[None]:
     """SDK, key-file and input errors become one stderr line and exit status 1."""
-    from memledger.sdk.client import MemLedgerError
+    from memledger.sdk.client import MemLedgerConnectionError, MemLedgerError
     from memledger.sdk.keys import KeyFileError
 
     try:
         yield
+    except MemLedgerConnectionError as exc:
+        fail(connection_failure(exc), name="connection_error")
     except MemLedgerError as exc:
         fail(str(exc), name=exc.name or None, code=exc.code, status=exc.status or None)
     except KeyFileError as exc:
@@ -53,6 +55,18 @@ def errors_as_messages() -> Iterator[None]:
         fail(str(exc), name="config_error")
     except (ValueError, OSError) as exc:
         fail(str(exc))
+
+
+def connection_failure(exc: Exception) -> str:
+    """The line for an SDK connection error: a node that refuses connections (it is not
+    running, most often) is told how to start one (cli_root.no_node_answers); a node
+    that went silent keeps the SDK's own words."""
+    import httpx
+
+    cause = exc.__context__
+    if isinstance(cause, (httpx.ConnectError, httpx.ConnectTimeout)):
+        return cli_root.http_failure(cause)
+    return str(exc)
 
 
 def emit(data: Any, as_json: bool, human: str) -> None:
@@ -109,11 +123,14 @@ submit_wait_option = click.option(
 
 
 def load_key(name: str) -> Agent:
-    from memledger.sdk.keys import KeyFileError, key_path, load_agent
+    from memledger.sdk.keys import KeyFileError, key_names, key_path, load_agent
 
     if name == "default" and not key_path(name).exists():
+        names = key_names()
+        which = (f"; keys there: {', '.join(names)}" if names else
+                 " (e.g. --key alice, made by `memledger keys new alice`)")
         raise KeyFileError(f"no --key given and no default key at {key_path(name)}: pass "
-                           "--key NAME (e.g. --key alice, made by `memledger keys new alice`)")
+                           f"--key NAME{which}")
     return load_agent(name)
 
 

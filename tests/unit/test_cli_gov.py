@@ -94,7 +94,10 @@ def test_node_down_is_one_error_line(home: Path, name: str) -> None:
     result = _gov(home, NETWORK_COMMANDS[name])
     assert result.exit_code == 1
     assert _error_line(result).startswith(
-        f"memledger: error: cannot reach http://127.0.0.1:{CLOSED_PORT}: ConnectError")
+        f"memledger: error: no node answers at http://127.0.0.1:{CLOSED_PORT} (ConnectError")
+    assert _error_line(result).endswith(
+        f": start it with `memledger start --home {home}` (or `make run` in a source "
+        "checkout), or pass --rpc with a running node's address")
 
 
 @pytest.mark.parametrize("name", sorted(NETWORK_COMMANDS))
@@ -103,7 +106,7 @@ def test_node_down_with_json_is_a_json_error(home: Path, name: str) -> None:
     result = _gov(home, NETWORK_COMMANDS[name], "--json")
     assert result.exit_code == 1 and result.stdout == ""
     doc = json.loads(_error_line(result))
-    assert doc["name"] == "connection_error" and "cannot reach" in doc["error"]
+    assert doc["name"] == "connection_error" and "no node answers at" in doc["error"]
 
 
 @pytest.mark.parametrize("args, option", [
@@ -148,7 +151,7 @@ def test_the_largest_uint64_values_are_taken(home: Path) -> None:
                  ["propose", "upgrade", "v9", "--app-version", U64_MAX, "--height", U64_MAX]):
         result = _gov(home, args)
         assert result.exit_code == 1
-        assert "cannot reach" in _error_line(result)
+        assert "no node answers at" in _error_line(result)
 
 
 def test_an_unreadable_validator_key_is_one_line(home: Path) -> None:
