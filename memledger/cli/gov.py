@@ -23,6 +23,7 @@ from memledger.consensus.families.governance.proposals import last_vote_height
 from memledger.consensus.params import PARAMS
 from memledger.daemon import cometbft
 from memledger.daemon.home import NodeHome
+from memledger.protocol.codes import NEXT_STEPS, Code
 from memledger.protocol.pb import tx_pb2
 from memledger.protocol.records import VALIDATORS, VALSET_PENDING
 from memledger.sdk.light.header import FLAG_COMMIT
@@ -118,6 +119,22 @@ def _fail(message: str) -> NoReturn:
     fail(message)
 
 
+def _rejected(what: str, result: dict[str, Any]) -> NoReturn:
+    """A refused gov tx: its code's name and number (a bare number was all it said), the
+    ledger's log, and what to do about it where the code table says (e.g. who may
+    propose, and how a key becomes a validator)."""
+    code = int(result["code"])
+    try:
+        known: Code | None = Code(code)
+    except ValueError:
+        known = None
+    name = known.slug if known is not None else f"unknown_{code}"
+    message = f"{what} rejected: {name} (code {code}): {result['log']}"
+    if known is not None and known in NEXT_STEPS:
+        message += f". {NEXT_STEPS[known]}"
+    fail(message, name=name, code=code)
+
+
 def _ctx(home: Path, rpc: str | None) -> GovContext:
     try:
         return GovContext(home, rpc)
@@ -142,7 +159,7 @@ def _submit(ctx: GovContext, proposal: tx_pb2.GovPropose, summary: str, yes: boo
         _fail("aborted")
     result = ctx.broadcast(builder.propose(time.time_ns(), proposal))
     if result["code"]:
-        _fail(f"proposal rejected (code {result['code']}): {result['log']}")
+        _rejected("proposal", result)
     pid = next((a["value"] for e in result["events"] if e["type"] == "proposal"
                 for a in e["attributes"] if a["key"] == "id"), None)
     result["proposal_id"] = pid
@@ -315,7 +332,7 @@ def vote(home: Path, rpc: str | None, proposal_id: str, decision: str, yes: bool
     mapped = {"yes": "accept", "no": "reject", "abstain": "abstain"}[decision]
     result = ctx.broadcast(ctx.builder().gov_vote(time.time_ns(), proposal_id, mapped))
     if result["code"]:
-        _fail(f"vote rejected (code {result['code']}): {result['log']}")
+        _rejected("vote", result)
     click.echo(json.dumps(result, indent=2) if as_json else
                f"voted {decision} on {proposal_id} at height {result['height']}")
 
@@ -333,7 +350,7 @@ def cancel(home: Path, rpc: str | None, proposal_id: str, yes: bool, as_json: bo
         _fail("aborted")
     result = ctx.broadcast(ctx.builder().gov_cancel(time.time_ns(), proposal_id))
     if result["code"]:
-        _fail(f"cancel rejected (code {result['code']}): {result['log']}")
+        _rejected("cancel", result)
     click.echo(json.dumps(result, indent=2) if as_json else f"cancelled {proposal_id}")
 
 
