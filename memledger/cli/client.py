@@ -14,7 +14,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, is_dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -24,7 +24,7 @@ from memledger.cli import root as cli_root
 from memledger.daemon.home import DEFAULT_HOME, ConfigError, NodeHome
 
 if TYPE_CHECKING:
-    from memledger.sdk.client import MemLedgerClient, TxReceipt
+    from memledger.sdk.client import MemLedgerClient, Memory, TxReceipt
     from memledger.sdk.keys import Agent
     from memledger.sdk.light import TrustRoot
 
@@ -189,6 +189,49 @@ def describe_memory(m: Any) -> str:
         m.content or "",
     ]
     return "\n".join(lines)
+
+
+#: characters of content a list view shows of each memory
+PREVIEW_CHARS = 60
+
+
+def preview(content: str | None, width: int = PREVIEW_CHARS) -> str:
+    """Content on one line of a list view: quoted, and when cut, marked as cut (an
+    ellipsis after the quote, then the full length) so no one reads the start as the
+    whole memory (`memledger get ID` shows it all)."""
+    text = content or ""
+    if len(text) <= width:
+        return repr(text)
+    return f"{text[:width]!r}… ({len(text)} chars)"
+
+
+def search_line(m: Any) -> str:
+    """One memory in `memledger search`'s list."""
+    return f"{m.id}  [{m.status}]  {m.domain}  {preview(m.content)}"
+
+
+def recall_line(m: Any) -> str:
+    """One hit in `memledger recall`'s list, its score first."""
+    return (f"{m.score if m.score is not None else 0:.4f}  {m.id}  [{m.status}]  "
+            f"{preview(m.content)}")
+
+
+def _with_reason(ml: MemLedgerClient, verified: Memory) -> Memory:
+    """A verified memory with the `status_reason` the node gives for it. The reason is
+    derived by the node when read (not a record the proof covers), so a verified read
+    comes without one; it is the node's reading of the same status, taken only if the
+    node still reports that status."""
+    from memledger.sdk.client import MemLedgerError
+
+    if verified.status_reason is not None:
+        return verified
+    try:
+        served = ml.get_memory(verified.id)
+    except MemLedgerError:
+        return verified
+    if served.status != verified.status:
+        return verified
+    return replace(verified, status_reason=served.status_reason)
 
 
 def _read_content(content: str) -> str:
@@ -358,9 +401,13 @@ def get_cmd(memory_id: str, api: str | None, home: Path, as_json: bool, verify: 
             verifying_client(api, home, genesis, trust_height, trust_hash, rpc_url, trust_store)
             if verify else client(api, home)) as ml:
         memory = ml.get(memory_id, verify=verify)
+        if verify:
+            memory = _with_reason(ml, memory)
     human = describe_memory(memory)
     if memory.verified_height is not None:
         human += f"\n\nverified: committed state at height {memory.verified_height}"
+        if memory.status_reason:
+            human += " (why: is the node's reading of it, not part of the proof)"
     emit(memory, as_json, human)
 
 
@@ -395,8 +442,7 @@ def search_cmd(query: str | None, domain: str | None, status: str | None, type_:
             mode="words" if query is not None else None))
         if verify:
             found = [ml.verify_memory(m) for m in found]
-    lines = [f"{m.id}  [{m.status}]  {m.domain}  {(m.content or '')[:60]!r}" for m in found]
-    emit(found, as_json, "\n".join(lines) or "no memories found")
+    emit(found, as_json, "\n".join(search_line(m) for m in found) or "no memories found")
 
 
 @click.command("recall")
@@ -431,9 +477,7 @@ def recall_cmd(query: str, mode: str | None, domain: str | None, status: str | N
         found = ml.recall(query, mode=mode, limit=limit, domain=domain, status=status,
                           type=type_, author=author, tags=tags,
                           include_disputed=include_disputed, verify=verify)
-    lines = [f"{m.score if m.score is not None else 0:.4f}  {m.id}  [{m.status}]  "
-             f"{(m.content or '')[:60]!r}" for m in found]
-    emit(found, as_json, "\n".join(lines) or "no memories found")
+    emit(found, as_json, "\n".join(recall_line(m) for m in found) or "no memories found")
 
 
 @click.command("tx")

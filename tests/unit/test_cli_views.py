@@ -1,0 +1,33 @@
+"""What the CLI's list views print of each memory (issue 34): content cut to a preview is
+marked as cut, with its full length, so a reader never takes the start for the whole."""
+
+from __future__ import annotations
+
+from memledger.cli.client import PREVIEW_CHARS, preview, recall_line, search_line
+from memledger.sdk.client import Memory
+
+
+def _memory(content: str | None, score: float | None = None) -> Memory:
+    return Memory(id="m1", domain="general", author="a" * 64, type="fact", content=content,
+                  content_hash="", confidence_ppm=900_000, tags=[], status="committed",
+                  submitted_height=3, submitted_time_ns=0, decided_height=4, score=score)
+
+
+def test_content_that_fits_is_shown_whole_without_a_mark() -> None:
+    exact = "x" * PREVIEW_CHARS
+    assert preview(exact) == repr(exact)
+    assert preview("short") == "'short'" and preview(None) == "''"
+
+
+def test_cut_content_is_marked_with_an_ellipsis_and_its_length() -> None:
+    text = "y" * (PREVIEW_CHARS + 1)
+    assert preview(text) == f"{'y' * PREVIEW_CHARS!r}… ({PREVIEW_CHARS + 1} chars)"
+    # the mark stays outside the quotes: content that itself ends in … is not taken for it
+    assert preview("…" * 70).startswith(repr("…" * PREVIEW_CHARS) + "… (70 chars)")
+
+
+def test_search_and_recall_lines_use_the_marked_preview() -> None:
+    long = "The staging DB is on port 5433, behind the VPN, reachable from CI only " * 2
+    assert search_line(_memory(long)) == f"m1  [committed]  general  {preview(long)}"
+    assert recall_line(_memory(long, 0.5)) == f"0.5000  m1  [committed]  {preview(long)}"
+    assert search_line(_memory(long)).endswith(f"… ({len(long)} chars)")
