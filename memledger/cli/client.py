@@ -131,7 +131,45 @@ def load_key(name: str) -> Agent:
                  " (e.g. --key alice, made by `memledger keys new alice`)")
         raise KeyFileError(f"no --key given and no default key at {key_path(name)}: pass "
                            f"--key NAME{which}")
-    return load_agent(name)
+    try:
+        return load_agent(name)
+    except KeyFileError as exc:
+        if _key_from_environment(name):  # else a stale export reads as a typo of theirs
+            raise KeyFileError(f"{exc} (the name came from $MEMLEDGER_KEY)") from None
+        raise
+
+
+def _key_from_environment(name: str) -> bool:
+    """Whether the running command's --key (or --coauthor's submitter) is `name` from
+    $MEMLEDGER_KEY rather than from its command line."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or ctx.params.get("key") != name:
+        return False
+    return ctx.get_parameter_source("key") is click.core.ParameterSource.ENVIRONMENT
+
+
+def check_tags(tags: tuple[str, ...] | list[str]) -> None:
+    """Refuse tags the ledger would refuse, before signing, naming the limits (else a
+    stopped node hid the problem behind its own, and a running one spent a round trip)."""
+    from memledger.protocol.codes import NEXT_STEPS, Code
+    from memledger.protocol.limits import MAX_TAG_BYTES, MAX_TAGS
+    from memledger.sdk.client import MemLedgerError
+
+    limits = NEXT_STEPS[Code.INVALID_TAG]
+    code, why = Code.INVALID_TAG, ""
+    if len(tags) > MAX_TAGS:
+        code, why = Code.TOO_MANY_TAGS, f"{len(tags)} tags"
+    for tag in tags if not why else ():
+        size = len(tag.encode("utf-8", "surrogatepass"))
+        if not tag or size > MAX_TAG_BYTES or "\x00" in tag:
+            why = f"tag {tag[:40]!r} is {size} bytes" + (" with a NUL" if "\x00" in tag else "")
+            break
+    if not why and len(set(tags)) != len(tags):
+        twice = next(tag for tag in tags if tags.count(tag) > 1)
+        why = f"tag {twice[:40]!r} is given twice"
+    if why:
+        raise MemLedgerError(f"{code.slug} (code {int(code)}): {why}. {limits}",
+                             code=int(code), name=code.slug, detail=f"{why}. {limits}")
 
 
 def client(api: str | None, home: Path, key: Any = None) -> MemLedgerClient:
@@ -253,8 +291,12 @@ def keys_new(name: str, force: bool, as_json: bool) -> None:
     from memledger.sdk.keys import Agent, key_path
 
     with errors_as_messages():
+        path = key_path(name)
+        if path.exists() and not force:
+            fail(f"key {name} already exists at {path}: use it as --key {name}, or pass "
+                 "--force to replace it (its identity is lost for good)", name="key_file")
         agent = Agent.generate(Path(name).stem)
-        path = agent.save(key_path(name), overwrite=force)
+        path = agent.save(path, overwrite=force)
     emit({"name": agent.name, "public_key": agent.public_key_hex, "path": str(path)}, as_json,
          f"created key {agent.name}: {agent.public_key_hex}\n  file: {path}")
 
@@ -519,6 +561,7 @@ def submit_cmd(content: str, memory_id: str | None, domain: str, type_: str, con
         agent = load_key(key)
         text = _read_content(content)
         check_content(text)  # before anything is signed or sent
+        check_tags(tags)
         with client(api, home, agent) as ml:
             if print_tx:
                 _print_signed_submit(ml, agent, memory_id, text, domain, type_, confidence,
@@ -676,6 +719,7 @@ def cocommit_cmd(content: str, coauthors: tuple[str, ...], domain: str, type_: s
     with errors_as_messages():
         text = _read_content(content)
         check_content(text)  # before anything is signed or sent
+        check_tags(tags)
         submitter = load_key(key or coauthors[0])
         signers = {submitter.public_key: submitter}
         for name in coauthors:

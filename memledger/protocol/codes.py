@@ -177,6 +177,10 @@ NEXT_STEPS: dict[Code, str] = {
         "with the node home's validator key); a key becomes a validator by a `memledger "
         "gov propose validator --pubkey KEY --power N` proposal that the current "
         "validators vote through"),
+    Code.DOMAIN_WRITE_DENIED: (
+        "A domain belongs to its first writer: its owner can grant write access (the SDK's "
+        "`grant(domain, KEY)`); a scoped domain takes its scope's members, set by "
+        "governance; shared domains (by default `general`) take anyone's writes"),
     Code.INVALID_TAG: (
         f"A memory takes at most {MAX_TAGS} tags, distinct, each 1 to {MAX_TAG_BYTES} bytes "
         "of UTF-8 of any characters but NUL (U+0000)"),

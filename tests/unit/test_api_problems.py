@@ -158,3 +158,17 @@ def test_tag_limits_are_stated_from_the_protocol_limits() -> None:
     assert not re.search(r"\b(32|64) tags|\b64 bytes", inspect.getsource(codes))
     assert f"longer than {MAX_TAG_BYTES} bytes" in Code.INVALID_TAG.description
     assert Code.TOO_MANY_TAGS.description == f"more than {MAX_TAGS} tags"
+
+
+def test_a_write_into_anothers_domain_says_who_can_let_it(chain: LocalChain) -> None:
+    """`domain_write_denied` said only that a grant is needed, not whose."""
+    alice, bob = seeded_key("problems-alice"), seeded_key("problems-bob")
+    chain.block([chain.builder(alice).submit(chain.next_nonce(alice), "lab-1",
+                                             "Alice's lab notes, first page", domain="lab")])
+    detail = _refusal(chain, chain.builder(bob).submit(
+        chain.next_nonce(bob), "lab-2", "Bob writes into Alice's lab", domain="lab"),
+        Code.DOMAIN_WRITE_DENIED)
+    assert detail.startswith("signer may not write into this domain: domain 'lab' needs a "
+                             "write grant. A domain belongs to its first writer"), detail
+    assert "its owner can grant write access (the SDK's `grant(domain, KEY)`)" in detail
+    assert "shared domains (by default `general`) take anyone's writes" in detail

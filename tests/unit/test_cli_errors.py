@@ -194,3 +194,45 @@ def test_a_stopped_node_without_a_home_says_to_init_one(runner: CliRunner,
     assert doc["error"].startswith(f"no node answers at {CLOSED} (ConnectError: ")
     assert (f"set one up with `memledger init --home {home}` then `memledger start --home "
             f"{home}` (or `make run` in a source checkout)") in doc["error"]
+
+
+@pytest.mark.parametrize(("tags", "says"), [
+    (["t" * 65], "invalid_tag (code 37): tag 'ttttt"),
+    (["same", "same"], "invalid_tag (code 37): tag 'same' is given twice"),
+    ([f"t{i}" for i in range(33)], "too_many_tags (code 36): 33 tags"),
+])
+def test_tags_past_the_limits_are_refused_before_sending(runner: CliRunner, tags: list[str],
+                                                         says: str) -> None:
+    """Like content, tags are checked before anything is signed, naming the limits."""
+    assert runner.invoke(main, ["keys", "new", "alice"]).exit_code == 0
+    flags = [arg for tag in tags for arg in ("--tag", tag)]
+    for command in (["submit", "Tagged content", "--key", "alice"],
+                    ["co-commit", "Tagged content", "--coauthor", "alice", "--coauthor",
+                     "alice"]):
+        result = runner.invoke(main, [*command, *flags, "--api", CLOSED])
+        assert result.exit_code == 1
+        line = _error_line(result)
+        assert says in line and "no node answers" not in line, line
+        assert line.endswith("A memory takes at most 32 tags, distinct, each 1 to 64 bytes "
+                             "of UTF-8 of any characters but NUL (U+0000)"), line
+
+
+def test_a_key_named_by_the_environment_says_so(runner: CliRunner,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stale $MEMLEDGER_KEY was answered as if --key had been typed."""
+    assert runner.invoke(main, ["keys", "new", "alice"]).exit_code == 0
+    monkeypatch.setenv("MEMLEDGER_KEY", "alcie")
+    line = _error_line(runner.invoke(main, ["submit", "hello world", "--api", CLOSED]))
+    assert "no key named 'alcie'" in line and "(did you mean 'alice'?)" in line
+    assert line.endswith("(the name came from $MEMLEDGER_KEY)"), line
+
+
+def test_a_new_key_over_an_existing_one_says_what_to_do(runner: CliRunner,
+                                                        tmp_path: Path) -> None:
+    assert runner.invoke(main, ["keys", "new", "alice"]).exit_code == 0
+    result = runner.invoke(main, ["keys", "new", "alice"])
+    assert result.exit_code == 1
+    assert _error_line(result) == (
+        f"memledger: error: key alice already exists at {tmp_path / 'keys' / 'alice.json'}: "
+        "use it as --key alice, or pass --force to replace it (its identity is lost for "
+        "good)")
