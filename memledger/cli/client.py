@@ -529,8 +529,17 @@ def tx_cmd(tx_hash: str, api: str | None, home: Path, as_json: bool) -> None:
     """Outcome of a transaction by hash."""
     with errors_as_messages(), client(api, home) as ml:
         receipt = ml.tx(tx_hash)
-    emit(receipt, as_json, f"tx {receipt.hash}: {receipt.status} at height {receipt.height} "
-         f"(code {receipt.code} {receipt.name})")
+    emit(receipt, as_json, describe_tx(receipt))
+
+
+def describe_tx(receipt: TxReceipt) -> str:
+    """A tx's outcome; a refused one also says why, and what to do where the code table
+    says (its code and name alone sent the caller to docs/CODES.md)."""
+    text = (f"tx {receipt.hash}: {receipt.status} at height {receipt.height} "
+            f"(code {receipt.code} {receipt.name})")
+    if receipt.status == "rejected" and receipt.code:
+        text += ": " + cli_root.rejection(receipt.code, receipt.log)[1]
+    return text
 
 
 # ----------------------------------------------------------------------------- writes

@@ -18,12 +18,11 @@ from typing import Any, NoReturn
 
 import click
 
-from memledger.cli.root import fail, home_option
+from memledger.cli.root import fail, home_option, rejection
 from memledger.consensus.families.governance.proposals import last_vote_height
 from memledger.consensus.params import PARAMS
 from memledger.daemon import cometbft
 from memledger.daemon.home import NodeHome
-from memledger.protocol.codes import NEXT_STEPS, Code
 from memledger.protocol.pb import tx_pb2
 from memledger.protocol.records import VALIDATORS, VALSET_PENDING
 from memledger.sdk.light.header import FLAG_COMMIT
@@ -124,15 +123,8 @@ def _rejected(what: str, result: dict[str, Any]) -> NoReturn:
     ledger's log, and what to do about it where the code table says (e.g. who may
     propose, and how a key becomes a validator)."""
     code = int(result["code"])
-    try:
-        known: Code | None = Code(code)
-    except ValueError:
-        known = None
-    name = known.slug if known is not None else f"unknown_{code}"
-    message = f"{what} rejected: {name} (code {code}): {result['log']}"
-    if known is not None and known in NEXT_STEPS:
-        message += f". {NEXT_STEPS[known]}"
-    fail(message, name=name, code=code)
+    name, text = rejection(code, str(result["log"]))
+    fail(f"{what} rejected: {name} (code {code}): {text}", name=name, code=code)
 
 
 def _ctx(home: Path, rpc: str | None) -> GovContext:

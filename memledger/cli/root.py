@@ -156,6 +156,24 @@ def no_node_answers(url: str, cause: str) -> str:
     return text
 
 
+def rejection(code: int, log: str) -> tuple[str, str]:
+    """A refused tx's code name, and one line on it: the rule it broke, what this tx did
+    (the ledger's log, when it says more) and what the caller can do, where the code
+    table says (as the REST API's problem detail reads; memledger.api.problems)."""
+    from memledger.protocol.codes import NEXT_STEPS, Code
+
+    try:
+        known = Code(code)
+    except ValueError:
+        return f"unknown_{code}", log or f"refused with code {code}"
+    text = known.description
+    if log and log != text:
+        text = log if text in log else f"{text}: {log}"
+    if known in NEXT_STEPS:
+        text += f". {NEXT_STEPS[known]}"
+    return known.slug, text
+
+
 def one_line(text: str) -> str:
     """``text`` with its line breaks and runs of blanks as single spaces."""
     return " ".join(text.split())

@@ -172,3 +172,10 @@ def test_a_write_into_anothers_domain_says_who_can_let_it(chain: LocalChain) -> 
                              "write grant. A domain belongs to its first writer"), detail
     assert "its owner can grant write access (the SDK's `grant(domain, KEY)`)" in detail
     assert "shared domains (by default `general`) take anyone's writes" in detail
+
+
+def test_codes_doc_names_every_code_with_a_next_step() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "CODES.md").read_text()
+    prose = "\n".join(line for line in doc.splitlines() if not line.startswith("|"))
+    for code in codes.NEXT_STEPS:
+        assert f"`{code.slug}`" in prose, code
