@@ -171,7 +171,8 @@ NEXT_STEPS: dict[Code, str] = {
     Code.NOT_A_SCOPE_MEMBER: (
         "Only the members pinned on a scoped memory's ballot when it was proposed vote on "
         "it; a scope's members change by a governance proposal (`memledger gov propose "
-        "scope ...`) that the validators vote through, for memories proposed after it"),
+        "scope revise SCOPE --member KEY:WEIGHT ...`) that the validators vote through, "
+        "for memories proposed after it"),
     Code.GOV_NOT_VALIDATOR: (
         "Only current validators propose and vote in governance (`memledger gov` signs "
         "with the node home's validator key); a key becomes a validator by a `memledger "

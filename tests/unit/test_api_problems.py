@@ -179,3 +179,12 @@ def test_codes_doc_names_every_code_with_a_next_step() -> None:
     prose = "\n".join(line for line in doc.splitlines() if not line.startswith("|"))
     for code in codes.NEXT_STEPS:
         assert f"`{code.slug}`" in prose, code
+
+
+def test_not_a_scope_member_says_who_votes_and_how_members_change() -> None:
+    """The engine refuses with the bare description (TxError(Code.NOT_A_SCOPE_MEMBER))."""
+    code = Code.NOT_A_SCOPE_MEMBER
+    detail = tx_rejected(int(code), code.description, "ab" * 32).body()["detail"]
+    assert detail.startswith(f"{code.description}. Only the members pinned on a scoped "
+                             "memory's ballot when it was proposed vote on it")
+    assert "`memledger gov propose scope revise SCOPE --member KEY:WEIGHT ...`" in detail
