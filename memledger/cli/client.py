@@ -155,21 +155,22 @@ def check_tags(tags: tuple[str, ...] | list[str]) -> None:
     from memledger.protocol.limits import MAX_TAG_BYTES, MAX_TAGS
     from memledger.sdk.client import MemLedgerError
 
-    limits = NEXT_STEPS[Code.INVALID_TAG]
-    code, why = Code.INVALID_TAG, ""
+    def refuse(code: Code, why: str) -> None:
+        detail = f"{why}. {NEXT_STEPS[code]}"
+        raise MemLedgerError(f"{code.slug} (code {int(code)}): {detail}", code=int(code),
+                             name=code.slug, detail=detail)
+
     if len(tags) > MAX_TAGS:
-        code, why = Code.TOO_MANY_TAGS, f"{len(tags)} tags"
-    for tag in tags if not why else ():
+        refuse(Code.TOO_MANY_TAGS, f"{len(tags)} tags")
+    seen: set[str] = set()
+    for tag in tags:
         size = len(tag.encode("utf-8", "surrogatepass"))
         if not tag or size > MAX_TAG_BYTES or "\x00" in tag:
-            why = f"tag {tag[:40]!r} is {size} bytes" + (" with a NUL" if "\x00" in tag else "")
-            break
-    if not why and len(set(tags)) != len(tags):
-        twice = next(tag for tag in tags if tags.count(tag) > 1)
-        why = f"tag {twice[:40]!r} is given twice"
-    if why:
-        raise MemLedgerError(f"{code.slug} (code {int(code)}): {why}. {limits}",
-                             code=int(code), name=code.slug, detail=f"{why}. {limits}")
+            nul = " with a NUL" if "\x00" in tag else ""
+            refuse(Code.INVALID_TAG, f"tag {tag[:40]!r} is {size} bytes{nul}")
+        if tag in seen:
+            refuse(Code.INVALID_TAG, f"tag {tag[:40]!r} is given twice")
+        seen.add(tag)
 
 
 def client(api: str | None, home: Path, key: Any = None) -> MemLedgerClient:

@@ -142,6 +142,11 @@ def no_node_answers(url: str, cause: str) -> str:
     params = ctx.params if ctx is not None else {}
     text = f"no node answers at {url} ({cause})"
     home = params.get("home")
+    if not _is_local(url):  # another machine's node: nothing to start here
+        option = "--api" if "api" in params else "--rpc" if "rpc" in params else None
+        text += ": is the node there running?"
+        return text + (f" Else pass {option} with a running node's address" if option
+                       else "")
     if home is not None:
         home = Path(home)
         make_run = "(or `make run` in a source checkout)"
@@ -154,6 +159,17 @@ def no_node_answers(url: str, cause: str) -> str:
         if option is not None:
             text += f", or pass {option} with a running node's address"
     return text
+
+
+def _is_local(url: str) -> bool:
+    """Whether `url` names this machine (a node a command here could start)."""
+    import httpx
+
+    try:
+        host = httpx.URL(url).host
+    except (httpx.InvalidURL, TypeError):
+        return True
+    return host in ("localhost", "0.0.0.0", "::1", "::", "") or host.startswith("127.")
 
 
 def rejection(code: int, log: str) -> tuple[str, str]:

@@ -236,3 +236,20 @@ def test_a_new_key_over_an_existing_one_says_what_to_do(runner: CliRunner,
         f"memledger: error: key alice already exists at {tmp_path / 'keys' / 'alice.json'}: "
         "use it as --key alice, or pass --force to replace it (its identity is lost for "
         "good)")
+
+
+def test_a_remote_node_that_does_not_answer_is_not_told_to_start_here(tmp_path: Path) -> None:
+    """Starting a node on this machine would not bring up one at another address."""
+    import click
+
+    from memledger.cli.root import no_node_answers
+
+    ctx = click.Context(click.Command("status"))
+    ctx.params = {"api": "http://10.1.2.3:26680", "home": tmp_path}
+    with ctx.scope():
+        remote = no_node_answers("http://10.1.2.3:26680", "ConnectError: refused")
+        local = no_node_answers("http://localhost:26680", "ConnectError: refused")
+    assert remote == ("no node answers at http://10.1.2.3:26680 (ConnectError: refused): is "
+                      "the node there running? Else pass --api with a running node's "
+                      "address")
+    assert "memledger init --home" in local and "memledger start" not in remote
