@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from memledger.protocol.codes import CODESPACE, DESCRIPTIONS, Code
+from memledger.protocol.codes import CODESPACE, DESCRIPTIONS, NEXT_STEPS, Code
 
 log = logging.getLogger("memledger.api")
 
@@ -78,6 +78,14 @@ def code_description(code: int) -> str:
         return f"transaction rejected with code {code}"
 
 
+def next_step(code: int) -> str | None:
+    """What a caller refused with `code` can do about it, if the code table says."""
+    try:
+        return NEXT_STEPS.get(Code(code))
+    except ValueError:
+        return None
+
+
 class Problem(Exception):
     """Raise anywhere in a route to answer with a problem document."""
 
@@ -118,6 +126,10 @@ def tx_rejected(code: int, log_text: str, tx_hash: str, height: int | None = Non
     detail = description
     if log_text and log_text != description:
         detail = log_text if description in log_text else f"{description}: {log_text}"
+    # Then what the caller can do, where the rule alone leaves them stuck (who may vote
+    # and how to become one; the tag limits).
+    if (step := next_step(code)) is not None:
+        detail = f"{detail}. {step}"
     problem = Problem(http_status_for_code(code), code_name(code), detail,
                       title=description, type_=CODE_TYPE_PREFIX + code_name(code), **extra)
     if problem.status == 429:  # a signer's full backlog: room comes with the next block

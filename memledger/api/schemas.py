@@ -7,6 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from memledger.protocol.limits import MAX_TAG_BYTES, MAX_TAGS
+
 # Every pattern below is the whole rule the server applies to that value: a request the
 # OpenAPI document calls valid is never refused by request validation (only the ledger's
 # own verdicts on signatures, nonces and state remain, and those carry a result `code`).
@@ -37,8 +39,8 @@ MAX_QUERY_WORDS = 32
 #: A tag: what the ledger stores (1..64 UTF-8 bytes, no NUL; bytes beyond the character
 #: bound are the ledger's own `invalid_tag` verdict).
 TAG = r"^[^\x00]+$"
-MAX_TAG_CHARS = 64
-MAX_TAGS = 32
+#: a tag of more characters than the ledger's bytes is too long in any encoding
+MAX_TAG_CHARS = MAX_TAG_BYTES
 
 
 class WaitMode(StrEnum):

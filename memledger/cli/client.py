@@ -14,7 +14,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, is_dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -25,7 +25,7 @@ from memledger.daemon.home import DEFAULT_HOME, ConfigError, NodeHome
 from memledger.protocol.txkinds import TX_KINDS, TxKind
 
 if TYPE_CHECKING:
-    from memledger.sdk import Client, TxReceipt
+    from memledger.sdk import Client, Memory, TxReceipt
     from memledger.sdk.keys import Agent
     from memledger.sdk.light import TrustRoot
 
@@ -41,11 +41,13 @@ fail = cli_root.fail  # one line on stderr (JSON with --json), exit status 1
 @contextmanager
 def errors_as_messages() -> Iterator[None]:
     """SDK, key-file and input errors become one stderr line and exit status 1."""
-    from memledger.sdk import MemLedgerError
+    from memledger.sdk import MemLedgerConnectionError, MemLedgerError
     from memledger.sdk.keys import KeyFileError
 
     try:
         yield
+    except MemLedgerConnectionError as exc:
+        fail(connection_failure(exc), name="connection_error")
     except MemLedgerError as exc:
         fail(str(exc), name=exc.name or None, code=exc.code, status=exc.status or None)
     except KeyFileError as exc:
@@ -54,6 +56,18 @@ def errors_as_messages() -> Iterator[None]:
         fail(str(exc), name="config_error")
     except (ValueError, OSError) as exc:
         fail(str(exc))
+
+
+def connection_failure(exc: Exception) -> str:
+    """The line for an SDK connection error: a node that refuses connections (it is not
+    running, most often) is told how to start one (cli_root.no_node_answers); a node
+    that went silent keeps the SDK's own words."""
+    import httpx
+
+    cause = exc.__context__
+    if isinstance(cause, (httpx.ConnectError, httpx.ConnectTimeout)):
+        return cli_root.http_failure(cause)
+    return str(exc)
 
 
 def emit(data: Any, as_json: bool, human: str) -> None:
@@ -110,12 +124,54 @@ submit_wait_option = click.option(
 
 
 def load_key(name: str) -> Agent:
-    from memledger.sdk.keys import KeyFileError, key_path, load_agent
+    from memledger.sdk.keys import KeyFileError, key_names, key_path, load_agent
 
     if name == "default" and not key_path(name).exists():
+        names = key_names()
+        which = (f"; keys there: {', '.join(names)}" if names else
+                 " (e.g. --key alice, made by `memledger keys new alice`)")
         raise KeyFileError(f"no --key given and no default key at {key_path(name)}: pass "
-                           "--key NAME (e.g. --key alice, made by `memledger keys new alice`)")
-    return load_agent(name)
+                           f"--key NAME{which}")
+    try:
+        return load_agent(name)
+    except KeyFileError as exc:
+        if _key_from_environment(name):  # else a stale export reads as a typo of theirs
+            raise KeyFileError(f"{exc} (the name came from $MEMLEDGER_KEY)") from None
+        raise
+
+
+def _key_from_environment(name: str) -> bool:
+    """Whether the running command's --key (or --coauthor's submitter) is `name` from
+    $MEMLEDGER_KEY rather than from its command line."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or ctx.params.get("key") != name:
+        return False
+    return ctx.get_parameter_source("key") is click.core.ParameterSource.ENVIRONMENT
+
+
+def check_tags(tags: tuple[str, ...] | list[str]) -> None:
+    """Refuse tags the ledger would refuse, before signing, naming the limits (else a
+    stopped node hid the problem behind its own, and a running one spent a round trip)."""
+    from memledger.protocol.codes import NEXT_STEPS, Code
+    from memledger.protocol.limits import MAX_TAG_BYTES, MAX_TAGS
+    from memledger.sdk import MemLedgerError
+
+    def refuse(code: Code, why: str) -> None:
+        detail = f"{why}. {NEXT_STEPS[code]}"
+        raise MemLedgerError(f"{code.slug} (code {int(code)}): {detail}", code=int(code),
+                             name=code.slug, detail=detail)
+
+    if len(tags) > MAX_TAGS:
+        refuse(Code.TOO_MANY_TAGS, f"{len(tags)} tags")
+    seen: set[str] = set()
+    for tag in tags:
+        size = len(tag.encode("utf-8", "surrogatepass"))
+        if not tag or size > MAX_TAG_BYTES or "\x00" in tag:
+            nul = " with a NUL" if "\x00" in tag else ""
+            refuse(Code.INVALID_TAG, f"tag {tag[:40]!r} is {size} bytes{nul}")
+        if tag in seen:
+            refuse(Code.INVALID_TAG, f"tag {tag[:40]!r} is given twice")
+        seen.add(tag)
 
 
 def client(api: str | None, home: Path, key: Any = None) -> Client:
@@ -175,6 +231,49 @@ def describe_memory(m: Any) -> str:
     return "\n".join(lines)
 
 
+#: characters of content a list view shows of each memory
+PREVIEW_CHARS = 60
+
+
+def preview(content: str | None, width: int = PREVIEW_CHARS) -> str:
+    """Content on one line of a list view: quoted, and when cut, marked as cut (an
+    ellipsis after the quote, then the full length) so no one reads the start as the
+    whole memory (`memledger get ID` shows it all)."""
+    text = content or ""
+    if len(text) <= width:
+        return repr(text)
+    return f"{text[:width]!r}… ({len(text)} chars)"
+
+
+def search_line(m: Any) -> str:
+    """One memory in `memledger search`'s list."""
+    return f"{m.id}  [{m.status}]  {m.domain}  {preview(m.content)}"
+
+
+def recall_line(m: Any) -> str:
+    """One hit in `memledger recall`'s list, its score first."""
+    return (f"{m.score if m.score is not None else 0:.4f}  {m.id}  [{m.status}]  "
+            f"{preview(m.content)}")
+
+
+def _with_reason(ml: Client, verified: Memory) -> Memory:
+    """A verified memory with the `status_reason` the node gives for it. The reason is
+    derived by the node when read (not a record the proof covers), so a verified read
+    comes without one; it is the node's reading of the same status, taken only if the
+    node still reports that status."""
+    from memledger.sdk import MemLedgerError
+
+    if verified.status_reason is not None:
+        return verified
+    try:
+        served = ml.get_memory(verified.id)
+    except MemLedgerError:
+        return verified
+    if served.status != verified.status:
+        return verified
+    return replace(verified, status_reason=served.status_reason)
+
+
 def _read_content(content: str) -> str:
     return sys.stdin.read() if content == "-" else content
 
@@ -194,8 +293,12 @@ def keys_new(name: str, force: bool, as_json: bool) -> None:
     from memledger.sdk.keys import Agent, key_path
 
     with errors_as_messages():
+        path = key_path(name)
+        if path.exists() and not force:
+            fail(f"key {name} already exists at {path}: use it as --key {name}, or pass "
+                 "--force to replace it (its identity is lost for good)", name="key_file")
         agent = Agent.generate(Path(name).stem)
-        path = agent.save(key_path(name), overwrite=force)
+        path = agent.save(path, overwrite=force)
     emit({"name": agent.name, "public_key": agent.public_key_hex, "path": str(path)}, as_json,
          f"created key {agent.name}: {agent.public_key_hex}\n  file: {path}")
 
@@ -342,9 +445,13 @@ def get_cmd(memory_id: str, api: str | None, home: Path, as_json: bool, verify: 
             verifying_client(api, home, genesis, trust_height, trust_hash, rpc_url, trust_store)
             if verify else client(api, home)) as ml:
         memory = ml.get(memory_id, verify=verify)
+        if verify:
+            memory = _with_reason(ml, memory)
     human = describe_memory(memory)
     if memory.verified_height is not None:
         human += f"\n\nverified: committed state at height {memory.verified_height}"
+        if memory.status_reason:
+            human += " (why: is the node's reading of it, not part of the proof)"
     emit(memory, as_json, human)
 
 
@@ -379,8 +486,7 @@ def search_cmd(query: str | None, domain: str | None, status: str | None, type_:
             mode="words" if query is not None else None))
         if verify:
             found = [ml.verify_memory(m) for m in found]
-    lines = [f"{m.id}  [{m.status}]  {m.domain}  {(m.content or '')[:60]!r}" for m in found]
-    emit(found, as_json, "\n".join(lines) or "no memories found")
+    emit(found, as_json, "\n".join(search_line(m) for m in found) or "no memories found")
 
 
 @click.command("recall")
@@ -415,9 +521,7 @@ def recall_cmd(query: str, mode: str | None, domain: str | None, status: str | N
         found = ml.recall(query, mode=mode, limit=limit, domain=domain, status=status,
                           type=type_, author=author, tags=tags,
                           include_disputed=include_disputed, verify=verify)
-    lines = [f"{m.score if m.score is not None else 0:.4f}  {m.id}  [{m.status}]  "
-             f"{(m.content or '')[:60]!r}" for m in found]
-    emit(found, as_json, "\n".join(lines) or "no memories found")
+    emit(found, as_json, "\n".join(recall_line(m) for m in found) or "no memories found")
 
 
 @click.command("tx")
@@ -427,8 +531,17 @@ def tx_cmd(tx_hash: str, api: str | None, home: Path, as_json: bool) -> None:
     """Outcome of a transaction by hash."""
     with errors_as_messages(), client(api, home) as ml:
         receipt = ml.tx(tx_hash)
-    emit(receipt, as_json, f"tx {receipt.hash}: {receipt.status} at height {receipt.height} "
-         f"(code {receipt.code} {receipt.name})")
+    emit(receipt, as_json, describe_tx(receipt))
+
+
+def describe_tx(receipt: TxReceipt) -> str:
+    """A tx's outcome; a refused one also says why, and what to do where the code table
+    says (its code and name alone sent the caller to docs/CODES.md)."""
+    text = (f"tx {receipt.hash}: {receipt.status} at height {receipt.height} "
+            f"(code {receipt.code} {receipt.name})")
+    if receipt.status == "rejected" and receipt.code:
+        text += ": " + cli_root.rejection(receipt.code, receipt.log)[1]
+    return text
 
 
 # ----------------------------------------------------------------------------- writes
@@ -459,6 +572,7 @@ def submit_cmd(content: str, memory_id: str | None, domain: str, type_: str, con
         agent = load_key(key)
         text = _read_content(content)
         check_content(text)  # before anything is signed or sent
+        check_tags(tags)
         with client(api, home, agent) as ml:
             if print_tx:
                 _print_signed_submit(ml, agent, memory_id, text, domain, type_, confidence,
@@ -616,6 +730,7 @@ def cocommit_cmd(content: str, coauthors: tuple[str, ...], domain: str, type_: s
     with errors_as_messages():
         text = _read_content(content)
         check_content(text)  # before anything is signed or sent
+        check_tags(tags)
         submitter = load_key(key or coauthors[0])
         signers = {submitter.public_key: submitter}
         for name in coauthors:

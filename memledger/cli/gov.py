@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 import click
 
-from memledger.cli.root import fail, home_option
+from memledger.cli.root import fail, home_option, rejection
 from memledger.consensus.families.governance.proposals import last_vote_height
 from memledger.consensus.params import PARAMS
 from memledger.daemon import cometbft
@@ -118,6 +118,15 @@ def _fail(message: str) -> NoReturn:
     fail(message)
 
 
+def _rejected(what: str, result: dict[str, Any]) -> NoReturn:
+    """A refused gov tx: its code's name and number (a bare number was all it said), the
+    ledger's log, and what to do about it where the code table says (e.g. who may
+    propose, and how a key becomes a validator)."""
+    code = int(result["code"])
+    name, text = rejection(code, str(result["log"]))
+    fail(f"{what} rejected: {name} (code {code}): {text}", name=name, code=code)
+
+
 def _ctx(home: Path, rpc: str | None) -> GovContext:
     try:
         return GovContext(home, rpc)
@@ -142,7 +151,7 @@ def _submit(ctx: GovContext, proposal: tx_pb2.GovPropose, summary: str, yes: boo
         _fail("aborted")
     result = ctx.broadcast(builder.propose(time.time_ns(), proposal))
     if result["code"]:
-        _fail(f"proposal rejected (code {result['code']}): {result['log']}")
+        _rejected("proposal", result)
     pid = next((a["value"] for e in result["events"] if e["type"] == "proposal"
                 for a in e["attributes"] if a["key"] == "id"), None)
     result["proposal_id"] = pid
@@ -315,7 +324,7 @@ def vote(home: Path, rpc: str | None, proposal_id: str, decision: str, yes: bool
     mapped = {"yes": "accept", "no": "reject", "abstain": "abstain"}[decision]
     result = ctx.broadcast(ctx.builder().gov_vote(time.time_ns(), proposal_id, mapped))
     if result["code"]:
-        _fail(f"vote rejected (code {result['code']}): {result['log']}")
+        _rejected("vote", result)
     click.echo(json.dumps(result, indent=2) if as_json else
                f"voted {decision} on {proposal_id} at height {result['height']}")
 
@@ -333,7 +342,7 @@ def cancel(home: Path, rpc: str | None, proposal_id: str, yes: bool, as_json: bo
         _fail("aborted")
     result = ctx.broadcast(ctx.builder().gov_cancel(time.time_ns(), proposal_id))
     if result["code"]:
-        _fail(f"cancel rejected (code {result['code']}): {result['log']}")
+        _rejected("cancel", result)
     click.echo(json.dumps(result, indent=2) if as_json else f"cancelled {proposal_id}")
 
 

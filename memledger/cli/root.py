@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from memledger.daemon.home import DEFAULT_HOME, ConfigError
+from memledger.daemon.home import DEFAULT_HOME, ConfigError, NodeHome
 
 if TYPE_CHECKING:
     import httpx
@@ -122,10 +122,72 @@ def http_failure(exc: httpx.HTTPError) -> str:
     if isinstance(exc, httpx.HTTPStatusError):
         return (f"{url} answered HTTP {exc.response.status_code} (is it a CometBFT RPC "
                 "address?)")
-    verb = ("cannot reach" if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
-            else "no answer from")
     detail = one_line(str(exc))
-    return f"{verb} {url}: {type(exc).__name__}" + (f": {detail}" if detail else "")
+    cause = type(exc).__name__ + (f": {detail}" if detail else "")
+    if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
+        try:
+            where = exc.request.url
+            url = f"{where.scheme}://{where.netloc.decode()}"
+        except RuntimeError:
+            pass
+        return no_node_answers(url, cause)
+    return f"no answer from {url}: {cause}"
+
+
+def no_node_answers(url: str, cause: str) -> str:
+    """One line for a node that refuses connections, most often one that is not running:
+    where it was looked for and how to start it (the command's --home, and its --api or
+    --rpc option for a node elsewhere). `Connection refused` alone said neither."""
+    ctx = click.get_current_context(silent=True)
+    params = ctx.params if ctx is not None else {}
+    text = f"no node answers at {url} ({cause})"
+    home = params.get("home")
+    if not _is_local(url):  # another machine's node: nothing to start here
+        option = "--api" if "api" in params else "--rpc" if "rpc" in params else None
+        text += ": is the node there running?"
+        return text + (f" Else pass {option} with a running node's address" if option
+                       else "")
+    if home is not None:
+        home = Path(home)
+        make_run = "(or `make run` in a source checkout)"
+        if NodeHome(home).exists():
+            text += f": start it with `memledger start --home {home}` {make_run}"
+        else:
+            text += (f": set one up with `memledger init --home {home}` then "
+                     f"`memledger start --home {home}` {make_run}")
+        option = "--api" if "api" in params else "--rpc" if "rpc" in params else None
+        if option is not None:
+            text += f", or pass {option} with a running node's address"
+    return text
+
+
+def _is_local(url: str) -> bool:
+    """Whether `url` names this machine (a node a command here could start)."""
+    import httpx
+
+    try:
+        host = httpx.URL(url).host
+    except (httpx.InvalidURL, TypeError):
+        return True
+    return host in ("localhost", "0.0.0.0", "::1", "::", "") or host.startswith("127.")
+
+
+def rejection(code: int, log: str) -> tuple[str, str]:
+    """A refused tx's code name, and one line on it: the rule it broke, what this tx did
+    (the ledger's log, when it says more) and what the caller can do, where the code
+    table says (as the REST API's problem detail reads; memledger.api.problems)."""
+    from memledger.protocol.codes import NEXT_STEPS, Code
+
+    try:
+        known = Code(code)
+    except ValueError:
+        return f"unknown_{code}", log or f"refused with code {code}"
+    text = known.description
+    if log and log != text:
+        text = log if text in log else f"{text}: {log}"
+    if known in NEXT_STEPS:
+        text += f". {NEXT_STEPS[known]}"
+    return known.slug, text
 
 
 def one_line(text: str) -> str:

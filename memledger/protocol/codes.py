@@ -11,6 +11,16 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from memledger.protocol.limits import (
+    MAX_CONTENT_BYTES,
+    MAX_ID_BYTES,
+    MAX_REASON_BYTES,
+    MAX_TAG_BYTES,
+    MAX_TAGS,
+    MAX_TX_BYTES,
+    MIN_COAUTHORS,
+)
+
 CODESPACE = "memledger"
 #: Query answers live in their own codespace: query code 1 is "not found", not tx code 1.
 QUERY_CODESPACE = "memledger.query"
@@ -38,7 +48,7 @@ class Code(_Described):
 
     OK = 0, 'accepted'
     # --- envelope (1..29) ---
-    TX_TOO_LARGE = 1, 'transaction larger than the 1 MiB limit'
+    TX_TOO_LARGE = 1, f'transaction larger than the {MAX_TX_BYTES >> 20} MiB limit'
     TX_DECODE = 2, 'transaction bytes are not a valid Tx envelope'
     TX_NOT_CANONICAL = 3, 'Tx envelope is not in canonical protobuf form'
     BODY_DECODE = 4, 'body bytes are not a valid TxBody'
@@ -63,16 +73,18 @@ class Code(_Described):
             "this signer's txs above its oldest pending one; send the same tx again after "
             "the next block")
     # --- memory submit (30..49) ---
-    INVALID_MEMORY_ID = 30, ('memory id empty, longer than 128 bytes or with bad characters; '
+    INVALID_MEMORY_ID = 30, (f'memory id empty, longer than {MAX_ID_BYTES} bytes or with bad '
+                             'characters; '
                              "from v7 also a plain submit's id starting `cc-` (co-commits' ids)")
-    INVALID_DOMAIN = 31, 'domain empty, longer than 128 bytes or with bad characters'
+    INVALID_DOMAIN = 31, (f'domain empty, longer than {MAX_ID_BYTES} bytes or with bad '
+                          'characters')
     INVALID_MEMORY_TYPE = 32, 'memory type not one of fact|observation|inference|task'
-    CONTENT_TOO_LARGE = 33, 'content larger than 512 KiB'
+    CONTENT_TOO_LARGE = 33, f'content larger than {MAX_CONTENT_BYTES >> 10} KiB'
     CONTENT_HASH_MISMATCH = 34, 'content_hash is not SHA-256(content)'
     INVALID_CONFIDENCE = 35, 'confidence_ppm above 1,000,000'
-    TOO_MANY_TAGS = 36, 'more than 32 tags'
-    INVALID_TAG = 37, ('tag empty, too long, holding a NUL byte, or duplicated (order does '
-                       'not matter: tags are stored sorted)')
+    TOO_MANY_TAGS = 36, f'more than {MAX_TAGS} tags'
+    INVALID_TAG = 37, (f'tag empty, longer than {MAX_TAG_BYTES} bytes (UTF-8), holding a NUL '
+                       'byte, or duplicated (order does not matter: tags are stored sorted)')
     MEMORY_TERMINAL = 38, 'memory id already committed or deprecated'
     MEMORY_ID_CONFLICT = 39, 'memory id exists with different content or author'
     DOMAIN_WRITE_DENIED = 40, 'signer may not write into this domain'
@@ -86,7 +98,7 @@ class Code(_Described):
     MEMORY_NOT_PROPOSED = 53, 'memory is not in status proposed'
     INVALID_DECISION = 54, 'decision must be accept, reject or abstain'
     NOT_A_SCOPE_MEMBER = 55, "signer is not a member of the memory's pinned ballot"
-    VOTE_REASON_TOO_LONG = 56, 'vote reason longer than 4 KiB (v5+)'
+    VOTE_REASON_TOO_LONG = 56, f'vote reason longer than {MAX_REASON_BYTES >> 10} KiB (v5+)'
     # --- disputes (60..69) ---
     CHALLENGE_DENIED = 60, 'only the owner or a modify-grant holder may challenge'
     MEMORY_NOT_COMMITTED = 61, 'memory is not committed'
@@ -95,11 +107,11 @@ class Code(_Described):
     REINSTATE_DENIED = 64, 'signer is not in the dispute electorate'
     CORROBORATE_BY_AUTHOR = 65, 'an author may not corroborate their own memory'
     ALREADY_CORROBORATED = 66, 'signer already corroborated this memory'
-    REASON_TOO_LONG = 67, 'challenge reason longer than 4 KiB'
+    REASON_TOO_LONG = 67, f'challenge reason longer than {MAX_REASON_BYTES >> 10} KiB'
     # --- co-commit (70..79) ---
     COCOMMIT_CORE_DECODE = 70, 'co-commit core bytes do not decode'
     COCOMMIT_CORE_NOT_CANONICAL = 71, 'co-commit core is not in canonical form'
-    COCOMMIT_TOO_FEW_COAUTHORS = 72, 'co-commit needs at least 2 coauthors'
+    COCOMMIT_TOO_FEW_COAUTHORS = 72, f'co-commit needs at least {MIN_COAUTHORS} coauthors'
     COCOMMIT_COAUTHORS_UNSORTED = 73, 'coauthor keys must be 32 bytes, distinct and ascending'
     COCOMMIT_SUBMITTER_NOT_COAUTHOR = 74, 'submitter is not among the coauthors'
     COCOMMIT_SIGNATURE_MISMATCH = 75, 'signatures do not match the coauthor list'
@@ -146,6 +158,35 @@ class QueryCode(_Described):
     FAILED = 4, "the query failed inside the node"
     NO_SUCH_HEIGHT = 5, "only the latest committed height can be queried"
 
+
+#: What a caller can do about a refusal whose description alone leaves them stuck: the
+#: REST API ends the problem's detail with it (and `memledger gov` its error line). Not
+#: on chain: a tx result's log carries the description, never these.
+NEXT_STEPS: dict[Code, str] = {
+    Code.NOT_A_VALIDATOR: (
+        "Only validators vote on a memory (on a memory in a scoped domain, the members "
+        "pinned on its ballot); a key becomes a validator by a governance proposal, "
+        "`memledger gov propose validator --pubkey KEY --power N`, that the current "
+        "validators vote through"),
+    Code.NOT_A_SCOPE_MEMBER: (
+        "Only the members pinned on a scoped memory's ballot when it was proposed vote on "
+        "it; a scope's members change by a governance proposal (`memledger gov propose "
+        "scope revise SCOPE --member KEY:WEIGHT ...`) that the validators vote through, "
+        "for memories proposed after it"),
+    Code.GOV_NOT_VALIDATOR: (
+        "Only current validators propose and vote in governance (`memledger gov` signs "
+        "with the node home's validator key); a key becomes a validator by a `memledger "
+        "gov propose validator --pubkey KEY --power N` proposal that the current "
+        "validators vote through"),
+    Code.DOMAIN_WRITE_DENIED: (
+        "A domain belongs to its first writer: its owner can grant write access (the SDK's "
+        "`grant(domain, KEY)`); a scoped domain takes its scope's members, set by "
+        "governance; shared domains (by default `general`) take anyone's writes"),
+    Code.INVALID_TAG: (
+        f"A memory takes at most {MAX_TAGS} tags, distinct, each 1 to {MAX_TAG_BYTES} bytes "
+        "of UTF-8 of any characters but NUL (U+0000)"),
+}
+NEXT_STEPS[Code.TOO_MANY_TAGS] = NEXT_STEPS[Code.INVALID_TAG]
 
 #: Kept for callers that look a description up by code.
 DESCRIPTIONS: dict[Code, str] = {code: code.description for code in Code}

@@ -7,6 +7,7 @@ the agent's whole identity and never leaves the client.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from dataclasses import dataclass
@@ -127,6 +128,34 @@ class Agent:
         return agent
 
 
+def key_names(key_dir: Path | None = None) -> list[str]:
+    """The names of the key files in the key dir, sorted (none if it does not exist)."""
+    directory = key_dir or default_key_dir()
+    try:
+        return sorted(path.stem for path in directory.glob("*.json") if path.is_file())
+    except OSError:
+        return []
+
+
+def missing_key(name: str, key_dir: Path | None = None) -> str:
+    """Why key ``name`` did not load, for a caller who likely mistyped it: the keys that
+    do exist (and the closest to ``name``), and how to make a new one."""
+    directory = key_dir or default_key_dir()
+    names = key_names(directory)
+    if not names:
+        return (f"no key named {name!r}: the keys dir {directory} holds no keys yet; "
+                f"create one with `memledger keys new {name}`")
+    close = difflib.get_close_matches(name, names, n=1)
+    guess = f" (did you mean {close[0]!r}?)" if close else ""
+    return (f"no key named {name!r} in {directory}{guess}; keys there: {', '.join(names)}; "
+            "create a new key with `memledger keys new NAME`")
+
+
 def load_agent(name_or_path: str | os.PathLike[str], key_dir: Path | None = None) -> Agent:
-    """Load by bare name (from the key dir) or by path."""
-    return Agent.load(key_path(name_or_path, key_dir))
+    """Load by bare name (from the key dir) or by path. A bare name with no file is
+    answered with the names there are: it is most often a typo, not a key to create."""
+    path = key_path(name_or_path, key_dir)
+    text = os.fspath(name_or_path)
+    if path.stem == text and not path.exists():
+        raise KeyFileError(missing_key(text, key_dir))
+    return Agent.load(path)

@@ -169,15 +169,49 @@ def test_cli_errors_are_one_line(env: Env) -> None:
     assert out.returncode == 1 and "memory_not_found (code 50)" in out.stderr
     out = env.cli("vote", "errors-1", "accept", "--key", "erin", check=False)
     assert out.returncode == 1 and "not_a_validator (code 51)" in out.stderr
+    # ...and says who votes and how a key becomes a validator (issue 34)
+    assert "Only validators vote on a memory" in out.stderr
+    assert "`memledger gov propose validator --pubkey KEY --power N`" in out.stderr
+    out = env.cli("submit", "Tagged too long", "--key", "erin", "--tag", "t" * 65,
+                  check=False)
+    assert out.returncode == 1 and "invalid_tag (code 37)" in out.stderr
+    assert "at most 32 tags, distinct, each 1 to 64 bytes of UTF-8" in out.stderr
     out = env.cli("vote", "errors-1", "reject", "--validator", "--reason", "x" * 4097,
                   check=False)
     assert out.returncode == 1 and "vote_reason_too_long (code 56)" in out.stderr
     out = env.cli("submit", "x", "--key", "nobody", check=False)
-    assert out.returncode == 1 and "no key file" in out.stderr
+    assert out.returncode == 1 and "no key named 'nobody'" in out.stderr
     out = env.cli("status", "--api", "http://127.0.0.1:9", check=False)
-    assert out.returncode == 1 and "cannot reach" in out.stderr
+    assert out.returncode == 1 and "no node answers at http://127.0.0.1:9" in out.stderr
+    assert "memledger start --home" in out.stderr
     for result in (out,):
         assert "Traceback" not in result.stderr
+
+
+def test_get_verify_shows_why_as_plain_get_does(env: Env) -> None:
+    """`get --verify` dropped the `why:` line plain `get` shows (issue 34)."""
+    env.cli_submit_committed("why-1", "Swifts sleep on the wing for months", key="fay")
+    plain = env.cli("get", "why-1").stdout
+    why = next(line for line in plain.splitlines() if line.startswith("why:"))
+    assert why.startswith("why:        accepted by validator votes"), plain
+    verified = env.cli("get", "why-1", "--verify").stdout
+    assert why in verified.splitlines(), verified
+    assert "verified: committed state at height" in verified
+    assert env.cli_json("get", "why-1", "--verify")["status_reason"] == why[12:]
+
+
+def test_list_views_mark_cut_content(env: Env) -> None:
+    """`search` and `recall` cut content at 60 characters without a mark (issue 34)."""
+    content = ("Albatrosses can glide for hours without a single wingbeat, riding the wind "
+               "over the waves")
+    env.cli_submit_committed("long-1", content, key="gus")
+    for command in (["search", "albatrosses wingbeat"],
+                    ["recall", "albatrosses wingbeat", "--mode", "text"]):
+        [line] = env.cli(*command).stdout.splitlines()
+        assert line.endswith(f"{content[:60]!r}… ({len(content)} chars)"), line
+    env.cli_submit_committed("short-1", "Puffins nest in burrows", key="hal")
+    assert env.cli("search", "puffins burrows").stdout.splitlines() == [
+        "short-1  [committed]  general  'Puffins nest in burrows'"]  # whole: no mark
 
 
 def test_openapi_served_and_valid(env: Env) -> None:

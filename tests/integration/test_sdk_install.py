@@ -137,13 +137,13 @@ def test_wheel_metadata_names_the_sdk_as_its_base(sdk_wheel: Path) -> None:
     assert meta["License-Expression"] == "Apache-2.0"
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert "memledger/py.typed" in names
-    assert "memledger/sdk/client.py" in names
+    assert "memledger/sdk/sync.py" in names
 
 
 def test_base_install_has_no_server_side(sdk_python: Path, tmp_path: Path) -> None:
-    found = json.loads(_run(sdk_python, IMPORTS_SCRIPT, "memledger.sdk.client",
+    found = json.loads(_run(sdk_python, IMPORTS_SCRIPT, "memledger.sdk",
                             "memledger.sdk.light", *NOT_IN_BASE, cwd=tmp_path))
-    assert found.pop("memledger.sdk.client") == found.pop("memledger.sdk.light") == "imported"
+    assert found.pop("memledger.sdk") == found.pop("memledger.sdk.light") == "imported"
     imported = sorted(name for name, how in found.items() if how == "imported")
     assert not imported, f"the base install can import server packages: {imported}"
     size = tree_bytes(site_packages(sdk_python))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,10 @@ from memledger.api.problems import (
     tx_rejected,
 )
 from memledger.api.search import fts5_query, query_words
+from memledger.protocol import codes
 from memledger.protocol.codes import DESCRIPTIONS, Code
+from memledger.protocol.limits import MAX_TAG_BYTES, MAX_TAGS
+from tests.support.chain import LocalChain, seeded_key
 
 
 @pytest.mark.parametrize("code", [c for c in Code if c != Code.OK])
@@ -92,3 +96,95 @@ def test_tx_rejection_detail_states_the_rule_and_the_specifics() -> None:
     assert body["detail"] == "content larger than 512 KiB: content is 600000 bytes"
     again = tx_rejected(8, DESCRIPTIONS[Code.BAD_SIGNATURE], "ab" * 32).body()
     assert again["detail"] == DESCRIPTIONS[Code.BAD_SIGNATURE]  # never said twice
+
+
+@pytest.fixture()
+def chain(tmp_path: Path) -> Iterator[LocalChain]:
+    chain = LocalChain(tmp_path / "chain")
+    yield chain
+    chain.close()
+
+
+def _refusal(chain: LocalChain, tx: bytes, code: Code) -> str:
+    """The detail the REST API answers the real engine's refusal of `tx` with."""
+    [result] = chain.block([tx])
+    assert result.code == int(code), result
+    return str(tx_rejected(result.code, result.log, "ab" * 32).body()["detail"])
+
+
+def test_not_a_validator_says_who_votes_and_how_to_become_one(chain: LocalChain) -> None:
+    """`not_a_validator` said only that the signer is not in the set (issue 34)."""
+    alice = seeded_key("problems-alice")
+    b = chain.builder(alice)
+    chain.block([b.submit(chain.next_nonce(alice), "m-1", "Proposed, awaiting validators")])
+    detail = _refusal(chain, b.vote(chain.next_nonce(alice), "m-1"), Code.NOT_A_VALIDATOR)
+    assert detail.startswith("signer is not in the current validator set. Only validators "
+                             "vote on a memory (on a memory in a scoped domain, the members "
+                             "pinned on its ballot)"), detail
+    assert ("a key becomes a validator by a governance proposal, `memledger gov propose "
+            "validator --pubkey KEY --power N`, that the current validators vote through"
+            ) in detail
+
+
+@pytest.mark.parametrize(("tags", "code", "says"), [
+    (["x" * (MAX_TAG_BYTES + 1)], Code.INVALID_TAG, "too long"),
+    (["a\x00b"], Code.INVALID_TAG, "empty or too long"),
+    (["t"] * 2, Code.INVALID_TAG, "duplicate tags"),
+    ([f"t{i}" for i in range(MAX_TAGS + 1)], Code.TOO_MANY_TAGS, f"{MAX_TAGS + 1} tags"),
+])
+def test_tag_refusals_state_the_limits(chain: LocalChain, tags: list[str], code: Code,
+                                       says: str) -> None:
+    """`invalid_tag` said "tag '...' empty or too long" without the limit (issue 34)."""
+    alice = seeded_key("problems-alice")
+    tx = chain.builder(alice).submit(chain.next_nonce(alice), "m-t", "Tagged content here",
+                                     tags=tags)
+    detail = _refusal(chain, tx, code)
+    assert says in detail
+    assert detail.endswith(f". A memory takes at most {MAX_TAGS} tags, distinct, each 1 to "
+                           f"{MAX_TAG_BYTES} bytes of UTF-8 of any characters but NUL "
+                           "(U+0000)"), detail
+
+
+def test_tag_limits_are_stated_from_the_protocol_limits() -> None:
+    """One copy of each limit: the REST schema and the codes' text read limits.py."""
+    import inspect
+    import re
+
+    from memledger.api import schemas
+
+    assert schemas.MAX_TAGS == MAX_TAGS and schemas.MAX_TAG_CHARS == MAX_TAG_BYTES
+    # ...by name, not by a second literal copy that would drift from limits.py
+    assert not re.search(r"^MAX_TAG\w* = \d", inspect.getsource(schemas), re.MULTILINE)
+    assert not re.search(r"\b(32|64) tags|\b64 bytes", inspect.getsource(codes))
+    assert f"longer than {MAX_TAG_BYTES} bytes" in Code.INVALID_TAG.description
+    assert Code.TOO_MANY_TAGS.description == f"more than {MAX_TAGS} tags"
+
+
+def test_a_write_into_anothers_domain_says_who_can_let_it(chain: LocalChain) -> None:
+    """`domain_write_denied` said only that a grant is needed, not whose."""
+    alice, bob = seeded_key("problems-alice"), seeded_key("problems-bob")
+    chain.block([chain.builder(alice).submit(chain.next_nonce(alice), "lab-1",
+                                             "Alice's lab notes, first page", domain="lab")])
+    detail = _refusal(chain, chain.builder(bob).submit(
+        chain.next_nonce(bob), "lab-2", "Bob writes into Alice's lab", domain="lab"),
+        Code.DOMAIN_WRITE_DENIED)
+    assert detail.startswith("signer may not write into this domain: domain 'lab' needs a "
+                             "write grant. A domain belongs to its first writer"), detail
+    assert "its owner can grant write access (the SDK's `grant(domain, KEY)`)" in detail
+    assert "shared domains (by default `general`) take anyone's writes" in detail
+
+
+def test_codes_doc_names_every_code_with_a_next_step() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "CODES.md").read_text()
+    prose = "\n".join(line for line in doc.splitlines() if not line.startswith("|"))
+    for code in codes.NEXT_STEPS:
+        assert f"`{code.slug}`" in prose, code
+
+
+def test_not_a_scope_member_says_who_votes_and_how_members_change() -> None:
+    """The engine refuses with the bare description (TxError(Code.NOT_A_SCOPE_MEMBER))."""
+    code = Code.NOT_A_SCOPE_MEMBER
+    detail = tx_rejected(int(code), code.description, "ab" * 32).body()["detail"]
+    assert detail.startswith(f"{code.description}. Only the members pinned on a scoped "
+                             "memory's ballot when it was proposed vote on it")
+    assert "`memledger gov propose scope revise SCOPE --member KEY:WEIGHT ...`" in detail

@@ -94,7 +94,10 @@ def test_node_down_is_one_error_line(home: Path, name: str) -> None:
     result = _gov(home, NETWORK_COMMANDS[name])
     assert result.exit_code == 1
     assert _error_line(result).startswith(
-        f"memledger: error: cannot reach http://127.0.0.1:{CLOSED_PORT}: ConnectError")
+        f"memledger: error: no node answers at http://127.0.0.1:{CLOSED_PORT} (ConnectError")
+    assert _error_line(result).endswith(
+        f": start it with `memledger start --home {home}` (or `make run` in a source "
+        "checkout), or pass --rpc with a running node's address")
 
 
 @pytest.mark.parametrize("name", sorted(NETWORK_COMMANDS))
@@ -103,7 +106,7 @@ def test_node_down_with_json_is_a_json_error(home: Path, name: str) -> None:
     result = _gov(home, NETWORK_COMMANDS[name], "--json")
     assert result.exit_code == 1 and result.stdout == ""
     doc = json.loads(_error_line(result))
-    assert doc["name"] == "connection_error" and "cannot reach" in doc["error"]
+    assert doc["name"] == "connection_error" and "no node answers at" in doc["error"]
 
 
 @pytest.mark.parametrize("args, option", [
@@ -148,7 +151,7 @@ def test_the_largest_uint64_values_are_taken(home: Path) -> None:
                  ["propose", "upgrade", "v9", "--app-version", U64_MAX, "--height", U64_MAX]):
         result = _gov(home, args)
         assert result.exit_code == 1
-        assert "cannot reach" in _error_line(result)
+        assert "no node answers at" in _error_line(result)
 
 
 def test_an_unreadable_validator_key_is_one_line(home: Path) -> None:
@@ -315,3 +318,49 @@ def test_a_change_leaving_a_third_of_the_power_not_signing_would_stop_the_chain(
     if why is not None:
         assert "--force" in why and "1/3 or more" in why
         assert (f"propose power {most} or less" in why) == (most is not None), why
+
+
+class _Replay(BaseHTTPRequestHandler):
+    """A JSON-RPC endpoint that answers broadcast_tx_commit with `check_tx` (set below):
+    a real engine's CheckTx answer, replayed."""
+
+    check_tx: dict[str, Any] = {}
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        body = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {
+            "check_tx": self.check_tx, "tx_result": {}, "hash": "AB" * 32,
+            "height": "0"}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_refused_gov_tx_names_its_code_and_what_to_do(home: Path, tmp_path: Path) -> None:
+    """`proposal rejected (code 90): ...` gave a bare number, and no way out of it."""
+    from memledger.protocol.codes import NEXT_STEPS, Code
+    from memledger.sdk.txbuilder import validator_proposal
+    from tests.support.chain import LocalChain, seeded_key
+
+    chain = LocalChain(tmp_path / "chain")
+    try:
+        outsider = seeded_key("not-a-validator")
+        checked = chain.check(chain.builder(outsider).propose(
+            1, validator_proposal(bytes.fromhex(KEY), 5, "")))
+    finally:
+        chain.close()
+    assert checked.code == int(Code.GOV_NOT_VALIDATOR)
+    _Replay.check_tx = {"code": checked.code, "log": checked.log}
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), _Replay)) as url:
+        propose = ["propose", "validator", "--pubkey", KEY, "--power", "5", "--force",
+                   "--rpc", url]
+        line = _error_line(_gov(home, propose))
+        doc = json.loads(_error_line(_gov(home, [*propose, "--json"])))
+    assert line == (f"memledger: error: proposal rejected: gov_not_validator (code 90): "
+                    f"{checked.log}. {NEXT_STEPS[Code.GOV_NOT_VALIDATOR]}")
+    assert "memledger gov propose validator --pubkey KEY --power N" in line
+    assert doc["name"] == "gov_not_validator" and doc["code"] == 90

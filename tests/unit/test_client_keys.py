@@ -58,8 +58,10 @@ def test_names_resolve_in_the_keys_dir(tmp_path: Path, monkeypatch: pytest.Monke
     assert key_path("./bob.json") == Path("./bob.json")
     Agent.generate("bob").save(key_path("bob"))
     assert load_agent("bob").name == "bob"
-    with pytest.raises(KeyFileError, match="no key file"):
+    with pytest.raises(KeyFileError, match="no key named 'carol' .*; keys there: bob;"):
         load_agent("carol")
+    with pytest.raises(KeyFileError, match="no key file at"):  # a path is taken as given
+        load_agent(tmp_path / "carol.json")
 
 
 def test_nonces_strictly_increase_across_threads() -> None:
