@@ -85,15 +85,30 @@ class Tools:
         filters: dict[str, Any] = {"tags": tags or ()}
         if domain:
             filters["domain"] = domain
+        wanted = {status}
         if include_disputed and status == "committed":
-            filters["include_disputed"] = True  # committed or challenged
+            # the node filters by one status or none: ask for all, keep the two
+            filters["include_disputed"] = True
+            wanted.add("challenged")
         else:
             filters["status"] = status
-        hits = await self.ledger.client.recall(query, limit=limit, verify=verify, **filters)
+        fetch = limit if len(wanted) == 1 else min(100, limit * 4)
+        hits = [m for m in await self.ledger.client.recall(query, limit=fetch, verify=False,
+                                                           **filters)
+                if m.status in wanted][:limit]
+        if verify:
+            hits = [await self._verified(m) for m in hits]
         head = (f"{len(hits)} memor{'y' if len(hits) == 1 else 'ies'} recalled for "
                 f"{query!r}" + (f" in domain {domain}" if domain else "") +
                 ("" if hits else " (none matched)"))
         return budget.memories(head, hits, verified=verify)
+
+    async def _verified(self, hit: Any) -> Any:
+        """``hit`` as the chain proves it, keeping its rank."""
+        from dataclasses import replace
+
+        proven = await self.ledger.client.verify_memory(hit)
+        return replace(proven, score=hit.score, mode=hit.mode)
 
     async def get(
         self, id: Id,  # noqa: A002 - the tool's argument is called id
