@@ -274,8 +274,12 @@ def hook_session_start(api: str | None, home: Path, key: str, domain: str | None
 @click.option("--type", "memory_type", default="observation", show_default=True,
               type=click.Choice(["fact", "observation", "inference", "task"]))
 @click.option("--tag", "tags", multiple=True, help="Tag (repeatable).")
+@click.option("--wait", type=click.Choice(["included", "decided"]), default="included",
+              show_default=True, help="Return at block inclusion, or once validators "
+                                      "decided.")
 def hook_session_end(api: str | None, home: Path, key: str, domain: str | None,
-                     observation: str, memory_type: str, tags: tuple[str, ...]) -> None:
+                     observation: str, memory_type: str, tags: tuple[str, ...],
+                     wait: str) -> None:
     """Store the session summary the host passes in (nothing when it is empty)."""
     text = (sys.stdin.read() if observation == "-" else observation).strip()
     if not text:
@@ -286,7 +290,8 @@ def hook_session_end(api: str | None, home: Path, key: str, domain: str | None,
         agent = cli_client.load_key(key)
         with cli_client.client(api, home, key=agent) as ml:
             receipt = ml.submit(None, text, domain=project, type=memory_type,
-                                confidence=0.7, tags=tags)
+                                confidence=0.7, tags=tags,
+                                wait="decided" if wait == "decided" else "commit")
     click.echo(cli_client.describe_receipt(receipt, "stored"))
 
 

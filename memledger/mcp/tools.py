@@ -363,7 +363,8 @@ def _error(exc: ToolFailure) -> CallToolResult:
 def _inbox_text(head: str, events: list[InboxEvent], through: int) -> str:
     if not events:
         return f"{head}: nothing new (checked through height {through})"
-    lines = [f"{head}, through height {through}: {len(events)} events"]
+    count = f"{len(events)} event" + ("" if len(events) == 1 else "s")
+    lines = [f"{head}, through height {through}: {count}"]
     lines += [_event_line(e) for e in events]
     return "\n".join(lines)
 
