@@ -1,7 +1,8 @@
 """What the MCP layer costs: `recall` and `remember` through `memledger mcp` (stdio, the
 official MCP client) against the same calls straight to the REST API with the async SDK,
-interleaved in one run on one real node; and the wall time of `memledger hook
-session-start` (a whole CLI process, as a host's hook runs it).
+interleaved in one run on one real node; and the wall time of the session-start hook as a
+host runs it, a whole process: the light `python -m memledger.mcp.hook` form, the
+`memledger hook` form, and a bare interpreter importing httpx (the floor).
 
     .venv/bin/python -m bench.bench_mcp [--recalls 200] [--remembers 30] [--memories 200]
         [--hooks 10]
@@ -96,13 +97,26 @@ async def _preload(node: NodeRunner, agent: Agent, count: int) -> None:
         await asyncio.gather(*(one(i) for i in range(count)))
 
 
-def _hook_times(node: NodeRunner, env: dict[str, str], runs: int) -> dict[str, float]:
+def _hook_times(node: NodeRunner, env: dict[str, str], runs: int,
+                module: list[str]) -> dict[str, float]:
     samples = []
     for _ in range(runs):
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "memledger.cli.main", "hook", "session-start",
-                        "--node", node.api_url, "--domain", "bench"], env=env, check=True,
-                       capture_output=True, timeout=60)
+        out = subprocess.run([sys.executable, "-m", *module, "session-start", "--node",
+                              node.api_url, "--domain", "bench"], env=env, check=True,
+                             capture_output=True, text=True, timeout=60)
+        samples.append(time.perf_counter() - start)
+        if "<memory " not in out.stdout:
+            raise RuntimeError(f"the hook printed no memory: {out.stdout}{out.stderr}")
+    return _ms(samples)
+
+
+def _hook_times_bare(runs: int) -> dict[str, float]:
+    """The floor under any hook written in Python: an interpreter that imports httpx."""
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import httpx"], check=True, timeout=60)
         samples.append(time.perf_counter() - start)
     return _ms(samples)
 
@@ -122,7 +136,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             asyncio.run(_preload(node, agent, args.memories))
             time.sleep(3)  # let the voter commit and the index catch up
             result = asyncio.run(_measure(node, keys, agent, args, env))
-            result["session_start_hook"] = _hook_times(node, env, args.hooks)
+            result["session_start_hook"] = _hook_times(node, env, args.hooks,
+                                                       ["memledger.mcp.hook"])
+            result["session_start_hook_cli"] = _hook_times(
+                node, env, args.hooks, ["memledger.cli.main", "hook"])
+            result["python_startup"] = _hook_times_bare(args.hooks)
             result["memories"] = args.memories
         finally:
             node.stop()

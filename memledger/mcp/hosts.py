@@ -10,12 +10,13 @@ def _server(exe: str, key: str) -> dict[str, object]:
     return {"command": exe, "args": ["mcp", "--key", key]}
 
 
-def _hooks(exe: str, key: str) -> dict[str, object]:
-    start = f"{shlex.quote(exe)} hook session-start --key {shlex.quote(key)}"
+def _hooks(python: str) -> dict[str, object]:
+    # the light module, not `memledger hook session-start`: it runs before every session
+    start = f"{shlex.quote(python)} -m memledger.mcp.hook session-start"
     return {"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": start}]}]}}
 
 
-def snippet(client: str, exe: str, key: str, port: int) -> str:
+def snippet(client: str, exe: str, key: str, port: int, python: str = "python3") -> str:
     """The text to paste (or run) for ``client``; the comments say where it goes."""
     servers = json.dumps({"mcpServers": {"memledger": _server(exe, key)}}, indent=2)
     if client == "claude-code":
@@ -23,7 +24,7 @@ def snippet(client: str, exe: str, key: str, port: int) -> str:
                f"{shlex.quote(key)}")
         return (f"# add the server (run once):\n{add}\n"
                 "# optional, recall at every session start: merge into "
-                ".claude/settings.json\n" + json.dumps(_hooks(exe, key), indent=2))
+                ".claude/settings.json\n" + json.dumps(_hooks(python), indent=2))
     if client == "claude-desktop":
         return ("# merge into claude_desktop_config.json (Settings > Developer > Edit "
                 f"Config):\n{servers}")
