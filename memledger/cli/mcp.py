@@ -95,11 +95,14 @@ def _trust(home: Path, genesis: Path | None) -> tuple[Any, Path | None]:
 @click.option("--instructions-file", type=click.Path(path_type=Path, dir_okay=False),
               default=None, help="Operator text appended to the instructions and the guide "
                                  "[default: HOME/mcp/instructions.md if present]")
+@click.option("--operator", is_flag=True,
+              help="Also serve the governance tools (list proposals, vote with the node "
+                   "home's validator key): for a validator's operator.")
 @click.pass_context
 def mcp_group(ctx: click.Context, api: str | None, home: Path, key: str, domain: str | None,
               use_http: bool, host: str, port: int, token_file: Path | None, budget: int,
               watch: tuple[str, ...], genesis: Path | None,
-              instructions_file: Path | None) -> None:
+              instructions_file: Path | None, operator: bool) -> None:
     """Serve the ledger to an agent host over the Model Context Protocol (stdio by
     default). Sub-command `config` prints the host configuration instead."""
     if ctx.invoked_subcommand is not None:
@@ -111,7 +114,8 @@ def mcp_group(ctx: click.Context, api: str | None, home: Path, key: str, domain:
         fail(f"refusing to serve MCP on {host}, which is not a loopback address, without "
              "a bearer token: pass --token-file FILE")
     tools = _tools(api, home, key, domain, budget, watch, "mcp", genesis)
-    server = build_server(tools, _operator_text(home, instructions_file))
+    server = build_server(tools, _operator_text(home, instructions_file),
+                          _operator_tools(tools, home) if operator else None)
     click.echo(f"memledger mcp: key {tools.ledger.author[:16]}..., node "
                f"{tools.ledger.api_url}, domain {tools.default_domain}"
                + (f", http://{host}:{port}/mcp" if use_http else ", stdio"), err=True)
@@ -122,6 +126,17 @@ def mcp_group(ctx: click.Context, api: str | None, home: Path, key: str, domain:
             asyncio.run(serve_stdio(server, tools))
     except KeyboardInterrupt:
         pass
+
+
+def _operator_tools(tools: Tools, home: Path) -> Any:
+    from memledger.daemon import cometbft
+    from memledger.mcp.operator import OperatorTools
+
+    try:
+        key = cometbft.validator_signing_key(NodeHome(home).cometbft)
+    except (OSError, ValueError, KeyError, TypeError, cometbft.CometBFTError) as exc:
+        fail(f"--operator: cannot load the validator key of {home}: {exc}")
+    return OperatorTools(tools, key)
 
 
 def _token(path: Path) -> str:

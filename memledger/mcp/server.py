@@ -12,6 +12,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 
 from memledger.mcp.guide import GUIDE, INSTRUCTIONS, with_operator_text
+from memledger.mcp.operator import OperatorTools, operator_functions
 from memledger.mcp.tools import Tools, tool_functions
 
 log = logging.getLogger(__name__)
@@ -19,13 +20,18 @@ SERVER_NAME = "memledger"
 MCP_PATH = "/mcp"
 
 
-def build_server(tools: Tools, operator_text: str = "") -> MCPServer[Any]:
-    """The server: every tool of `tools`, the instructions and the `memory_guide` prompt."""
+def build_server(tools: Tools, operator_text: str = "",
+                 operator: OperatorTools | None = None) -> MCPServer[Any]:
+    """The server: every tool of `tools` (and `operator`'s governance tools when given),
+    the instructions and the `memory_guide` prompt."""
     server: MCPServer[Any] = MCPServer(
         SERVER_NAME, title="memledger shared memory",
         instructions=with_operator_text(INSTRUCTIONS, operator_text),
         version=_version(), log_level="WARNING")
-    for name, fn, notes in tool_functions(tools):
+    functions = tool_functions(tools)
+    if operator is not None:
+        functions += operator_functions(operator)
+    for name, fn, notes in functions:
         server.add_tool(fn, name=name, annotations=notes, structured_output=False)
     guide = with_operator_text(GUIDE, operator_text)
 

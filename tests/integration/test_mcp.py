@@ -243,3 +243,16 @@ def test_http_needs_its_token(env: Env, tmp_path: Path) -> None:
         proc.terminate()
         _, err = proc.communicate(timeout=30)
     assert "s3cret" not in err
+
+
+def test_operator_tools_vote_with_the_validator_key(env: Env) -> None:
+    async def run() -> None:
+        async with env.session("alice", "--operator") as ops:
+            names = {t.name for t in (await ops.list_tools()).tools}
+            assert names == TOOLS | {"proposals", "vote_proposal"}
+            assert await call(ops, "proposals", open_only=False) == "no proposals"
+            refused = await ops.call_tool("vote_proposal", {"proposal_id": "p999",
+                                                            "decision": "yes"})
+            assert refused.is_error
+            assert re.fullmatch(r"[a-z_]+: [^\n]+", text(refused)), text(refused)
+    asyncio.run(run())
