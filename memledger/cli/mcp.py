@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from memledger.cli import client as cli_client
-from memledger.cli.root import fail, one_line
+from memledger.cli.root import fail
 from memledger.daemon.home import DEFAULT_HOME, NodeHome
 from memledger.mcp.hook import DEFAULT_HOOK_BUDGET, project_domain
 
 if TYPE_CHECKING:
+    from memledger.mcp.cursors import CursorStore
+    from memledger.mcp.ledger import Ledger
     from memledger.mcp.tools import Tools
 
 DEFAULT_BUDGET = 8192
@@ -44,18 +46,27 @@ def _node_options(func: Any) -> Any:
     return func
 
 
-def _tools(api: str | None, home: Path, key: str, domain: str | None, budget: int,
-           watch: tuple[str, ...], consumer: str, genesis: Path | None = None) -> Tools:
-    from memledger.mcp.cursors import CursorStore
+def _ledger(api: str | None, home: Path, key: str, genesis: Path | None = None) -> Ledger:
     from memledger.mcp.ledger import Ledger
-    from memledger.mcp.render import Budget
-    from memledger.mcp.tools import Tools
 
     with cli_client.errors_as_messages():
         agent = cli_client.load_key(key)
     trust, store = _trust(home, genesis)
-    ledger = Ledger(cli_client.api_url(api, home), agent, trust=trust, trust_store=store)
-    return Tools(ledger, Budget(budget), CursorStore(Path(home) / "mcp", consumer),
+    return Ledger(cli_client.api_url(api, home), agent, trust=trust, trust_store=store)
+
+
+def _cursors(home: Path, consumer: str) -> CursorStore:
+    from memledger.mcp.cursors import CursorStore
+
+    return CursorStore(Path(home) / "mcp", consumer)
+
+
+def _tools(api: str | None, home: Path, key: str, domain: str | None, budget: int,
+           watch: tuple[str, ...], genesis: Path | None) -> Tools:
+    from memledger.mcp.render import Budget
+    from memledger.mcp.tools import Tools
+
+    return Tools(_ledger(api, home, key, genesis), Budget(budget), _cursors(home, "mcp"),
                  default_domain=project_domain(domain), watch=watch)
 
 
@@ -107,13 +118,16 @@ def mcp_group(ctx: click.Context, api: str | None, home: Path, key: str, domain:
     default). Sub-command `config` prints the host configuration instead."""
     if ctx.invoked_subcommand is not None:
         return
-    from memledger.mcp.server import build_server, is_loopback, serve_http, serve_stdio
-
+    try:
+        from memledger.mcp.server import build_server, is_loopback, serve_http, serve_stdio
+    except ImportError as exc:
+        fail(f"memledger mcp needs the MCP SDK ({exc}): install memledger with its mcp "
+             "extra, pip install 'memledger[mcp]'")
     token = _token(token_file) if token_file is not None else None
     if use_http and token is None and not is_loopback(host):
         fail(f"refusing to serve MCP on {host}, which is not a loopback address, without "
              "a bearer token: pass --token-file FILE")
-    tools = _tools(api, home, key, domain, budget, watch, "mcp", genesis)
+    tools = _tools(api, home, key, domain, budget, watch, genesis)
     server = build_server(tools, _operator_text(home, instructions_file),
                           _operator_tools(tools, home) if operator else None)
     click.echo(f"memledger mcp: key {tools.ledger.author[:16]}..., node "
@@ -193,40 +207,35 @@ def inbox_cmd(api: str | None, home: Path, key: str, domain: str | None,
     """What happened that concerns this key since it last looked: its memories decided
     (and why), challenged, corroborated or reinstated, and new memories in --watch
     domains. Each event is shown once (the position is kept in HOME/mcp)."""
-    tools = _tools(api, home, key, domain, budget, watch, "cli")
-    if as_json:
-        from memledger.mcp.ledger import ToolFailure, failures_as_tool_errors
-        from memledger.sdk.inbox import read_inbox
+    from memledger.mcp.ledger import ToolFailure, failures_as_tool_errors
 
-        async def read() -> dict[str, Any]:
-            try:
-                with failures_as_tool_errors(tools.ledger.api_url):
-                    got = await read_inbox(tools.ledger.client, tools.ledger.author,
-                                           since or 0, watch)
-            finally:
-                await tools.ledger.aclose()
-            return {"since": got.since, "through": got.through,
-                    "events": [e.to_json() for e in got.events]}
-        try:
-            doc = asyncio.run(read())
-        except ToolFailure as failure:
-            fail(f"{failure.name}: {failure.reason}", name=failure.name)
-        click.echo(json.dumps(doc, indent=2, sort_keys=True))
-        return
+    ledger = _ledger(api, home, key)
 
-    async def show() -> Any:
+    async def read() -> str:
         try:
-            return await tools.inbox(since=since, domains=list(watch))
+            with failures_as_tool_errors(ledger.api_url):
+                if as_json:
+                    from memledger.sdk.inbox import read_inbox
+
+                    got = await read_inbox(ledger.client, ledger.author, since or 0, watch)
+                    return json.dumps({"since": got.since, "through": got.through,
+                                       "events": [e.to_json() for e in got.events]},
+                                      indent=2, sort_keys=True)
+                from memledger.mcp.inboxing import show_inbox
+                from memledger.mcp.render import Budget
+
+                return await show_inbox(ledger, _cursors(home, "cli"), Budget(budget), since,
+                                        watch)
         finally:
-            await tools.ledger.aclose()
-    _print_result(asyncio.run(show()))
+            await ledger.aclose()
+    from memledger.mcp.cursors import CursorError
 
-
-def _print_result(result: Any) -> None:
-    text = "\n".join(getattr(c, "text", "") for c in result.content)
-    if result.is_error:
-        fail(one_line(text))
-    click.echo(text)
+    try:
+        click.echo(asyncio.run(read()))
+    except ToolFailure as failure:
+        fail(f"{failure.name}: {failure.reason}", name=failure.name)
+    except CursorError as exc:
+        fail(str(exc), name="inbox_cursor")
 
 
 # ----------------------------------------------------------------------------- hooks

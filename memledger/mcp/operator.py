@@ -42,7 +42,7 @@ class OperatorTools:
                 return "no open proposals" if open_only else "no proposals"
             mine = bytes(self.validator_key.verify_key).hex()
             return "\n".join(_line(p, mine) for p in items)
-        return await self.tools._run(run())
+        return await self.tools.answer(run())
 
     async def vote_proposal(
         self,
@@ -61,7 +61,7 @@ class OperatorTools:
             if not receipt.included:
                 return f"vote {decision} on {proposal_id}: tx {receipt.hash} is {receipt.status}"
             return f"voted {decision} on {proposal_id} at height {receipt.height}"
-        return await self.tools._run(run())
+        return await self.tools.answer(run())
 
 
 def _line(proposal: dict[str, Any], mine: str) -> str:
