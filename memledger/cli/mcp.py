@@ -104,7 +104,8 @@ def _trust(home: Path, genesis: Path | None) -> tuple[Any, Path | None]:
 @click.option("--genesis", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Trust root for verify=true [default: HOME/cometbft/config/genesis.json]")
 @click.option("--instructions-file", type=click.Path(path_type=Path, dir_okay=False),
-              default=None, help="Operator text appended to the instructions and the guide "
+              default=None, help="Operator text appended to the instructions and the guide, "
+                                 "after the node config's extra.mcp_instructions "
                                  "[default: HOME/mcp/instructions.md if present]")
 @click.option("--operator", is_flag=True,
               help="Also serve the governance tools (list proposals, vote with the node "
@@ -164,13 +165,22 @@ def _token(path: Path) -> str:
 
 
 def _operator_text(home: Path, path: Path | None) -> str:
+    """The operator's addition to the instructions: the node config's
+    `extra.mcp_instructions`, then the file (--instructions-file, else
+    HOME/mcp/instructions.md when present)."""
+    parts = []
+    node_home = NodeHome(home)
+    if node_home.exists():
+        with cli_client.errors_as_messages():
+            parts.append(node_home.load().extra.get("mcp_instructions", ""))
     path = path or Path(home) / "mcp" / "instructions.md"
     try:
-        return path.read_text()
+        parts.append(path.read_text())
     except FileNotFoundError:
-        return ""
+        pass
     except OSError as exc:
         fail(f"cannot read {path}: {exc.strerror or exc}")
+    return "\n".join(p.strip() for p in parts if p.strip())
 
 
 @mcp_group.command("config")

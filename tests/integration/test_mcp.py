@@ -245,9 +245,18 @@ def test_http_needs_its_token(env: Env, tmp_path: Path) -> None:
     assert "s3cret" not in err
 
 
-def test_operator_tools_vote_with_the_validator_key(env: Env) -> None:
+def test_operator_tools_vote_with_the_validator_key(env: Env, tmp_path: Path) -> None:
+    notes = tmp_path / "instructions.md"
+    notes.write_text("Store deploy facts in the ops domain.\n")
+
     async def run() -> None:
-        async with env.session("alice", "--operator") as ops:
+        async with env.session("alice", "--operator", "--instructions-file",
+                               str(notes)) as ops:
+            guide = await ops.get_prompt("memory_guide")
+            said = "\n".join(getattr(m.content, "text", "") for m in guide.messages)
+            assert "what is worth storing" in said.lower(), said
+            assert "From the operator of this node:\nStore deploy facts in the ops domain." \
+                in said
             names = {t.name for t in (await ops.list_tools()).tools}
             assert names == TOOLS | {"proposals", "vote_proposal"}
             assert await call(ops, "proposals", open_only=False) == "no proposals"
