@@ -36,6 +36,29 @@ from memledger.sdk.keys import Agent
 TOPICS = ("deploys", "backups", "caches", "alerts", "reviews", "builds", "tests", "keys")
 
 
+async def _in_process(node: NodeRunner, agent: Agent, runs: int, state: Path) -> dict[str, Any]:
+    """The server's own cost without a transport: its call_tool against the SDK's recall,
+    in one process (what stdio adds on top is the JSON-RPC round trip between two)."""
+    from memledger.mcp.cursors import CursorStore
+    from memledger.mcp.ledger import Ledger
+    from memledger.mcp.render import Budget
+    from memledger.mcp.server import build_server
+    from memledger.mcp.tools import Tools
+
+    tools = Tools(Ledger(node.api_url, agent), Budget(8192), CursorStore(state, "bench"))
+    server = build_server(tools)
+    client = tools.ledger.client
+    via_mcp, via_rest = [], []
+    for i in range(runs):
+        query = f"how do we handle {TOPICS[i % len(TOPICS)]}"
+        via_mcp.append(await _timed(server.call_tool("recall", {"query": query})))
+        via_rest.append(await _timed(client.recall(query, limit=5, status="committed")))
+    await tools.ledger.aclose()
+    row: dict[str, Any] = {"mcp": _ms(via_mcp), "rest": _ms(via_rest)}
+    row["p50_overhead_ms"] = round(row["mcp"]["p50_ms"] - row["rest"]["p50_ms"], 2)
+    return row
+
+
 def _ms(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
     return {"p50_ms": round(statistics.median(ordered) * 1000, 2),
@@ -136,6 +159,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             asyncio.run(_preload(node, agent, args.memories))
             time.sleep(3)  # let the voter commit and the index catch up
             result = asyncio.run(_measure(node, keys, agent, args, env))
+            result["recall_in_process"] = asyncio.run(
+                _in_process(node, agent, args.recalls, root / "cursors"))
             result["session_start_hook"] = _hook_times(node, env, args.hooks,
                                                        ["memledger.mcp.hook"])
             result["session_start_hook_cli"] = _hook_times(
