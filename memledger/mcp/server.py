@@ -7,9 +7,11 @@ import hmac
 import ipaddress
 import json
 import logging
+import re
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp_types import CallToolResult
 
 from memledger.mcp.guide import GUIDE, INSTRUCTIONS, with_operator_text
 from memledger.mcp.operator import OperatorTools, operator_functions
@@ -27,7 +29,7 @@ def build_server(tools: Tools, operator_text: str = "",
     server: MCPServer[Any] = MCPServer(
         SERVER_NAME, title="memledger shared memory",
         instructions=with_operator_text(INSTRUCTIONS, operator_text),
-        version=_version(), log_level="WARNING")
+        version=_version(), log_level="WARNING", middleware=[OneLineErrors()])
     functions = tool_functions(tools)
     if operator is not None:
         functions += operator_functions(operator)
@@ -42,6 +44,40 @@ def build_server(tools: Tools, operator_text: str = "",
         return guide
 
     return server
+
+
+_NAMED = re.compile(r"[a-z_]+: [^\n]*")
+_FIELD_ERROR = re.compile(r"validation errors? for \w+\n(?P<field>[^\n]+)\n\s+(?P<why>[^\[\n]+)")
+
+
+class OneLineErrors:
+    """Every tool error as `name: one line`: the tools' own already are; the SDK's (bad
+    arguments, an unknown tool) are several lines of pydantic text, rewritten here."""
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        result = await call_next(ctx)
+        if getattr(ctx, "method", "") != "tools/call":
+            return result
+        if isinstance(result, CallToolResult):  # a model before serialising, if ever
+            result = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if not isinstance(result, dict) or not result.get("isError"):
+            return result
+        text = "".join(str(c.get("text", "")) for c in result.get("content") or []
+                       if isinstance(c, dict))
+        if _NAMED.fullmatch(text):
+            return result
+        return {**result, "content": [{"type": "text", "text": sdk_error_line(text)}]}
+
+
+def sdk_error_line(text: str) -> str:
+    """The SDK's error text as `name: reason` on one line."""
+    found = _FIELD_ERROR.search(text)
+    if found:
+        return f"invalid_arguments: {found['field'].strip()}: {found['why'].strip()}"
+    if text.startswith("Unknown tool"):
+        return f"unknown_tool: {' '.join(text.split())}"
+    lines = [ln for ln in text.splitlines() if "errors.pydantic.dev" not in ln]
+    return "tool_error: " + " ".join(" ".join(lines).split())[:500]
 
 
 def _version() -> str:

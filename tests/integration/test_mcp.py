@@ -103,7 +103,11 @@ def test_tools_and_schemas_and_a_node_that_is_down(env: Env) -> None:
             assert prompts == ["memory_guide"]
             # a bad argument is refused by the schema, as an error result
             bad = await session.call_tool("recall", {"query": "x", "limit": 500})
-            assert bad.is_error
+            assert bad.is_error and text(bad).startswith("invalid_arguments: limit: "), \
+                text(bad)
+            assert "\n" not in text(bad)
+            unknown = await session.call_tool("forget_everything", {})
+            assert unknown.is_error and text(unknown).startswith("unknown_tool: ")
         async with env.session("alice", "--node", "http://127.0.0.1:1") as down:
             for _ in range(2):  # one clear error per call, the server stays up
                 result = await down.call_tool("recall", {"query": "anything"})
