@@ -8,8 +8,11 @@ fsync, rename): a crash leaves the old cursor or the new one, never a torn file.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from memledger.sdk.keys import make_private_dirs
@@ -30,9 +33,24 @@ class CursorStore:
     def path(self, key_hex: str) -> Path:
         return self.directory / f"{self.consumer}-{key_hex}.json"
 
-    def lock(self, key_hex: str) -> asyncio.Lock:
-        """One inbox read at a time per key: two at once would both show the same events."""
-        return self._locks.setdefault(key_hex, asyncio.Lock())
+    @asynccontextmanager
+    async def lock(self, key_hex: str) -> AsyncIterator[None]:
+        """One inbox read at a time per key, in this process and across processes (two
+        servers for one key, a server and the CLI): two at once would show the same
+        events. An asyncio lock, then an flock on `<cursor>.lock` taken off the loop."""
+        async with self._locks.setdefault(key_hex, asyncio.Lock()):
+            try:
+                make_private_dirs(self.directory)
+                fd = os.open(self.path(key_hex).with_suffix(".lock"),
+                             os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError as exc:
+                raise CursorError(f"cannot lock inbox cursor {self.path(key_hex)}: "
+                                  f"{exc}") from None
+            try:
+                await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)  # releases the flock
 
     def load(self, key_hex: str) -> int:
         path = self.path(key_hex)

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from memledger.mcp.cursors import CursorError, CursorStore
 from memledger.mcp.render import DISPUTED_MARK, Budget, memory_block, size
 from memledger.sdk.inbox import InboxEvent, InboxRead, read_inbox, take
 
@@ -105,3 +109,33 @@ def test_inbox_events_from_history_in_the_height_window() -> None:
     assert [e.kind for e in later.events] == ["challenged", "reinstated"]
     early = asyncio.run(read_inbox(Reader([memory], 7), ALICE, 6))  # 8 not indexed yet
     assert [e.kind for e in early.events] == ["challenged"] and early.through == 7
+
+
+def test_cursor_store_round_trips_refuses_garbage_and_locks_across_stores(
+        tmp_path: Path) -> None:
+    store = CursorStore(tmp_path / "mcp", "mcp")
+    assert store.load(ALICE) == 0
+    store.save(ALICE, 42)
+    assert CursorStore(tmp_path / "mcp", "mcp").load(ALICE) == 42
+    assert CursorStore(tmp_path / "mcp", "cli").load(ALICE) == 0  # its own position
+    store.path(BOB).write_text("{not json")
+    with pytest.raises(CursorError):
+        store.load(BOB)
+
+    async def contend() -> list[str]:
+        order: list[str] = []
+        other = CursorStore(tmp_path / "mcp", "mcp")  # as another process would
+
+        async def hold() -> None:
+            async with store.lock(ALICE):
+                order.append("first in")
+                await asyncio.sleep(0.3)
+                order.append("first out")
+
+        async def wait() -> None:
+            await asyncio.sleep(0.05)
+            async with other.lock(ALICE):
+                order.append("second in")
+        await asyncio.gather(hold(), wait())
+        return order
+    assert asyncio.run(contend()) == ["first in", "first out", "second in"]
