@@ -242,6 +242,11 @@ def test_http_needs_its_token(env: Env, tmp_path: Path) -> None:
                 assert names == TOOLS
                 assert "this agent's key: " + env.agents["alice"].public_key_hex in \
                     await call(session, "status")
+                stored = await call(session, "remember", id="mcp-http", wait="decided",
+                                    content="The HTTP transport stores memories as well.")
+                assert "id mcp-http, status committed" in stored, stored
+                got = await call(session, "get", id="mcp-http")
+                assert 'status="committed"' in got and "HTTP transport" in got
         asyncio.run(run())
     finally:
         proc.terminate()
