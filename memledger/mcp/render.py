@@ -33,8 +33,10 @@ def _attr(value: Any) -> str:
     return str(value).replace('"', "'").replace("\n", " ")
 
 
-def memory_block(memory: Any, *, verified: bool, content_bytes: int | None = None) -> str:
-    """One memory, delimited and labelled; its content cut to ``content_bytes``."""
+def memory_block(memory: Any, *, verified: bool, content_bytes: int | None = None,
+                 history: bool = False) -> str:
+    """One memory, delimited and labelled (with its status history when ``history``);
+    its content cut to ``content_bytes``."""
     attrs: list[tuple[str, Any]] = [
         ("id", memory.id), ("author", memory.author), ("status", memory.status),
         ("disputed", "true" if disputed(memory) else "false"),
@@ -53,6 +55,8 @@ def memory_block(memory: Any, *, verified: bool, content_bytes: int | None = Non
     reason = getattr(memory, "status_reason", None)
     if reason:
         attrs.append(("why", reason))
+    if history and getattr(memory, "history", None):
+        attrs.append(("history", " -> ".join(f"{st}@{h}" for h, st in memory.history)))
     head = "<memory " + " ".join(f'{k}="{_attr(v)}"' for k, v in attrs) + ">"
     content = _escape(memory.content or "(content not served)")
     if disputed(memory):
@@ -73,20 +77,20 @@ class Budget:
         self.limit = max(256, limit)
 
     def memories(self, head: str, memories: Sequence[Any], *, verified: bool,
-                 tail: str = "") -> str:
+                 tail: str = "", history: bool = False) -> str:
         """``head``, then as many whole memory blocks as fit (the first cut down if it
         alone does not), then ``tail``; a last line says how many were left out."""
         blocks: list[str] = []
         reserve = size(head) + size(tail) + 160
         used = reserve
         for index, memory in enumerate(memories):
-            block = memory_block(memory, verified=verified)
+            block = memory_block(memory, verified=verified, history=history)
             if used + size(block) + 1 > self.limit:
                 room = self.limit - used - size(memory_block(
-                    _blank(memory), verified=verified)) - 1
+                    _blank(memory), verified=verified, history=history)) - 1
                 if not blocks and room > 64:
                     blocks.append(memory_block(memory, verified=verified,
-                                               content_bytes=room))
+                                               content_bytes=room, history=history))
                     index += 1
                 left = len(memories) - index
                 if left:

@@ -118,7 +118,7 @@ class Tools:
         """Read one memory by id: its content, status (and why), author and history."""
         async def run() -> str:
             memory = await self.ledger.client.get(id, verify=verify)
-            return self.budget.memories("", [memory], verified=verify)
+            return self.budget.memories("", [memory], verified=verify, history=True)
         return await self.answer(run())
 
     async def list_memories(

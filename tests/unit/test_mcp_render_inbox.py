@@ -43,7 +43,10 @@ def test_block_labels_escapes_and_marks_disputed() -> None:
     assert body.startswith(DISPUTED_MARK) and "</memory" not in body and "<memory" not in body
     assert block.count("</memory>") == 1
     proven = memory_block(Mem("m2", "x", verified_height=9), verified=True)
-    assert 'verified="true (height 9)"' in proven
+    assert 'verified="true (height 9)"' in proven and "history=" not in proven
+    traced = memory_block(Mem("m3", "x", history=[[2, "proposed"], [5, "committed"]]),
+                          verified=False, history=True)
+    assert 'history="proposed@2 -> committed@5"' in traced
 
 
 def test_budget_keeps_whole_blocks_and_says_what_it_left_out() -> None:
