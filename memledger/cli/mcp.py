@@ -248,6 +248,55 @@ def inbox_cmd(api: str | None, home: Path, key: str, domain: str | None,
         fail(str(exc), name="inbox_cursor")
 
 
+@click.command("turn")
+@_node_options
+@click.argument("topic")
+@click.option("--observation", default=None,
+              help="Something worth keeping from this turn, stored as a memory; - reads "
+                   "it from stdin.")
+@click.option("--observation-id", default=None, help="Id for the stored observation.")
+@click.option("--type", "memory_type", default="observation", show_default=True,
+              type=click.Choice(["fact", "observation", "inference", "task"]))
+@click.option("--tag", "tags", multiple=True, help="Tag of the observation (repeatable).")
+@click.option("--limit", type=click.IntRange(1, 20), default=5, show_default=True)
+@click.option("--inbox/--no-inbox", default=True, show_default=True,
+              help="Also show this key's inbox (its position kept as `memledger inbox`'s).")
+@click.option("--budget", type=click.IntRange(256, 1 << 20), default=8192,
+              show_default=True, help="Most bytes printed.")
+def turn_cmd(api: str | None, home: Path, key: str, domain: str | None, topic: str,
+             observation: str | None, observation_id: str | None, memory_type: str,
+             tags: tuple[str, ...], limit: int, inbox: bool, budget: int) -> None:
+    """One call per agent turn, as the MCP `turn` tool: recall on TOPIC, store the
+    observation if given, read the inbox. The phases are independent, not atomic; each
+    reports its outcome. Exit status 0 when all succeeded, 3 when some failed, 1 when
+    all did."""
+    if observation == "-":
+        observation = sys.stdin.read()
+    try:
+        from memledger.mcp.render import Budget
+        from memledger.mcp.tools import Tools
+    except ImportError as exc:
+        fail(f"memledger turn needs the MCP SDK ({exc}): install memledger with its mcp "
+             "extra, pip install 'memledger[mcp]'")
+    tools = Tools(_ledger(api, home, key), Budget(budget), _cursors(home, "cli"),
+                  default_domain=project_domain(domain))
+
+    async def run() -> Any:
+        try:
+            return await tools.turn(topic, observation=observation or None, domain=domain,
+                                    tags=list(tags) or None, type=memory_type,  # type: ignore[arg-type]
+                                    observation_id=observation_id, limit=limit, inbox=inbox)
+        finally:
+            await tools.ledger.aclose()
+    result = asyncio.run(run())
+    text = "\n".join(getattr(c, "text", "") for c in result.content)
+    if result.is_error:
+        fail("; ".join(text.splitlines()))
+    click.echo(text)
+    if not text.startswith("turn: all phases ok"):
+        sys.exit(3)
+
+
 # ----------------------------------------------------------------------------- hooks
 @click.group("hook")
 def hook_group() -> None:
@@ -307,6 +356,6 @@ def hook_session_end(api: str | None, home: Path, key: str, domain: str | None,
 
 
 def register(group: click.Group) -> None:
-    for command in (mcp_group, inbox_cmd, hook_group):
+    for command in (mcp_group, inbox_cmd, turn_cmd, hook_group):
         group.add_command(command)
 

@@ -183,6 +183,18 @@ def test_turn_reports_a_refused_store_and_still_recalls(env: Env) -> None:
             assert "remember failed" in out and "not atomic" in out
             assert "## inbox: ok" in out
     asyncio.run(run())
+    cli = [sys.executable, "-m", "memledger.cli.main", "turn", "production deploy approvals",
+           "--key", "alice", "--node", env.node.api_url, "--domain", "mcptest",
+           "--observation", "-"]
+    same = subprocess.run([*cli, "--observation-id", "mcp-turn"], input="Three approvals.",
+                          capture_output=True, text=True, env=env.environ(), timeout=120)
+    assert same.returncode == 3, same.stderr  # some phase failed
+    assert "## remember: FAILED (memory_terminal)" in same.stdout
+    assert 'id="mcp-turn"' in same.stdout
+    fine = subprocess.run(cli, input="Deploy approvals are counted by the release bot.",
+                          capture_output=True, text=True, env=env.environ(), timeout=120)
+    assert fine.returncode == 0, fine.stdout + fine.stderr
+    assert fine.stdout.startswith("turn: all phases ok") and "## remember: ok" in fine.stdout
 
 
 def test_32_concurrent_calls_in_one_session(env: Env) -> None:

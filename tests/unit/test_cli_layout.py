@@ -26,7 +26,7 @@ def test_every_subcommand_is_registered_once_on_the_root_group() -> None:
 
     assert main is root
     for name in ("init", "start", "keys", "submit", "gov", "testnet", "bench", "projection",
-                 "mcp", "inbox", "hook"):
+                 "mcp", "inbox", "turn", "hook"):
         assert name in main.commands, name
 
 
