@@ -15,6 +15,7 @@ from click.core import ParameterSource
 
 from memledger.cli import client as cli_client
 from memledger.cli import gov as cli_gov
+from memledger.cli import mcp as cli_mcp
 from memledger.cli import testnet as cli_testnet
 from memledger.cli.root import (
     cannot_create,
@@ -483,6 +484,7 @@ class _Counted:
 # `register` adds them to `main`.
 cli_client.register(main)
 cli_gov.register(main)
+cli_mcp.register(main)
 cli_testnet.register(main)
 fail_on_known_errors(main)
 

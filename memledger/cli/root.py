@@ -1,8 +1,8 @@
 """The root of the `memledger` command: the `main` click group and the options shared by
 its sub-command modules.
 
-The sub-command modules (`cli_client`, `cli_gov`, `cli_testnet`) import `main` from here and
-`memledger.cli.main` imports them to assemble the command, so nothing imports `cli` back.
+The sub-command modules (`cli_client`, `cli_gov`, `cli_mcp`, `cli_testnet`) import from here
+and `memledger.cli.main` imports them to assemble the command, so nothing imports `cli` back.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).parents[2]
-SUBCOMMAND_MODULES = ("client", "gov", "testnet")
+SUBCOMMAND_MODULES = ("client", "gov", "mcp", "testnet")
 
 
 def test_subcommand_modules_never_import_cli() -> None:
@@ -25,7 +25,8 @@ def test_every_subcommand_is_registered_once_on_the_root_group() -> None:
     from memledger.cli.root import main as root
 
     assert main is root
-    for name in ("init", "start", "keys", "submit", "gov", "testnet", "bench", "projection"):
+    for name in ("init", "start", "keys", "submit", "gov", "testnet", "bench", "projection",
+                 "mcp", "inbox", "turn", "hook"):
         assert name in main.commands, name
 
 
