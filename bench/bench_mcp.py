@@ -30,7 +30,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from memledger.devtools.node import REPO, NodeRunner, wait_api_ready
-from memledger.sdk.client import AsyncMemLedgerClient
+from memledger.sdk import AsyncClient
 from memledger.sdk.keys import Agent
 
 TOPICS = ("deploys", "backups", "caches", "alerts", "reviews", "builds", "tests", "keys")
@@ -78,7 +78,7 @@ async def _measure(node: NodeRunner, keys: Path, agent: Agent, args: argparse.Na
     params = StdioServerParameters(command=sys.executable, args=[
         "-m", "memledger.cli.main", "mcp", "--key", agent.name, "--node", node.api_url,
         "--domain", "bench"], env=env, cwd=str(REPO))
-    rest = AsyncMemLedgerClient(node.api_url, key=agent)
+    rest = AsyncClient(node.api_url, key=agent)
     out: dict[str, Any] = {}
     with open(os.devnull, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), \
@@ -109,7 +109,7 @@ async def _measure(node: NodeRunner, keys: Path, agent: Agent, args: argparse.Na
 
 
 async def _preload(node: NodeRunner, agent: Agent, count: int) -> None:
-    async with AsyncMemLedgerClient(node.api_url, key=agent) as client:
+    async with AsyncClient(node.api_url, key=agent) as client:
         sem = asyncio.Semaphore(16)
 
         async def one(i: int) -> None:

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memledger.sdk.client import AsyncMemLedgerClient as SdkClient
-from memledger.sdk.client import MemLedgerConnectionError, MemLedgerError
+from memledger.sdk import AsyncClient as SdkClient
+from memledger.sdk import MemLedgerConnectionError, MemLedgerError
 from memledger.sdk.light.errors import VerificationError
 
 if TYPE_CHECKING:

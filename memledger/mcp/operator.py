@@ -13,7 +13,7 @@ from nacl.signing import SigningKey
 from pydantic import Field
 
 from memledger.mcp.tools import Tools
-from memledger.sdk.client import NonceSource
+from memledger.sdk import NonceSource
 from memledger.sdk.txbuilder import TxBuilder
 
 _DECISIONS = {"yes": "accept", "no": "reject", "abstain": "abstain"}

@@ -328,7 +328,7 @@ async def _guarded(phase: Callable[[], Awaitable[str]]) -> str:
     except CursorError as exc:
         raise ToolFailure("inbox_cursor", str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - the model gets one line, stderr the rest
-        from memledger.sdk.client import MemLedgerError
+        from memledger.sdk import MemLedgerError
         from memledger.sdk.light.errors import VerificationError
 
         if isinstance(exc, (MemLedgerError, VerificationError)):

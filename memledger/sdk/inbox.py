@@ -28,7 +28,7 @@ _DECIDED = ("committed", "deprecated")
 
 
 class _Reader(Protocol):
-    """What the inbox needs of an async SDK client (AsyncMemLedgerClient has it)."""
+    """What the inbox needs of an async SDK client (AsyncClient has it)."""
 
     async def status(self) -> Any: ...
 

@@ -23,7 +23,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from memledger.sdk.client import MemLedgerClient
+from memledger.sdk import Client
 from memledger.sdk.keys import Agent
 from memledger.sdk.waiting import wait_until
 from tests.support.node import REPO, NodeRunner, free_base_port, wait_api_ready
@@ -136,10 +136,10 @@ def test_remember_recall_verify_challenge_inbox_once(env: Env) -> None:
             first = await call(alice, "inbox")
             assert "mcp-backup" in first and "was committed" in first, first
         # alice owns the domain she wrote first; a modify grant lets bob dispute in it
-        with MemLedgerClient(env.node.api_url, key=env.agents["alice"]) as ml:
+        with Client(env.node.api_url, key=env.agents["alice"]) as ml:
             assert ml.grant("mcptest", bob, "modify").included
         # carol backs it, so bob's challenge opens a dispute instead of deprecating it
-        with MemLedgerClient(env.node.api_url, key=Agent.generate("carol")) as ml:
+        with Client(env.node.api_url, key=Agent.generate("carol")) as ml:
             assert ml.corroborate("mcp-backup").included
         async with env.session("bob") as session:
             out = await call(session, "challenge", id="mcp-backup",
