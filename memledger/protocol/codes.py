@@ -3,8 +3,8 @@
 Codes are part of the protocol: clients branch on them, and tx codes are hashed into the
 block results. Never renumber; only append. Each code is one line here, number and
 description together; docs/CODES.md is generated from these enums
-(`tests/unit/test_engine_rejections.py::test_codes_are_distinct_and_documented` keeps the two
-in sync).
+(`tests/unit/consensus/test_engine_rejections.py::test_codes_are_distinct_and_documented`
+keeps the two in sync).
 """
 
 from __future__ import annotations

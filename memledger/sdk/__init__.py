@@ -15,7 +15,7 @@ Failures raise `MemLedgerError` carrying the server's problem (numeric `code`, `
 a signer whose backlog is full waits for the chain instead of failing.
 
 This package needs httpx, PyNaCl and protobuf only (and `memledger.protocol`): no node,
-server or database code is imported (tests/unit/test_sdk_imports.py keeps it so).
+server or database code is imported (tests/unit/sdk/test_sdk_imports.py keeps it so).
 """
 
 from memledger.sdk.aio import AsyncClient

@@ -119,6 +119,16 @@ def sdk_python(tmp_path_factory: pytest.TempPathFactory, sdk_wheel: Path) -> Pat
     return python
 
 
+@pytest.fixture(scope="module")
+def agent_python(tmp_path_factory: pytest.TempPathFactory, sdk_wheel: Path) -> Path:
+    """An agent's install, `memledger[mcp]`: the SDK, click and the MCP SDK, from
+    requirements-agent.lock (hash-checked), and the wheel alone."""
+    python = make_venv(tmp_path_factory.mktemp("agent-venv") / "venv")
+    install_lock(python, REPO / "requirements-agent.lock")
+    pip_install(python, "--no-deps", str(sdk_wheel))
+    return python
+
+
 def _run(python: Path, script: str, *args: str, cwd: Path) -> str:
     done = subprocess.run([str(python), "-I", "-c", script, *args], capture_output=True,
                           text=True, timeout=180, cwd=cwd, check=False)
@@ -160,6 +170,7 @@ def test_command_in_the_base_install_names_the_extra_it_needs(
                           check=False)
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr, done.stderr
+    assert "pip install 'memledger[mcp]'" in done.stderr, done.stderr
     assert "pip install 'memledger[node]'" in done.stderr, done.stderr
     assert len(done.stderr.splitlines()) == 1, done.stderr
 
@@ -180,3 +191,74 @@ def test_sdk_from_the_base_install_against_a_real_node(
     assert out["memory_id"] in out["recalled"], out
     assert out["content"] == content and out["status"] == "committed", out
     assert isinstance(out["verified_height"], int) and out["verified_height"] >= 1, out
+
+
+def test_agent_install_runs_the_agent_commands_and_names_the_node_extra(
+        agent_python: Path, tmp_path: Path) -> None:
+    """`memledger[mcp]` is what an agent's machine installs: the agent's commands work
+    there without the server stack; a node command says, in one line, what it needs."""
+    found = json.loads(_run(agent_python, IMPORTS_SCRIPT, "memledger.cli.main",
+                            "memledger.mcp.server", *NOT_IN_BASE[:-1], cwd=tmp_path))
+    assert found.pop("memledger.cli.main") == found.pop("memledger.mcp.server") == "imported"
+    server_side = {"fastapi", "sqlalchemy", "lmdb", "orjson", "numpy", "usearch", "tantivy",
+                   "onnxruntime"}
+    imported = sorted(n for n, how in found.items() if how == "imported" and n in server_side)
+    assert not imported, f"the agent install can import server packages: {imported}"
+    command = str(agent_python.parent / "memledger")
+    env = {"PATH": str(agent_python.parent), "MEMLEDGER_HOME": str(tmp_path / "home"),
+           "HOME": str(tmp_path)}
+    made = subprocess.run([command, "keys", "new", "agent"], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path, env=env, check=False)
+    assert made.returncode == 0 and "created key agent" in made.stdout, made
+    node_cmd = subprocess.run([command, "init"], capture_output=True, text=True, timeout=60,
+                              cwd=tmp_path, env=env, check=False)
+    assert node_cmd.returncode == 1, node_cmd
+    assert "pip install 'memledger[node]'" in node_cmd.stderr, node_cmd.stderr
+    assert "Traceback" not in node_cmd.stderr and len(node_cmd.stderr.splitlines()) == 1
+    size = tree_bytes(site_packages(agent_python))
+    print(f"\nagent install (requirements-agent.lock + wheel): site-packages "
+          f"{size / 1e6:.1f} MB")
+
+
+def test_mcp_server_from_the_agent_install_against_a_real_node(
+        node: NodeRunner, agent_python: Path, tmp_path: Path) -> None:
+    """The one line a host runs, `memledger mcp --key K --node URL`, from the agent's
+    install, driven by the official MCP client: remember, then recall it."""
+    import asyncio
+
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    from memledger.sdk.keys import Agent
+
+    node.wait_rpc()
+    wait_api_ready(node.api_url)
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    Agent.generate("agent").save(keys / "agent.json")
+    env = {"PATH": str(agent_python.parent), "HOME": str(tmp_path),
+           "MEMLEDGER_KEYS_DIR": str(keys), "MEMLEDGER_HOME": str(tmp_path / "home")}
+    params = StdioServerParameters(command=str(agent_python.parent / "memledger"),
+                                   args=["mcp", "--key", "agent", "--node", node.api_url],
+                                   env=env, cwd=str(tmp_path))
+    content = "the agent install MCP server stores this memory on the wheel test node"
+
+    async def run() -> tuple[str, str]:
+        async with stdio_client(params) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            stored = await session.call_tool("remember", {"content": content,
+                                                          "wait": "decided"})
+            assert not stored.is_error, stored
+            for _ in range(60):  # the node indexes after Commit
+                found = await session.call_tool("recall", {"query": "what does the agent "
+                                                           "install MCP server store"})
+                assert not found.is_error, found
+                if content in found.content[0].text:  # type: ignore[union-attr]
+                    break
+                await asyncio.sleep(0.5)
+            return (stored.content[0].text, found.content[0].text)  # type: ignore[union-attr]
+
+    stored, found = asyncio.run(run())
+    assert "status committed" in stored, stored
+    assert content in found, found

@@ -20,7 +20,7 @@ REPO = Path(__file__).parents[2]
 pytestmark = pytest.mark.cometbft
 
 ONCE_ORDER_DEPENDENT = [
-    "tests/unit/test_api_reads.py::test_metrics",
+    "tests/unit/api/test_api_reads.py::test_metrics",
     "tests/integration/test_single_node.py::test_check_tx_rejections_over_rpc",
     "tests/integration/test_rest_api.py::test_sdk_vote_commits_and_metrics_count_codes[sqlite]",
 ]

@@ -13,7 +13,7 @@ Strings with lone surrogates cannot be UTF-8 encoded and raise TypeError.
 
 The bytes are produced by orjson (sorted keys, compact, raw UTF-8): for exactly the
 types `_check` admits it emits the same bytes as the standard library encoder configured
-as above, about ten times faster. `tests/unit/test_codec_equivalence.py` holds the two to
+as above, about ten times faster. `tests/unit/consensus/test_codec_equivalence.py` holds the two to
 byte equality over generated records, so the standard library remains the reference.
 """
 

@@ -33,7 +33,7 @@ from memledger.consensus.store.state import (
 from memledger.protocol.commitment import ZERO_HASH, root_of, verify_proof
 
 MAP = 64 << 20
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

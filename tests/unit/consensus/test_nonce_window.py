@@ -25,7 +25,7 @@ from memledger.sdk.txbuilder import TxBuilder, param_proposal, upgrade_proposal
 from tests.support.chain import HaltCalled, LocalChain, seeded_key
 from tests.support.workload import run_in_fresh_process
 
-REPO = Path(__file__).parents[2]
+REPO = Path(__file__).parents[3]
 AGENT = seeded_key("window-agent")
 OTHER = seeded_key("window-other")
 WINDOW = 4

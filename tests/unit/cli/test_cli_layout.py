@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).parents[2]
-SUBCOMMAND_MODULES = ("client", "gov", "mcp", "testnet")
+REPO = Path(__file__).parents[3]
+SUBCOMMAND_MODULES = ("client", "gov", "mcp", "node", "testnet")
 
 
 def test_subcommand_modules_never_import_cli() -> None:

@@ -31,7 +31,7 @@ from memledger.consensus.wire.server import (
 from memledger.protocol.pb import abci_pb2 as pb
 from memledger.sdk.waiting import wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MAX_FRAME = 8 * 1024 * 1024
 
 

@@ -143,7 +143,7 @@ def test_a_refused_preflight_is_a_problem(tmp_path: Path, headers: dict[str, str
 
 def test_security_doc_states_the_default_rate_limit() -> None:
     """docs/SECURITY.md once said "no rate limiting" while the limit is on by default."""
-    doc = (Path(__file__).parents[2] / "docs" / "SECURITY.md").read_text()
+    doc = (Path(__file__).parents[3] / "docs" / "SECURITY.md").read_text()
     text = " ".join(doc.split())
     assert "no rate limiting" not in text.lower()
     assert (f"{ApiSettings.rate_limit_per_s:g} requests/s with a burst of "

@@ -18,7 +18,7 @@ import pytest
 from memledger.daemon.home import HomeInUseError, NodeHome
 from memledger.sdk.waiting import WaitTimeout, wait_until
 
-REPO = Path(__file__).parents[2]
+REPO = Path(__file__).parents[3]
 
 
 def _dead(pid: int) -> bool:

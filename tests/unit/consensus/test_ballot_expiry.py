@@ -23,7 +23,7 @@ from memledger.sdk.txbuilder import (
 from tests.support.chain import LocalChain, seeded_key
 from tests.support.workload import run_in_fresh_process
 
-REPO = Path(__file__).parents[2]
+REPO = Path(__file__).parents[3]
 AGENT = seeded_key("expiry-agent")
 EXPIRY = 10
 GOV = {"gov_voting_period": 5, "gov_min_upgrade_delay": 3}

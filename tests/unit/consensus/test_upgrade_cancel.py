@@ -16,7 +16,7 @@ from memledger.protocol.pb import abci_pb2 as pb
 from memledger.protocol.pb import tx_pb2
 from memledger.sdk.txbuilder import upgrade_cancel_proposal, upgrade_proposal
 from tests.support.chain import LocalChain, seeded_key
-from tests.unit.test_governance import proposal, run, vote_all
+from tests.unit.consensus.test_governance import proposal, run, vote_all
 
 
 def _chain(tmp_path: Path, version: int, voting_period: int = 5) -> LocalChain:

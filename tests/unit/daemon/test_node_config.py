@@ -24,7 +24,8 @@ import pytest
 import tomlkit
 from click.testing import CliRunner, Result
 
-from memledger.cli.main import INIT_PORT_SPAN, main
+from memledger.cli.main import main
+from memledger.cli.node import INIT_PORT_SPAN
 from memledger.daemon import cometbft
 from memledger.daemon.home import (
     MAX_PORT,
@@ -37,7 +38,7 @@ from memledger.daemon.home import (
 from memledger.daemon.voter import is_alive
 from memledger.testnet.layout import TestnetSpec, check_ports, highest_port, node_specs
 
-REPO = Path(__file__).parents[2]
+REPO = Path(__file__).parents[3]
 
 
 def _home(tmp_path: Path, **changes: Any) -> NodeHome:

@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 from types import ModuleType
 
-REPO = Path(__file__).parents[2]
+REPO = Path(__file__).parents[3]
 RUNNER = REPO / "scripts" / "run_tests.py"
 
 

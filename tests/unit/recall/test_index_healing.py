@@ -21,7 +21,6 @@ from memledger.api.settings import ApiSettings
 from memledger.devtools.chain import LocalChain, seeded_key
 from memledger.recall import follow, text_indexer
 from memledger.recall import indexer as indexer_module
-from memledger.recall.embedder import make_embedder
 from memledger.recall.index import VectorIndex
 from memledger.recall.indexer import Indexer
 from memledger.recall.text_index import TextIndex
@@ -29,13 +28,6 @@ from memledger.recall.text_indexer import TextIndexer
 from memledger.sdk.waiting import wait_until
 
 SEGMENT_FILES = (".idx", ".pos", ".term", ".store", ".fast", ".fieldnorm")
-
-
-@pytest.fixture(scope="module")
-def wordllama():  # type: ignore[no-untyped-def]
-    embedder = make_embedder("wordllama")
-    assert embedder is not None
-    return embedder
 
 
 def _words(folder: Path, n: int = 50, height: int = 10) -> TextIndex:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from memledger.consensus.store.state import CanonicalStore
 
-REPO = Path(__file__).parents[2]
+REPO = Path(__file__).parents[3]
 MAP = 32 << 20
 KEYS, VALUE = 50, 4000
 

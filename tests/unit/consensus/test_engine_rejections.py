@@ -243,7 +243,7 @@ def test_codes_are_distinct_and_documented() -> None:
 
     assert set(DESCRIPTIONS) == set(Code)
     assert len({int(c) for c in Code}) == len(Code)
-    doc = (Path(__file__).parents[2] / "docs" / "CODES.md").read_text()
+    doc = (Path(__file__).parents[3] / "docs" / "CODES.md").read_text()
     from memledger.protocol.codes import QueryCode, markdown_table
 
     assert markdown_table(Code) in doc, "docs/CODES.md is stale: regenerate the table"

@@ -10,19 +10,11 @@ import numpy as np
 import pytest
 
 from memledger.recall import hybrid
-from memledger.recall.embedder import make_embedder
 from memledger.recall.hybrid import semantic_ranked, with_unindexed
 from memledger.recall.index import VectorIndex
 
 FILL = ("river stone lamp orbit quartz ember glacier harbor meadow falcon copper violet "
         "thunder pepper maple cedar willow canyon basalt heron otter moss fern").split()
-
-
-@pytest.fixture(scope="module")
-def wordllama():  # type: ignore[no-untyped-def]
-    embedder = make_embedder("wordllama")
-    assert embedder is not None
-    return embedder
 
 
 def _word_salad(n: int, seed: int) -> list[tuple[str, str]]:

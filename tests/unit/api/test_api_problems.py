@@ -64,7 +64,7 @@ def test_problem_defaults() -> None:
 
 def test_codes_doc_names_the_problem_types_the_api_sends() -> None:
     """docs/CODES.md once promised https://memledger.dev/problems/<name> URLs."""
-    doc = (Path(__file__).parents[2] / "docs" / "CODES.md").read_text()
+    doc = (Path(__file__).parents[3] / "docs" / "CODES.md").read_text()
     prose = "\n".join(line for line in doc.splitlines() if not line.startswith("|"))
     assert f"`{CODE_TYPE_PREFIX}<name>`" in prose and f"`{TYPE_PREFIX}<name>`" in prose
     assert "://" not in prose
@@ -175,7 +175,7 @@ def test_a_write_into_anothers_domain_says_who_can_let_it(chain: LocalChain) -> 
 
 
 def test_codes_doc_names_every_code_with_a_next_step() -> None:
-    doc = (Path(__file__).parents[2] / "docs" / "CODES.md").read_text()
+    doc = (Path(__file__).parents[3] / "docs" / "CODES.md").read_text()
     prose = "\n".join(line for line in doc.splitlines() if not line.startswith("|"))
     for code in codes.NEXT_STEPS:
         assert f"`{code.slug}`" in prose, code
