@@ -23,12 +23,26 @@ class MemoryFilter:
     """Validated filters of GET /v1/memories."""
 
     domain: str | None = None
-    status: str | None = None
+    #: the statuses asked for; none: the safe default (DEFAULT_STATUSES)
+    status: Sequence[str] = field(default_factory=tuple)
     type: str | None = None
     author: str | None = None
     tags: Sequence[str] = field(default_factory=tuple)
     include_disputed: bool = False
     q: str | None = None
+
+    def statuses(self) -> tuple[str, ...]:
+        """The statuses kept: those asked for, else committed (and, with
+        include_disputed, challenged). Deprecated and superseded memories are retracted
+        or replaced facts: a reader who leaves the filter out must not act on one."""
+        if isinstance(self.status, str):  # one status, as callers before v10 gave it
+            return (self.status,)
+        if self.status:
+            return tuple(sorted(set(self.status)))
+        return (*DEFAULT_STATUSES, *(("challenged",) if self.include_disputed else ()))
+
+
+DEFAULT_STATUSES = ("committed",)
 
 
 def memory_cursor(height: int, memory_id: str) -> str:
@@ -69,6 +83,10 @@ def memory_json(row: sa.Row[Any], record: dict[str, Any] | None = None) -> dict[
         "ballot": record.get("ballot"),
         "corroborators": record.get("corroborators", []),
         "coauthors": record.get("coauthors"),
+        "supersedes": record.get("supersedes"),
+        "superseded_by": record.get("superseded_by"),
+        "pending_correction": record.get("pending_correction"),
+        "origin": record.get("origin"),
     }
 
 
@@ -92,10 +110,7 @@ def apply_filters(query: Any, flt: MemoryFilter) -> Any:
     shared by the page listing and the ranked search modes (ranked.py)."""
     if flt.domain is not None:
         query = query.where(memories.c.domain == flt.domain)
-    if flt.status is not None:
-        query = query.where(memories.c.status == flt.status)
-    elif not flt.include_disputed:
-        query = query.where(memories.c.status != "challenged")
+    query = query.where(memories.c.status.in_(flt.statuses()))
     if flt.type is not None:
         query = query.where(memories.c.type == flt.type)
     if flt.author is not None:
@@ -146,7 +161,7 @@ def narrowed(flt: MemoryFilter) -> bool:
     """Whether `flt` narrows beyond the default status rule (a domain, type, author, tag
     or a status other than committed)."""
     return bool(flt.domain or flt.type or flt.author or flt.tags or
-                flt.status not in (None, "committed"))
+                set(flt.statuses()) - {"committed", "challenged"})
 
 
 def memory_votes(conn: sa.Connection, memory_id: str) -> list[dict[str, Any]]:

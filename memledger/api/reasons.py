@@ -77,6 +77,13 @@ def status_reason(record: Mapping[str, Any], rounds: Sequence[Mapping[str, Any]]
             note += f"; this node's auto-voter ({_short(voter)}) voted {n.decision}: {n.reason}"
     if status == "proposed":
         return f"awaiting validator votes ({_tally(votes)} so far){note}"
+    if status == "superseded":
+        return (f"superseded by its correction {record.get('superseded_by')!r}, committed at "
+                f"height {_last_height(record, 'superseded')}")
+    if status == "challenged" and last_round is not None and last_round.get("kind") == "peer":
+        return (f"disputed by {_short(str(last_round.get('opener', '')))} (a peer dispute): "
+                "deprecated if 2/3 of its electorate's weight rejects it, back to committed "
+                "if 2/3 accepts, everyone voted, or the dispute expires")
     if status == "challenged" and last_round is not None:
         k = int(last_round.get("k", 0))
         return (f"challenged by {_short(str(last_round.get('opener', '')))}: deprecated once "
@@ -88,6 +95,11 @@ def status_reason(record: Mapping[str, Any], rounds: Sequence[Mapping[str, Any]]
             return f"co-committed: jointly signed by {signers} coauthors, committed on inclusion"
         if last_round is not None and last_round.get("outcome") == "reinstated":
             return f"reinstated by {_short(str(last_round.get('reinstated_by', '')))}"
+        if last_round is not None and last_round.get("outcome") in ("kept", "expired"):
+            how = ("its electorate kept it" if last_round["outcome"] == "kept"
+                   else "the dispute expired undecided")
+            return (f"peer dispute by {_short(str(last_round.get('opener', '')))} ended at "
+                    f"height {last_round.get('closed_height')}: {how}")
         return f"accepted by validator votes at height {record.get('decided_height')}: " \
                f"{_tally(votes)}{note}"
     if status == "deprecated":
@@ -95,6 +107,11 @@ def status_reason(record: Mapping[str, Any], rounds: Sequence[Mapping[str, Any]]
         if record.get("expired_height") is not None:
             return (f"expired at height {record['expired_height']}: no quorum before its "
                     f"ballot closed ({_tally(votes)})")
+        if _last_height(record, "challenged") is not None and last_round is not None \
+                and last_round.get("outcome") == "deprecated" \
+                and last_round.get("kind") == "peer":
+            return (f"deprecated at height {height}: its electorate upheld a peer dispute by "
+                    f"{_short(str(last_round.get('opener', '')))}")
         if _last_height(record, "challenged") is not None and last_round is not None \
                 and last_round.get("outcome") == "deprecated":
             how, said = _round_text(last_round, author)
@@ -151,7 +168,34 @@ def get_memory(conn: sa.Connection, memory_id: str, home: Path | None) -> dict[s
     record = json.loads(row.record)
     found = queries.memory_json(row, record)
     annotate(conn, [found], home, {memory_id: record})
+    found["corrections"] = correction_chain(conn, record)
     return found
+
+
+#: Links followed each way at most: a chain is one memory corrected again and again.
+MAX_CHAIN = 64
+_LINK = sa.select(memories.c.record).where(memories.c.id == sa.bindparam("memory_id"))
+
+
+def correction_chain(conn: sa.Connection, record: Mapping[str, Any]) -> list[str] | None:
+    """The ids of `record`'s chain of corrections, oldest first (None: it has none)."""
+    if not (record.get("supersedes") or record.get("superseded_by")
+            or record.get("pending_correction")):
+        return None
+    chain = [str(record["id"])]
+    for link, at_end in (("supersedes", False), ("superseded_by", True)):
+        current: Mapping[str, Any] = record
+        for _ in range(MAX_CHAIN):
+            nxt = current.get(link)
+            raw = None if nxt is None else conn.execute(_LINK, {"memory_id": nxt}).scalar()
+            if raw is None:
+                break
+            current = json.loads(raw)
+            if at_end:
+                chain.append(str(nxt))
+            else:
+                chain.insert(0, str(nxt))
+    return chain
 
 
 def list_memories(conn: sa.Connection, flt: queries.MemoryFilter, limit: int,

@@ -78,12 +78,17 @@ def _existing(conn: sa.Connection, memory_id: str) -> None:
 async def list_memories(
     state: State,
     domain: Annotated[str | None, Query(pattern=NAME)] = None,
-    status: MemoryStatus | None = None,
+    status: Annotated[list[MemoryStatus] | None, Query(
+        description="repeatable: keep memories in any of these statuses. Default: committed "
+                    "only (with include_disputed, challenged too); deprecated and superseded "
+                    "memories are returned only when asked for here")] = None,
     type: Annotated[MemoryType | None, Query(description="memory type")] = None,  # noqa: A002
     author: Annotated[str | None, Query(pattern=HEX_KEY, description="author key, hex")] = None,
     tag: Annotated[list[Tag] | None, Query(max_length=MAX_TAGS,
                                            description="repeatable; all must match")] = None,
-    include_disputed: Annotated[bool, Query(description="include challenged memories")] = False,
+    include_disputed: Annotated[bool, Query(
+        description="without status: include challenged (disputed) memories, flagged by "
+                    "their status")] = False,
     q: Annotated[str | None, Query(
         min_length=1, max_length=512, pattern=QUERY,
         description=f"full-text query: all words must match (at most {MAX_QUERY_WORDS} words; "
@@ -101,7 +106,7 @@ async def list_memories(
                     "in every mode; ranked pages take `<offset>~ranked` cursors")] = None,
 ) -> dict[str, Any]:
     flt = queries.MemoryFilter(
-        domain=domain, status=None if status is None else status.value,
+        domain=domain, status=tuple(s.value for s in status or ()),
         type=None if type is None else type.value, author=author, tags=tuple(tag or ()),
         include_disputed=include_disputed, q=q)
     chosen = None if q is None else (

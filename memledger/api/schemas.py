@@ -56,6 +56,7 @@ class MemoryStatus(StrEnum):
     committed = "committed"
     challenged = "challenged"
     deprecated = "deprecated"
+    superseded = "superseded"  # v10+: replaced by a committed correction
 
 
 class MemoryType(StrEnum):
@@ -161,6 +162,15 @@ class MemorySubmitForm(BaseModel):
 MemorySubmitRequest = MemorySubmitTx | MemorySubmitForm
 
 
+class Origin(BaseModel):
+    """Provenance of an imported memory (MemorySubmit.origin)."""
+
+    chain_id: str
+    height: int
+    memory_id: str
+    author: str
+
+
 class Memory(BaseModel):
     id: str
     domain: str
@@ -182,6 +192,17 @@ class Memory(BaseModel):
     ballot: dict[str, Any] | None = None
     corroborators: list[str] = Field(default_factory=list)
     coauthors: list[str] | None = None
+    supersedes: str | None = Field(None, description="v10+: the memory this one corrects")
+    superseded_by: str | None = Field(
+        None, description="v10+: the committed correction that replaced this memory")
+    pending_correction: str | None = Field(
+        None, description="v10+: a correction of this memory awaiting its validators")
+    origin: Origin | None = Field(
+        None, description="v10+: where an imported memory came from (kept as given by its "
+                          "importer, not verified against that chain)")
+    corrections: list[str] | None = Field(
+        None, description="one memory's read only: the chain of corrections it is part of, "
+                          "oldest first (its originals, itself, the corrections of it)")
     status_reason: str | None = Field(
         None, description="Why the memory has its status, in one sentence: the vote tally, "
                           "the dispute round (e.g. withdrawn by its author), expiry, and "

@@ -43,6 +43,12 @@ PARAMS: dict[str, ParamSpec] = {
                               meaning="recent nonces kept per signer"),
     "ballot_expiry": ParamSpec(100_000, (10, 10_000_000), rule="ballot_expiry",
                                meaning="blocks a memory ballot stays open before it expires"),
+    "peer_challenges_per_block": ParamSpec(
+        3, (1, 1000), rule="peer_disputes",
+        meaning="peer challenges one key may make in one block (v10+)"),
+    "peer_disputes_open": ParamSpec(
+        16, (1, 100_000), rule="peer_disputes",
+        meaning="peer disputes one key may hold open at once (v10+)"),
 }
 
 

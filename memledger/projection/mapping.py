@@ -147,6 +147,8 @@ PREFIXES: dict[bytes, Mapper] = {
     # disputes
     records.CORROBORATION: _corroboration,
     records.CHALLENGE: _document("challenge"),
+    records.PEER_EXPIRY: _not_served,
+    records.PEER_CHALLENGER: _not_served,
     # co-commit
     records.COCOMMIT: _document("cocommit"),
     # access

@@ -91,6 +91,18 @@ class Code(_Described):
     SCOPE_NOT_ACTIVE = 41, 'domain belongs to a paused or retired scope'
     EMPTY_CONTENT = 42, 'content is empty'
     INVALID_CONTENT = 43, 'content contains a NUL character'
+    SUPERSEDES_NOT_FOUND = 44, 'v10+: the memory a correction supersedes does not exist'
+    SUPERSEDES_NOT_COMMITTED = 45, ('v10+: the memory a correction supersedes is not committed '
+                                    '(proposed, challenged or deprecated)')
+    SUPERSEDES_OTHER_DOMAIN = 46, ('v10+: the memory a correction supersedes is in another '
+                                   'domain')
+    SUPERSEDES_TAKEN = 47, ('v10+: the memory a correction supersedes is already superseded, '
+                            'or has a pending correction (one at a time: wait for it to be '
+                            'decided)')
+    CORRECTION_DENIED = 48, ("v10+: only the corrected memory's author or a modify-grant "
+                             "holder of its domain may correct it")
+    INVALID_ORIGIN = 49, ('v10+: origin malformed (chain id, memory id or author empty or too '
+                          'long, author not a hex key, or height not positive)')
     # --- votes (50..59) ---
     MEMORY_NOT_FOUND = 50, 'no memory with this id'
     NOT_A_VALIDATOR = 51, 'signer is not in the current validator set'
@@ -108,6 +120,9 @@ class Code(_Described):
     CORROBORATE_BY_AUTHOR = 65, 'an author may not corroborate their own memory'
     ALREADY_CORROBORATED = 66, 'signer already corroborated this memory'
     REASON_TOO_LONG = 67, f'challenge reason longer than {MAX_REASON_BYTES >> 10} KiB'
+    PEER_CHALLENGE_LIMIT = 68, ('v10+: this key has opened `peer_challenges_per_block` peer '
+                                'challenges in this block, or holds `peer_disputes_open` open '
+                                'peer disputes')
     # --- co-commit (70..79) ---
     COCOMMIT_CORE_DECODE = 70, 'co-commit core bytes do not decode'
     COCOMMIT_CORE_NOT_CANONICAL = 71, 'co-commit core is not in canonical form'

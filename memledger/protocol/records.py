@@ -18,6 +18,8 @@ BALLOT_EXPIRY = b"bexp/"    # bexp/<opened:020d>\0<id> -> {} open memory ballots
 # disputes (families/disputes)
 CORROBORATION = b"corr/"    # corr/<id>\0<hex> -> {"height": h}
 CHALLENGE = b"chal/"        # chal/<id> -> {"rounds": [...]} dispute rounds
+PEER_EXPIRY = b"pexp/"      # pexp/<opened:020d>\0<id> -> {} open peer disputes (v10+)
+PEER_CHALLENGER = b"pchl/"  # pchl/<hex> -> a key's open peer disputes and block count (v10+)
 # co-commits (families/cocommit)
 COCOMMIT = b"cc/"           # cc/<shared id> -> co-commit record
 # access (families/access)
@@ -41,7 +43,8 @@ CHAIN = b"sys/chain"        # {"chain_id": str, "initial_height": h}
 #: key prefix -> the rule family that owns (writes) it
 OWNERS: dict[bytes, str] = {
     MEMORY: "memory", CONTENT: "memory", BALLOT: "memory", BALLOT_EXPIRY: "memory",
-    CORROBORATION: "disputes", CHALLENGE: "disputes",
+    CORROBORATION: "disputes", CHALLENGE: "disputes", PEER_EXPIRY: "disputes",
+    PEER_CHALLENGER: "disputes",
     COCOMMIT: "cocommit",
     DOMAIN: "access", GRANT: "access",
     ACCOUNT: "accounts",
@@ -54,6 +57,7 @@ STATUS_PROPOSED = "proposed"
 STATUS_COMMITTED = "committed"
 STATUS_CHALLENGED = "challenged"
 STATUS_DEPRECATED = "deprecated"
+STATUS_SUPERSEDED = "superseded"  # v10+: a committed correction replaced it
 
 #: The lifecycle table: every allowed status transition (DESIGN §4).
 TRANSITIONS: frozenset[tuple[str, str]] = frozenset(
@@ -64,6 +68,8 @@ TRANSITIONS: frozenset[tuple[str, str]] = frozenset(
         (STATUS_COMMITTED, STATUS_DEPRECATED),
         (STATUS_CHALLENGED, STATUS_COMMITTED),
         (STATUS_CHALLENGED, STATUS_DEPRECATED),
+        (STATUS_COMMITTED, STATUS_SUPERSEDED),
+        (STATUS_CHALLENGED, STATUS_SUPERSEDED),
     }
 )
 INITIAL_STATUSES = frozenset({STATUS_PROPOSED, STATUS_COMMITTED})
@@ -103,6 +109,10 @@ def corroboration_key(memory_id: str, agent: bytes) -> bytes:
 
 def challenge_key(memory_id: str) -> bytes:
     return CHALLENGE + memory_id.encode()
+
+
+def peer_challenger_key(agent: bytes) -> bytes:
+    return PEER_CHALLENGER + agent.hex().encode()
 
 
 def proposal_key(proposal_id: str) -> bytes:

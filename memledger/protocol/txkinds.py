@@ -146,11 +146,21 @@ class TxKind:
 
 def _submit(values: Mapping[str, Any]) -> Message:
     content: str = values["content"]
+    origin: Mapping[str, Any] | None = values["origin"]
+    if origin is not None and not isinstance(origin, Mapping):
+        raise TxFieldError("origin", "origin must be a mapping of chain_id, height, "
+                                     f"memory_id and author, got {origin!r}")
+    try:
+        pb_origin = None if origin is None else tx_pb2.Origin(**origin)
+    except (TypeError, ValueError) as exc:
+        raise TxFieldError("origin", f"origin takes chain_id, height, memory_id and author: "
+                                     f"{exc}") from None
     return tx_pb2.MemorySubmit(
         memory_id=values["memory_id"], domain=values["domain"],
         memory_type=values["memory_type"], content=content,
         content_hash=hashlib.sha256(content.encode()).digest(),
-        confidence_ppm=values["confidence_ppm"], tags=sorted(values["tags"]))
+        confidence_ppm=values["confidence_ppm"], tags=sorted(values["tags"]),
+        supersedes=values["supersedes"], origin=pb_origin)
 
 
 def _cocommit(values: Mapping[str, Any]) -> Message:
@@ -175,7 +185,9 @@ TX_KINDS: tuple[TxKind, ...] = (
     TxKind("memory_submit", tx_pb2.MemorySubmit, "memory", "submit", 1, (
         _MEMORY_ID, TxField("content", str), TxField("domain", str, "general"),
         TxField("memory_type", str, "fact"), TxField("confidence_ppm", int, 900_000),
-        TxField("tags", tuple, ())),
+        TxField("tags", tuple, ()),
+        TxField("supersedes", str, "", help="v10+: id of the memory this one corrects."),
+        TxField("origin", dict, None, help="v10+: provenance of an imported memory.")),
         builder_method="submit", client_method="submit",
         client_names={"memory_type": "type", "confidence_ppm": "confidence"}, encode=_submit),
     TxKind("memory_vote", tx_pb2.MemoryVote, "memory", "vote", 1,

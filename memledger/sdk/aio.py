@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ import httpx
 from nacl.signing import SigningKey
 
 from memledger.protocol.codes import Code
-from memledger.sdk.checks import MemoryFilter, grantee_bytes, most_items, one_of
+from memledger.sdk.checks import MemoryFilter, Statuses, grantee_bytes, most_items, one_of
 from memledger.sdk.core import (
     DEFAULT_URL,
     SERVED_RETRY_S,
@@ -164,10 +164,11 @@ class AsyncClient(ClientCore):
     async def submit(self, memory_id: str | None, content: str, *, domain: str = "general",
                      type: str = "fact", confidence: float | int = 0.9,  # noqa: A002
                      tags: Sequence[str] = (), wait: str = "commit",
-                     decide_timeout: float = 30.0) -> TxReceipt:
-        """As `Client.submit` (also `wait="decided"`)."""
+                     decide_timeout: float = 30.0, supersedes: str = "",
+                     origin: Mapping[str, Any] | None = None) -> TxReceipt:
+        """As `Client.submit` (also `wait="decided"`, `supersedes` and `origin`)."""
         mid, make, fields = self._submit_maker(memory_id, content, domain, type, confidence,
-                                               tags)
+                                               tags, supersedes, origin)
         try:
             receipt = await self._send("/v1/memories", make,
                                        "commit" if wait == "decided" else wait, mid)
@@ -273,7 +274,7 @@ class AsyncClient(ClientCore):
         return await asyncio.to_thread(self._verified, memory.id, memory_doc(memory),
                                        doc.get("proof"))
 
-    async def memory_page(self, *, domain: str | None = None, status: str | None = None,
+    async def memory_page(self, *, domain: str | None = None, status: Statuses = None,
                           type: str | None = None, author: str | None = None,  # noqa: A002
                           tags: Sequence[str] = (), include_disputed: bool = False,
                           q: str | None = None, limit: int = 100,
@@ -289,7 +290,7 @@ class AsyncClient(ClientCore):
         return page_of(await self._request("GET", "/v1/memories", params=params))
 
     async def list_memories(self, *, q: str | None = None, mode: str | None = None,
-                            domain: str | None = None, status: str | None = None,
+                            domain: str | None = None, status: Statuses = None,
                             type: str | None = None, author: str | None = None,  # noqa: A002
                             tags: Sequence[str] = (), include_disputed: bool = False,
                             page_size: int = 100, max_items: int | None = None,
@@ -318,7 +319,7 @@ class AsyncClient(ClientCore):
             cursor = page.next_cursor
 
     def search(self, q: str, *, verify: bool = False,
-               domain: str | None = None, status: str | None = None,
+               domain: str | None = None, status: Statuses = None,
                type: str | None = None, author: str | None = None,  # noqa: A002
                tags: Sequence[str] = (), include_disputed: bool = False,
                page_size: int = 100, max_items: int | None = None,
@@ -335,7 +336,7 @@ class AsyncClient(ClientCore):
         return self._verify_each(hits) if verify else hits
 
     async def recall(self, q: str, *, mode: str | None = None, limit: int = 10,
-                     verify: bool = False, domain: str | None = None, status: str | None = None,
+                     verify: bool = False, domain: str | None = None, status: Statuses = None,
                      type: str | None = None, author: str | None = None,  # noqa: A002
                      tags: Sequence[str] = (), include_disputed: bool = False) -> list[Memory]:
         """The `limit` best memories for `q`, ranked: by meaning and words fused

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +114,8 @@ class ClientCore:
         return {"tx": base64.b64encode(tx).decode()}
 
     def _submit_maker(self, memory_id: str | None, content: str, domain: str, type: str,  # noqa: A002
-                      confidence: float | int, tags: Sequence[str]
+                      confidence: float | int, tags: Sequence[str], supersedes: str = "",
+                      origin: Mapping[str, Any] | None = None
                       ) -> tuple[str, MakeTx, dict[str, Any]]:
         """The memory id, the tx maker, and the fields the memory will hold (to know an
         earlier attempt's memory as this same write)."""
@@ -127,7 +128,8 @@ class ClientCore:
 
         def make(b: TxBuilder, nonce: int) -> bytes:
             return b.submit(nonce, mid, content, domain=domain, memory_type=type,
-                            confidence_ppm=ppm, tags=tags)
+                            confidence_ppm=ppm, tags=tags, supersedes=supersedes,
+                            origin=origin)
 
         fields = {"author": self.public_key, "domain": domain, "type": type,
                   "content_hash": hashlib.sha256(content.encode()).hexdigest(),

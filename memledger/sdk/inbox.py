@@ -19,12 +19,16 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from memledger.sdk.checks import Statuses
+
 __all__ = ["InboxEvent", "InboxRead", "KINDS", "read_inbox", "take"]
 
 #: event kinds, in the order the text describes them
 KINDS = ("decided", "challenged", "deprecated", "reinstated", "corroborated", "committed")
 _PAGE = 500
 _DECIDED = ("committed", "deprecated")
+#: every status: an author's own memories concern them whatever became of them
+ALL_STATUSES = ("proposed", "committed", "challenged", "deprecated", "superseded")
 
 
 class _Reader(Protocol):
@@ -32,7 +36,7 @@ class _Reader(Protocol):
 
     async def status(self) -> Any: ...
 
-    async def memory_page(self, *, domain: str | None = ..., status: str | None = ...,
+    async def memory_page(self, *, domain: str | None = ..., status: Statuses = ...,
                           author: str | None = ..., include_disputed: bool = ...,
                           limit: int = ..., cursor: str | None = ...) -> Any: ...
 
@@ -83,7 +87,7 @@ async def read_inbox(client: _Reader, author: str, since: int = 0,
     through = int((await client.status()).projection_height)
     events: list[InboxEvent] = []
     if through > since:
-        async for memory in _all(client, author=author, include_disputed=True):
+        async for memory in _all(client, author=author, status=ALL_STATUSES):
             events += await _own_events(client, memory, since, through)
         seen = set()
         for domain in dict.fromkeys(domains):

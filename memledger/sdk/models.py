@@ -82,6 +82,15 @@ class Memory:
     ballot: dict[str, Any] | None = None
     corroborators: list[str] = field(default_factory=list)
     coauthors: list[str] | None = None
+    #: v10+: the memory this one corrects, the correction that replaced it, a correction
+    #: awaiting its validators, and where an imported memory came from
+    #: ({chain_id, height, memory_id, author})
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    pending_correction: str | None = None
+    origin: dict[str, Any] | None = None
+    #: One memory's read (`get`) only: its chain of corrections, oldest first.
+    corrections: list[str] | None = None
     #: Why it has its status (vote tally, dispute round, expiry, this node's voter's
     #: reason); derived by the node when read, so absent (None) on a verified read.
     status_reason: str | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ import httpx
 from nacl.signing import SigningKey
 
 from memledger.protocol.codes import Code
-from memledger.sdk.checks import MemoryFilter, grantee_bytes, most_items, one_of
+from memledger.sdk.checks import MemoryFilter, Statuses, grantee_bytes, most_items, one_of
 from memledger.sdk.core import (
     DEFAULT_URL,
     SERVED_RETRY_S,
@@ -172,17 +172,22 @@ class Client(ClientCore):
     def submit(self, memory_id: str | None, content: str, *, domain: str = "general",
                type: str = "fact", confidence: float | int = 0.9,  # noqa: A002
                tags: Sequence[str] = (), wait: str = "commit",
-               decide_timeout: float = 30.0) -> TxReceipt:
+               decide_timeout: float = 30.0, supersedes: str = "",
+               origin: Mapping[str, Any] | None = None) -> TxReceipt:
         """Propose a memory. `wait="commit"` returns once its tx is in a block (the memory
         is then `proposed`); `wait="decided"` also waits up to `decide_timeout` seconds for
         the validators' decision: `memory_status` is then `committed` or `deprecated`, or
         still `proposed` if they have not decided by then.
 
+        `supersedes` names the committed memory this one corrects (app version 10+): once
+        this one is committed, that one is `superseded`. `origin` (chain_id, height,
+        memory_id, author) records where an imported memory came from (10+).
+
         `confidence` is a fraction from 0 to 1 (0.9 means 90%) and `tags` a list of
         strings; other values (an int above 1, a str for tags) are refused before signing,
         as is content that is not text (MemLedgerError)."""
         mid, make, fields = self._submit_maker(memory_id, content, domain, type, confidence,
-                                               tags)
+                                               tags, supersedes, origin)
         try:
             receipt = self._send("/v1/memories", make, "commit" if wait == "decided" else wait,
                                  mid)
@@ -294,7 +299,7 @@ class Client(ClientCore):
         doc = self._request("GET", f"/v1/memories/{quote_id(memory.id)}", params={"prove": "true"})
         return self._verified(memory.id, memory_doc(memory), doc.get("proof"))
 
-    def memory_page(self, *, domain: str | None = None, status: str | None = None,
+    def memory_page(self, *, domain: str | None = None, status: Statuses = None,
                     type: str | None = None, author: str | None = None,  # noqa: A002
                     tags: Sequence[str] = (), include_disputed: bool = False,
                     q: str | None = None, limit: int = 100,
@@ -310,7 +315,7 @@ class Client(ClientCore):
         return page_of(self._request("GET", "/v1/memories", params=params))
 
     def list_memories(self, *, q: str | None = None, mode: str | None = None,
-                      domain: str | None = None, status: str | None = None,
+                      domain: str | None = None, status: Statuses = None,
                       type: str | None = None, author: str | None = None,  # noqa: A002
                       tags: Sequence[str] = (), include_disputed: bool = False,
                       page_size: int = 100, max_items: int | None = None,
@@ -337,7 +342,7 @@ class Client(ClientCore):
             cursor = page.next_cursor
 
     def search(self, q: str, *, verify: bool = False,
-               domain: str | None = None, status: str | None = None,
+               domain: str | None = None, status: Statuses = None,
                type: str | None = None, author: str | None = None,  # noqa: A002
                tags: Sequence[str] = (), include_disputed: bool = False,
                page_size: int = 100, max_items: int | None = None,
@@ -354,7 +359,7 @@ class Client(ClientCore):
         return (self.verify_memory(m) for m in hits) if verify else hits
 
     def recall(self, q: str, *, mode: str | None = None, limit: int = 10,
-               verify: bool = False, domain: str | None = None, status: str | None = None,
+               verify: bool = False, domain: str | None = None, status: Statuses = None,
                type: str | None = None, author: str | None = None,  # noqa: A002
                tags: Sequence[str] = (), include_disputed: bool = False) -> list[Memory]:
         """The `limit` best memories for `q`, ranked: by meaning and words fused

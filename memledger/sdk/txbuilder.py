@@ -6,7 +6,7 @@ Agent keys never leave the caller: this module only needs a `SigningKey` in memo
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nacl.signing import SigningKey
@@ -58,10 +58,15 @@ class TxBuilder:
         memory_type: str = "fact",
         confidence_ppm: int = 900_000,
         tags: Sequence[str] = (),
+        supersedes: str = "",
+        origin: Mapping[str, Any] | None = None,
     ) -> bytes:
+        """A memory submit; `supersedes` (the id of the memory it corrects) and `origin`
+        (chain_id, height, memory_id, author of an imported memory) need app version 10+."""
         return self.build("memory_submit", nonce, memory_id=memory_id, content=content,
                           domain=domain, memory_type=memory_type,
-                          confidence_ppm=confidence_ppm, tags=tags)
+                          confidence_ppm=confidence_ppm, tags=tags, supersedes=supersedes,
+                          origin=origin)
 
     def vote(self, nonce: int, memory_id: str, decision: str = "accept",
              reason: str = "") -> bytes:

@@ -2,9 +2,9 @@
 
 Before the txs: validator-set changes whose effective height has come. After them, in
 this order: governance (tallies, executions, upgrade activation), then memory-ballot
-expiry (v4+), then, in the block that activates an upgrade, the one-time migrations of the
-rules it turns on. Each step runs in key/id order over one buffer, so every validator
-writes the same bytes.
+expiry (v4+), then peer-dispute expiry (v10+), then, in the block that activates an
+upgrade, the one-time migrations of the rules it turns on. Each step runs in key/id
+order over one buffer, so every validator writes the same bytes.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from memledger.consensus import versions
 from memledger.consensus.families.context import TxBuffer
+from memledger.consensus.families.disputes import peer
 from memledger.consensus.families.governance import proposals
 from memledger.consensus.families.governance.kinds import BlockEffects
 from memledger.consensus.families.memory import expiry
@@ -31,6 +32,8 @@ def end_block(state: TxBuffer, height: int, app_version: int) -> BlockEffects:
     effects = proposals.end_block(state, height, app_version)
     if versions.active("ballot_expiry", app_version):
         expiry.expire_due(state, height, effects.events)
+    if versions.active("peer_disputes", app_version):
+        peer.expire_due(state, height, effects.events)
     new_version = effects.new_app_version
     if new_version is not None:
         for rule, migrate in MIGRATIONS.items():

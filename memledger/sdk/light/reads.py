@@ -27,7 +27,9 @@ from memledger.sdk.light.verify import TrustOptions
 #: one against the proven record (content is checked against the proven content).
 MEMORY_FIELDS = ("id", "domain", "author", "type", "content_hash", "confidence_ppm", "tags",
                  "status", "submitted_height", "submitted_time_ns", "decided_height",
-                 "cocommit", "tx", "history", "ballot")
+                 "cocommit", "tx", "history", "ballot",
+                 # v10+ (absent from older records: None)
+                 "supersedes", "superseded_by", "pending_correction", "origin")
 
 
 def _b64(value: Any, what: str) -> bytes:

@@ -124,3 +124,33 @@ def can_modify(state: TxBuffer, domain: str, agent: bytes, height: int) -> bool:
     if record is not None and record.get("owner") == agent.hex():
         return True
     return grant_level(state, domain, agent, height) >= LEVELS["modify"]
+
+
+def may_write(state: TxBuffer, domain: str, agent: bytes, height: int) -> bool:
+    """Whether `agent` may write the existing `domain` now (v10+ peer disputes): a member
+    of its active scope, anyone in a shared domain, its owner or a write-grant holder. No
+    side effects: unlike authorize_write, it never claims the domain."""
+    record: DomainRecord | None = state.get_record(records.domain_key(domain))
+    scope = scope_of(state, domain)
+    if scope is not None:
+        return scope["state"] == "active" and agent.hex() in {m for m, _ in scope["members"]}
+    if is_shared(state, domain):
+        return True
+    if record is None or record.get("owner") is None:
+        return False
+    return record["owner"] == agent.hex() or (
+        grant_level(state, domain, agent, height) >= LEVELS["write"])
+
+
+def write_right_hint(state: TxBuffer, domain: str) -> str:
+    """How a key gets the right to write `domain` (a refusal's last words)."""
+    scope = scope_of(state, domain)
+    if scope is not None:
+        return (f"it belongs to scope {scope['id']!r}, whose members governance sets "
+                f"(`memledger gov propose scope revise {scope['id']} --member KEY:WEIGHT`)")
+    record: DomainRecord | None = state.get_record(records.domain_key(domain))
+    owner = None if record is None else record.get("owner")
+    if owner is None:
+        return "the domain has no owner to grant access"
+    return (f"its owner {owner[:16]}... grants access (`memledger grant {domain} KEY "
+            "--level write`, or `--level modify`)")

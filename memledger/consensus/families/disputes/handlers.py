@@ -8,11 +8,18 @@ deprecates at once). Any electorate member may reinstate it while it is challeng
 
 from __future__ import annotations
 
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from memledger.consensus import versions
-from memledger.consensus.families.access.domains import LEVELS, can_modify, is_shared
+from memledger.consensus.families.access.domains import (
+    LEVELS,
+    can_modify,
+    is_shared,
+    may_write,
+    write_right_hint,
+)
 from memledger.consensus.families.context import TxBuffer, TxContext
+from memledger.consensus.families.disputes import peer
 from memledger.consensus.families.memory.record import MemoryRecord, load, set_status
 from memledger.protocol import records
 from memledger.protocol.codes import Code, TxError
@@ -21,16 +28,24 @@ from memledger.protocol.pb import tx_pb2
 
 
 class Round(TypedDict):
-    """One dispute round: its frozen electorate, its k, who challenged and why."""
+    """One dispute round: its frozen electorate, its k, who challenged and why. A peer
+    round (v10+, `kind` "peer": families/disputes/peer.py) has no k: its `ballot` of
+    weighted voters decides it with `votes`."""
 
     opened_height: int
     opener: str
-    electorate: list[str]  # sorted hex keys who may reinstate
-    k: int  # eligible corroborators: k + 1 distinct challengers deprecate
+    electorate: list[str]  # sorted hex keys who may reinstate (peer: who may vote)
+    k: NotRequired[int]  # eligible corroborators: k + 1 distinct challengers deprecate
     challengers: list[str]  # sorted
     reasons: dict[str, str]
-    outcome: str | None  # None while open, then "deprecated" or "reinstated"
+    # None while open, then "deprecated" or "reinstated"; v10+ also "superseded", and for
+    # peer rounds "kept" or "expired"
+    outcome: str | None
     reinstated_by: NotRequired[str]
+    kind: NotRequired[str]  # v10+: "peer"
+    ballot: NotRequired[list[list[Any]]]  # peer: [hex, weight] pairs frozen at the opening
+    votes: NotRequired[dict[str, list[Any]]]  # peer: voter -> [decision, height(, reason)]
+    closed_height: NotRequired[int]  # v10+: when the round ended
 
 
 class Disputes(TypedDict):
@@ -82,7 +97,10 @@ def challenge(ctx: TxContext, msg: tx_pb2.MemoryChallenge) -> None:
     if len(msg.reason.encode()) > MAX_REASON_BYTES:
         raise TxError(Code.REASON_TOO_LONG)
     record = _memory(ctx, msg.memory_id)
-    if not may_challenge(ctx.state, record, ctx.signer, ctx.block.height):
+    if versions.active("peer_disputes", ctx.block.app_version):
+        if _peer_challenge(ctx, msg, record):
+            return
+    elif not may_challenge(ctx.state, record, ctx.signer, ctx.block.height):
         raise TxError(Code.CHALLENGE_DENIED)
     key = records.challenge_key(msg.memory_id)
     me = ctx.signer_hex
@@ -120,6 +138,62 @@ def challenge(ctx: TxContext, msg: tx_pb2.MemoryChallenge) -> None:
     ctx.emit("memory", id=msg.memory_id, status=record["status"])
 
 
+def _peer_challenge(ctx: TxContext, msg: tx_pb2.MemoryChallenge,
+                    record: MemoryRecord) -> bool:
+    """v10+: handle the challenge as a peer dispute when it is one (True: done). It is one
+    when the memory is in an open peer round (anyone joining it), or when the signer lacks
+    the challenge right but may write the domain. Neither: CHALLENGE_DENIED, naming the
+    right it needs and how to get it."""
+    rounds: Disputes | None = ctx.state.get_record(records.challenge_key(msg.memory_id))
+    last = rounds["rounds"][-1] if rounds else None
+    joining = (record["status"] == records.STATUS_CHALLENGED and last is not None
+               and peer.is_open_peer_round(last))
+    if not joining and may_challenge(ctx.state, record, ctx.signer, ctx.block.height):
+        return False
+    domain = record["domain"]
+    if not may_write(ctx.state, domain, ctx.signer, ctx.block.height):
+        raise TxError(Code.CHALLENGE_DENIED,
+                      f"challenging memories of domain {domain!r} needs write access to it "
+                      "(a peer dispute its electorate decides) or modify access; "
+                      + write_right_hint(ctx.state, domain))
+    me = ctx.signer_hex
+    if joining:
+        assert rounds is not None and last is not None
+        if me in last["challengers"]:
+            raise TxError(Code.ALREADY_CHALLENGED)
+        peer.count_challenge(ctx, None)
+        last["challengers"] = sorted([*last["challengers"], me])
+        last["reasons"][me] = msg.reason
+    else:
+        if record["status"] != records.STATUS_COMMITTED:
+            raise TxError(Code.MEMORY_NOT_COMMITTED, f"memory is {record['status']}")
+        peer.count_challenge(ctx, msg.memory_id)
+        round_ = peer.open_round(ctx, record, msg.reason)
+        rounds = rounds if rounds is not None else {"rounds": []}
+        rounds["rounds"].append(round_)  # type: ignore[arg-type]
+    ctx.state.put_record(records.challenge_key(msg.memory_id), rounds)
+    ctx.state.put_record(records.memory_key(msg.memory_id), record)
+    ctx.emit("challenge", id=msg.memory_id, challenger=me, kind=peer.PEER)
+    ctx.emit("memory", id=msg.memory_id, status=record["status"])
+    return True
+
+
+def close_for_correction(state: TxBuffer, record: MemoryRecord, height: int) -> None:
+    """v10+: a challenged memory's committed correction ends its open round (outcome
+    `superseded`); the caller moves the memory to `superseded` and stores it."""
+    key = records.challenge_key(record["id"])
+    rounds: Disputes | None = state.get_record(key)
+    if rounds is None or rounds["rounds"][-1]["outcome"] is not None:
+        raise AssertionError(f"challenged memory {record['id']!r} has no open round")
+    round_ = rounds["rounds"][-1]
+    if round_.get("kind") == peer.PEER:
+        peer.close_round(state, record, round_, "superseded", height)  # type: ignore[arg-type]
+    else:
+        round_["outcome"] = "superseded"
+        round_["closed_height"] = height
+    state.put_record(key, rounds)
+
+
 def reinstate(ctx: TxContext, msg: tx_pb2.MemoryReinstate) -> None:
     record = _memory(ctx, msg.memory_id)
     if record["status"] != records.STATUS_CHALLENGED:
@@ -127,6 +201,10 @@ def reinstate(ctx: TxContext, msg: tx_pb2.MemoryReinstate) -> None:
     key = records.challenge_key(msg.memory_id)
     rounds = _disputes(ctx, msg.memory_id)
     round_ = rounds["rounds"][-1]
+    if round_.get("kind") == peer.PEER:  # v10+: only its electorate's votes decide it
+        raise TxError(Code.REINSTATE_DENIED, "a peer dispute is decided by the memory's "
+                                             "electorate voting on it (MemoryVote: accept "
+                                             "keeps it, reject deprecates it)")
     if ctx.signer_hex not in round_["electorate"]:
         raise TxError(Code.REINSTATE_DENIED)
     round_["outcome"] = "reinstated"

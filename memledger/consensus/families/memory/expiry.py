@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from memledger.consensus import params as chain_params
 from memledger.consensus.families.context import TxBuffer
-from memledger.consensus.families.memory import ballots
+from memledger.consensus.families.memory import ballots, corrections
 from memledger.consensus.families.memory.record import MemoryRecord, set_status
 from memledger.consensus.store import codec
 from memledger.protocol import records
@@ -61,6 +61,11 @@ def expire_due(state: TxBuffer, height: int, events: Events) -> None:
         state.put_record(memory_key, record)
         events.append(("memory", [("id", memory_id), ("status", records.STATUS_DEPRECATED),
                                   ("reason", "ballot_expired")]))
+        corrections.settle(state, record, height, _no_round, events)  # v10+: frees its target
+
+
+def _no_round(state: TxBuffer, record: MemoryRecord, height: int) -> None:
+    raise AssertionError("an expired correction supersedes nothing")
 
 
 def start_all_clocks(state: TxBuffer, height: int) -> None:

@@ -7,17 +7,21 @@ from typing import Any
 from memledger.consensus import versions
 from memledger.consensus.families.access.domains import authorize_write, check_name
 from memledger.consensus.families.context import TxContext
+from memledger.consensus.families.disputes import handlers as disputes
+from memledger.consensus.families.disputes import peer
 from memledger.consensus.families.governance import validators
-from memledger.consensus.families.memory import ballots, expiry, quorum
+from memledger.consensus.families.memory import ballots, corrections, expiry, quorum
 from memledger.consensus.families.memory.record import (
     COCOMMIT_ID_PREFIX,
     DECISIONS,
     TERMINAL_OR_DISPUTED,
     Ballot,
     MemoryRecord,
+    Origin,
     new_record,
     set_status,
     validate_fields,
+    validate_origin,
 )
 from memledger.protocol import records
 from memledger.protocol.codes import Code, TxError
@@ -36,6 +40,8 @@ def submit(ctx: TxContext, msg: tx_pb2.MemorySubmit) -> None:
         msg.domain, msg.memory_type, msg.content, msg.content_hash, msg.confidence_ppm,
         list(msg.tags),
     )
+    # v10+ fields (the gate refuses them below v10: versions.FIELDS)
+    origin: Origin | None = validate_origin(msg.origin) if msg.HasField("origin") else None
     key = records.memory_key(msg.memory_id)
     existing = ctx.state.get_record(key)
     if existing is not None:
@@ -48,17 +54,29 @@ def submit(ctx: TxContext, msg: tx_pb2.MemorySubmit) -> None:
             and existing["content_hash"] == msg.content_hash.hex()
             and existing["confidence_ppm"] == msg.confidence_ppm
             and existing["tags"] == tags
+            and existing.get("supersedes") == (msg.supersedes or None)
+            and existing.get("origin") == origin
         )
         if not same:
             raise TxError(Code.MEMORY_ID_CONFLICT, f"memory {msg.memory_id!r} exists")
         ctx.emit("memory", id=msg.memory_id, status=existing["status"], duplicate="true")
         return
+    target = None
+    if msg.supersedes:
+        target = corrections.check_target(ctx.state, msg.supersedes, msg.domain, ctx.signer,
+                                          ctx.block.height)
     scope = authorize_write(ctx.state, msg.domain, ctx.signer, ctx.block.height,
                             ctx.block.app_version)
     record = new_record(
         ctx, msg.memory_id, msg.domain, msg.memory_type, msg.content_hash,
         msg.confidence_ppm, tags, records.STATUS_PROPOSED,
     )
+    if origin is not None:
+        record["origin"] = origin
+    if target is not None:
+        record["supersedes"] = target["id"]
+        target["pending_correction"] = msg.memory_id
+        ctx.state.put_record(records.memory_key(target["id"]), target)
     if scope is not None:
         members = [[m, int(w)] for m, w in scope["members"]]
         ballot: Ballot = {
@@ -73,6 +91,10 @@ def submit(ctx: TxContext, msg: tx_pb2.MemorySubmit) -> None:
         expiry.start_clock(ctx.state, record, ctx.block.height)
     ctx.state.put_record(key, record)
     ctx.state.put(records.content_key(msg.memory_id), data)
+    if target is not None:
+        ctx.emit("memory", id=msg.memory_id, status=records.STATUS_PROPOSED,
+                 domain=msg.domain, supersedes=target["id"])
+        return
     ctx.emit("memory", id=msg.memory_id, status=records.STATUS_PROPOSED, domain=msg.domain)
 
 
@@ -98,6 +120,17 @@ def vote(ctx: TxContext, msg: tx_pb2.MemoryVote) -> None:
     decision = DECISIONS.get(msg.decision)
     if decision is None:
         raise TxError(Code.INVALID_DECISION)
+    if (versions.active("peer_disputes", ctx.block.app_version)
+            and record["status"] == records.STATUS_CHALLENGED):
+        rounds = ctx.state.get_record(records.challenge_key(msg.memory_id))
+        if rounds is not None and peer.is_open_peer_round(rounds["rounds"][-1]):
+            peer.vote(ctx, record, rounds["rounds"][-1], decision, msg.reason)
+            ctx.state.put_record(records.challenge_key(msg.memory_id), rounds)
+            ctx.state.put_record(key, record)
+            ctx.emit("vote", id=msg.memory_id, voter=ctx.signer_hex, decision=decision,
+                     dispute=peer.PEER)
+            ctx.emit("memory", id=msg.memory_id, status=record["status"])
+            return
     voters = electorate(ctx, record)
     if ctx.signer_hex not in {member for member, _ in voters}:
         if record["ballot"] is not None:
@@ -113,11 +146,15 @@ def vote(ctx: TxContext, msg: tx_pb2.MemoryVote) -> None:
     record["votes"][ctx.signer_hex] = entry
     result = quorum.tally({m: v[0] for m, v in record["votes"].items()}, voters)
     outcome = quorum.decide(result)
+    settled: list[tuple[str, list[tuple[str, str]]]] = []
     if outcome is not None:
         set_status(record, outcome, ctx.block.height)
         if record["ballot"] is not None:
             ballots.close_ballot(ctx.state, record["ballot"])
         expiry.stop_clock(ctx.state, record)
+        corrections.settle(ctx.state, record, ctx.block.height,
+                           disputes.close_for_correction, settled)
     ctx.state.put_record(key, record)
     ctx.emit("vote", id=msg.memory_id, voter=ctx.signer_hex, decision=decision)
     ctx.emit("memory", id=msg.memory_id, status=record["status"])
+    ctx.events.extend(settled)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any, NotRequired, TypedDict
 
 from memledger.consensus.families.access.domains import check_name
@@ -51,6 +52,19 @@ class MemoryRecord(TypedDict):
     coauthors: NotRequired[list[str]]  # co-commits: the sorted coauthor keys
     expiry_from: NotRequired[int]  # v4+: the height the ballot's expiry clock started
     expired_height: NotRequired[int]  # v4+: set when the ballot expired
+    supersedes: NotRequired[str]  # v10+: the memory this one corrects
+    superseded_by: NotRequired[str]  # v10+: the committed correction that replaced it
+    pending_correction: NotRequired[str]  # v10+: a correction of it awaiting its ballot
+    origin: NotRequired[Origin]  # v10+: provenance of an imported memory
+
+
+class Origin(TypedDict):
+    """Where an imported memory came from (MemorySubmit.origin): kept, not verified."""
+
+    chain_id: str
+    height: int
+    memory_id: str
+    author: str
 
 
 def load(state: TxBuffer, memory_id: str) -> MemoryRecord | None:
@@ -68,7 +82,21 @@ TERMINAL_OR_DISPUTED = (
     records.STATUS_COMMITTED,
     records.STATUS_DEPRECATED,
     records.STATUS_CHALLENGED,
+    records.STATUS_SUPERSEDED,  # v10+ only: no earlier record has it
 )
+_HEX_KEY = re.compile(r"[0-9a-f]{64}")
+
+
+def validate_origin(origin: tx_pb2.Origin) -> Origin:
+    """Shape only (v10+): the other chain is not consulted; the importer vouches for it."""
+    check_name(origin.chain_id, Code.INVALID_ORIGIN, "origin chain id")
+    check_name(origin.memory_id, Code.INVALID_ORIGIN, "origin memory id")
+    if _HEX_KEY.fullmatch(origin.author) is None:
+        raise TxError(Code.INVALID_ORIGIN, "origin author must be 64 lowercase hex digits")
+    if origin.height < 1:
+        raise TxError(Code.INVALID_ORIGIN, f"origin height {origin.height} is not positive")
+    return {"chain_id": origin.chain_id, "height": origin.height,
+            "memory_id": origin.memory_id, "author": origin.author}
 
 
 def validate_fields(
