@@ -22,7 +22,7 @@ import click
 
 from memledger.cli import root as cli_root
 from memledger.daemon.home import DEFAULT_HOME, ConfigError, NodeHome
-from memledger.protocol.txkinds import TX_KINDS, TxKind
+from memledger.protocol.txkinds import LEVELS, TX_KINDS, TxKind
 
 if TYPE_CHECKING:
     from memledger.sdk import Client, Memory, TxReceipt
@@ -225,11 +225,36 @@ def describe_memory(m: Any) -> str:
         f"decided:    {'-' if m.decided_height is None else 'height ' + str(m.decided_height)}",
         f"why:        {getattr(m, 'status_reason', None) or '-'}",
         "history:    " + (" -> ".join(f"{st} (height {h})" for h, st in m.history) or "-"),
+        *_correction_lines(m),
         "",
         m.content or "",
     ]
     return "\n".join(lines)
 
+
+def _correction_lines(m: Any) -> list[str]:
+    """The v10 links of a memory, only those it has: what it corrects, what replaced it,
+    its chain of corrections, and where an imported memory came from."""
+    lines = []
+    for label, name in (("supersedes", "supersedes"), ("superseded", "superseded_by"),
+                        ("correcting", "pending_correction")):
+        value = getattr(m, name, None)
+        if value:
+            lines.append(f"{label + ':':<11} {value}"
+                         + (" (a correction awaiting its validators)"
+                            if name == "pending_correction" else ""))
+    chain = getattr(m, "corrections", None)
+    if chain:
+        lines.append("corrections: " + " -> ".join(chain) + " (oldest first)")
+    origin = getattr(m, "origin", None)
+    if origin:
+        lines.append(f"origin:     {origin.get('memory_id')} on chain {origin.get('chain_id')} "
+                     f"at height {origin.get('height')}, by {origin.get('author')}")
+    return lines
+
+
+#: every memory status, for --status
+STATUSES = ["proposed", "committed", "challenged", "deprecated", "superseded"]
 
 #: characters of content a list view shows of each memory
 PREVIEW_CHARS = 60
@@ -458,8 +483,9 @@ def get_cmd(memory_id: str, api: str | None, home: Path, as_json: bool, verify: 
 @click.command("search")
 @click.argument("query", required=False)
 @click.option("--domain")
-@click.option("--status", type=click.Choice(["proposed", "committed", "challenged",
-                                             "deprecated"]))
+@click.option("--status", "status", multiple=True, type=click.Choice(STATUSES),
+              help="Repeatable. Default: committed only (challenged too with "
+                   "--include-disputed); deprecated and superseded only when named here.")
 @click.option("--type", "type_", type=click.Choice(["fact", "observation", "inference", "task"]))
 @click.option("--author", help="Author public key (hex).")
 @click.option("--tag", "tags", multiple=True, help="Repeatable; all must match.")
@@ -467,7 +493,8 @@ def get_cmd(memory_id: str, api: str | None, home: Path, as_json: bool, verify: 
 @click.option("--limit", type=click.IntRange(1, None), default=20, show_default=True)
 @verify_options
 @common
-def search_cmd(query: str | None, domain: str | None, status: str | None, type_: str | None,
+def search_cmd(query: str | None, domain: str | None, status: tuple[str, ...],
+               type_: str | None,
                author: str | None, tags: tuple[str, ...], include_disputed: bool, limit: int,
                api: str | None, home: Path, as_json: bool, verify: bool = False,
                trust_height: int | None = None, trust_hash: str | None = None,
@@ -481,7 +508,7 @@ def search_cmd(query: str | None, domain: str | None, status: str | None, type_:
             verifying_client(api, home, genesis, trust_height, trust_hash, rpc_url, trust_store)
             if verify else client(api, home)) as ml:
         found = list(ml.list_memories(
-            q=query, domain=domain, status=status, type=type_, author=author, tags=tags,
+            q=query, domain=domain, status=status or None, type=type_, author=author, tags=tags,
             include_disputed=include_disputed, page_size=min(limit, 500), max_items=limit,
             mode="words" if query is not None else None))
         if verify:
@@ -495,8 +522,9 @@ def search_cmd(query: str | None, domain: str | None, status: str | None, type_:
               help="hybrid (words and meaning fused; the node's default with an embedder), "
                    "semantic (meaning only) or text (all words, BM25).")
 @click.option("--domain")
-@click.option("--status", type=click.Choice(["proposed", "committed", "challenged",
-                                             "deprecated"]))
+@click.option("--status", "status", multiple=True, type=click.Choice(STATUSES),
+              help="Repeatable. Default: committed only (challenged too with "
+                   "--include-disputed); deprecated and superseded only when named here.")
 @click.option("--type", "type_", type=click.Choice(["fact", "observation", "inference", "task"]))
 @click.option("--author", help="Author public key (hex).")
 @click.option("--tag", "tags", multiple=True, help="Repeatable; all must match.")
@@ -504,7 +532,7 @@ def search_cmd(query: str | None, domain: str | None, status: str | None, type_:
 @click.option("--limit", type=click.IntRange(1, 500), default=5, show_default=True)
 @verify_options
 @common
-def recall_cmd(query: str, mode: str | None, domain: str | None, status: str | None,
+def recall_cmd(query: str, mode: str | None, domain: str | None, status: tuple[str, ...],
                type_: str | None, author: str | None, tags: tuple[str, ...],
                include_disputed: bool, limit: int, api: str | None, home: Path,
                as_json: bool, verify: bool = False, trust_height: int | None = None,
@@ -518,7 +546,7 @@ def recall_cmd(query: str, mode: str | None, domain: str | None, status: str | N
     with errors_as_messages(), verification_as_exit(), (
             verifying_client(api, home, genesis, trust_height, trust_hash, rpc_url, trust_store)
             if verify else client(api, home)) as ml:
-        found = ml.recall(query, mode=mode, limit=limit, domain=domain, status=status,
+        found = ml.recall(query, mode=mode, limit=limit, domain=domain, status=status or None,
                           type=type_, author=author, tags=tags,
                           include_disputed=include_disputed, verify=verify)
     emit(found, as_json, "\n".join(recall_line(m) for m in found) or "no memories found")
@@ -553,14 +581,17 @@ def describe_tx(receipt: TxReceipt) -> str:
               type=click.Choice(["fact", "observation", "inference", "task"]))
 @click.option("--confidence", type=click.FloatRange(0, 1), default=0.9, show_default=True)
 @click.option("--tag", "tags", multiple=True, help="Repeatable.")
+@click.option("--supersedes", default="", metavar="ID",
+              help="The id of a committed memory this one corrects (app version 10+): once "
+                   "this one is committed, that one is superseded.")
 @click.option("--print-tx", is_flag=True,
               help="Only print the signed tx as base64 (for POST /v1/txs); send nothing.")
 @key_option
 @submit_wait_option
 @common
 def submit_cmd(content: str, memory_id: str | None, domain: str, type_: str, confidence: float,
-               tags: tuple[str, ...], print_tx: bool, key: str, wait: str, api: str | None,
-               home: Path, as_json: bool) -> None:
+               tags: tuple[str, ...], supersedes: str, print_tx: bool, key: str, wait: str,
+               api: str | None, home: Path, as_json: bool) -> None:
     """Propose a memory (CONTENT, or - for stdin), signed with --key.
 
     It is `proposed` once its tx is in a block; validators then commit or deprecate it
@@ -576,10 +607,11 @@ def submit_cmd(content: str, memory_id: str | None, domain: str, type_: str, con
         with client(api, home, agent) as ml:
             if print_tx:
                 _print_signed_submit(ml, agent, memory_id, text, domain, type_, confidence,
-                                     tags, as_json)
+                                     tags, as_json, supersedes)
                 return
             receipt = ml.submit(memory_id, text, domain=domain, type=type_,
-                                confidence=confidence, tags=tags, wait=wait)
+                                confidence=confidence, tags=tags, wait=wait,
+                                supersedes=supersedes)
             memory = ml.get_memory(receipt.memory_id) \
                 if wait == "decided" and receipt.included and receipt.memory_id else None
     emit(receipt_json(receipt, memory), as_json,
@@ -588,7 +620,7 @@ def submit_cmd(content: str, memory_id: str | None, domain: str, type_: str, con
 
 def _print_signed_submit(ml: Client, agent: Agent, memory_id: str | None, text: str,
                          domain: str, type_: str, confidence: float, tags: tuple[str, ...],
-                         as_json: bool) -> None:
+                         as_json: bool, supersedes: str = "") -> None:
     """The memory_submit tx the SDK would send, signed, as base64: the body of
     `POST /v1/txs` is `{"tx": "<this>"}`."""
     import base64
@@ -600,7 +632,7 @@ def _print_signed_submit(ml: Client, agent: Agent, memory_id: str | None, text: 
     mid = memory_id or derive_memory_id(agent.public_key_hex, domain, text)
     tx = TxBuilder(agent.signing_key, ml.chain_id).submit(
         time.time_ns(), mid, text, domain=domain, memory_type=type_,
-        confidence_ppm=confidence_to_ppm(confidence), tags=tags)
+        confidence_ppm=confidence_to_ppm(confidence), tags=tags, supersedes=supersedes)
     b64 = base64.b64encode(tx).decode()
     emit({"tx": b64, "memory_id": mid}, as_json, b64)
 
@@ -699,6 +731,46 @@ def _memory_action(kind: TxKind) -> click.Command:
 MEMORY_ACTIONS = tuple(_memory_action(kind) for kind in TX_KINDS if kind.cli is not None)
 
 
+@click.command("grant")
+@click.argument("domain")
+@click.argument("grantee")
+@click.option("--level", type=click.Choice(list(LEVELS)), default="write", show_default=True,
+              help="read, write (may submit and, from v10, open peer disputes) or modify "
+                   "(may also challenge and correct others' memories).")
+@click.option("--expires-height", type=click.IntRange(0, None), default=0, show_default=True,
+              help="The height the grant ends at (0: never).")
+@key_option
+@wait_option
+@common
+def grant_cmd(domain: str, grantee: str, level: str, expires_height: int, key: str, wait: str,
+              api: str | None, home: Path, as_json: bool) -> None:
+    """Grant GRANTEE (a public key, hex) access to DOMAIN, which --key owns."""
+    with errors_as_messages():
+        agent = load_key(key)
+        with client(api, home, agent) as ml:
+            receipt = ml.grant(domain, grantee, level, expires_height=expires_height,
+                               wait=wait)
+    emit(receipt_json(receipt), as_json,
+         describe_receipt(receipt, f"grant {level} on {domain} to {grantee[:16]}..."))
+
+
+@click.command("revoke")
+@click.argument("domain")
+@click.argument("grantee")
+@key_option
+@wait_option
+@common
+def revoke_cmd(domain: str, grantee: str, key: str, wait: str, api: str | None, home: Path,
+               as_json: bool) -> None:
+    """Revoke GRANTEE's (a public key, hex) grant on DOMAIN, which --key owns."""
+    with errors_as_messages():
+        agent = load_key(key)
+        with client(api, home, agent) as ml:
+            receipt = ml.revoke(domain, grantee, wait=wait)
+    emit(receipt_json(receipt), as_json,
+         describe_receipt(receipt, f"revoke on {domain} of {grantee[:16]}..."))
+
+
 @click.command("co-commit")
 @click.argument("content")
 @click.option("--coauthor", "coauthors", multiple=True, required=True,
@@ -784,6 +856,7 @@ def api_cmd(home: Path, host: str | None, port: int | None, voter: bool | None) 
 
 def register(group: click.Group) -> None:
     for command in (keys_group, status_cmd, get_cmd, search_cmd, recall_cmd, tx_cmd,
-                    submit_cmd, vote_cmd, *MEMORY_ACTIONS, cocommit_cmd, api_cmd):
+                    submit_cmd, vote_cmd, *MEMORY_ACTIONS, grant_cmd, revoke_cmd,
+                    cocommit_cmd, api_cmd):
         group.add_command(command)
 

@@ -55,8 +55,16 @@ def memory_block(memory: Any, *, verified: bool, content_bytes: int | None = Non
     reason = getattr(memory, "status_reason", None)
     if reason:
         attrs.append(("why", reason))
+    for name in ("supersedes", "superseded_by", "pending_correction"):
+        if getattr(memory, name, None):
+            attrs.append((name, getattr(memory, name)))
+    if getattr(memory, "origin", None):
+        o = memory.origin
+        attrs.append(("origin", f"{o.get('memory_id')}@{o.get('chain_id')}:{o.get('height')}"))
     if history and getattr(memory, "history", None):
         attrs.append(("history", " -> ".join(f"{st}@{h}" for h, st in memory.history)))
+    if history and getattr(memory, "corrections", None):
+        attrs.append(("corrections", " -> ".join(memory.corrections)))
     head = "<memory " + " ".join(f'{k}="{_attr(v)}"' for k, v in attrs) + ">"
     content = _escape(memory.content or "(content not served)")
     if disputed(memory):

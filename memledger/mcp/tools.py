@@ -23,7 +23,7 @@ from memledger.mcp.render import Budget
 log = logging.getLogger(__name__)
 
 MemoryType = Literal["fact", "observation", "inference", "task"]
-Status = Literal["proposed", "committed", "challenged", "deprecated"]
+Status = Literal["proposed", "committed", "challenged", "deprecated", "superseded"]
 Wait = Literal["included", "decided"]
 
 Id = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:/@-]+$",
@@ -60,7 +60,8 @@ class Tools:
         tags: Tags = None,
         status: Annotated[Status, Field(description=(
             "committed (accepted by validators, the default) or proposed (not yet "
-            "decided), challenged, deprecated"))] = "committed",
+            "decided), challenged, deprecated (retracted) or superseded (replaced by a "
+            "correction: `get` shows which)"))] = "committed",
         include_disputed: Annotated[bool, Field(description=(
             "Also return committed memories that are now challenged (marked DISPUTED)."))]
         = False,
@@ -87,13 +88,9 @@ class Tools:
             filters["domain"] = domain
         wanted = {status}
         if include_disputed and status == "committed":
-            # the node filters by one status or none: ask for all, keep the two
-            filters["include_disputed"] = True
             wanted.add("challenged")
-        else:
-            filters["status"] = status
-        fetch = limit if len(wanted) == 1 else min(100, limit * 4)
-        hits = [m for m in await self.ledger.client.recall(query, limit=fetch, verify=False,
+        filters["status"] = sorted(wanted)
+        hits = [m for m in await self.ledger.client.recall(query, limit=limit, verify=False,
                                                            **filters)
                 if m.status in wanted][:limit]
         if verify:
@@ -124,7 +121,9 @@ class Tools:
     async def list_memories(
         self,
         domain: Domain = None,
-        status: Annotated[Status | None, Field(description="Only memories in this status.")]
+        status: Annotated[Status | None, Field(description=(
+            "Only memories in this status; by default committed and challenged (marked "
+            "DISPUTED) ones, never deprecated or superseded ones."))]
         = None,
         tags: Tags = None,
         author: Annotated[str | None, Field(pattern=r"^[0-9a-fA-F]{64}$", description=(
@@ -179,6 +178,11 @@ class Tools:
         wait: Annotated[Wait, Field(description=(
             "included: return once the write is in a block (status proposed); decided: "
             "also wait for validators to commit or reject it"))] = "included",
+        supersedes: Annotated[str | None, Field(
+            min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:/@-]+$", description=(
+                "The id of a committed memory this one corrects (yours, or in a domain "
+                "where you hold modify access): once this one is committed, that one is "
+                "superseded and left out of recall."))] = None,
     ) -> CallToolResult:
         """Store a memory on the shared ledger, signed with this agent's key.
 
@@ -186,15 +190,16 @@ class Tools:
         facts learnt the hard way, user preferences, fixes. Not chit-chat, not secrets.
         It is proposed first and committed once validators accept it."""
         return await self.answer(self._remember(content, domain, type, tags, confidence, id,
-                                              wait))
+                                              wait, supersedes))
 
     async def _remember(self, content: str, domain: str | None, type: str,  # noqa: A002
                         tags: list[str] | None, confidence: float, memory_id: str | None,
-                        wait: str) -> str:
+                        wait: str, supersedes: str | None = None) -> str:
         client = self.ledger.client
         receipt = await client.submit(memory_id, content, domain=domain or self.default_domain,
                                       type=type, confidence=confidence, tags=tags or (),
-                                      wait="decided" if wait == "decided" else "commit")
+                                      wait="decided" if wait == "decided" else "commit",
+                                      supersedes=supersedes or "")
         if not receipt.included:
             return (f"not yet in a block: tx {receipt.hash} is {receipt.status}; the memory "
                     f"{receipt.memory_id} may still land (get it later)")

@@ -1,0 +1,217 @@
+"""Issue 38 on a real node (one validator, real cometbft, REST API): peer disputes in a
+shared domain, corrections, the safe default reads, rights; then the same records after
+a restart, on a node that replayed every block from genesis and on one that state-synced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from memledger.daemon import cometbft
+from memledger.daemon.home import NodeHome
+from memledger.protocol.codes import Code
+from memledger.sdk import Client
+from memledger.sdk.txbuilder import TxBuilder
+from memledger.sdk.waiting import wait_until
+from tests.support.chain import seeded_key
+from tests.support.node import REPO, NodeRunner, free_base_port, memledger, wait_api_ready
+
+pytestmark = pytest.mark.cometbft
+CHAIN = "corrections-it"
+AUTHOR = seeded_key("c38-author")
+PEER = seeded_key("c38-peer")
+INTERVAL = 10
+IDS = ["g-wrong", "g-kept", "c-0", "c-1", "d-0", "d-1"]
+
+
+class Actor:
+    """A key that signs with its own nonces and sends through RPC, as an agent would."""
+
+    def __init__(self, node: NodeRunner, builder: TxBuilder) -> None:
+        self.node, self.builder, self.nonce = node, builder, 0
+
+    def send(self, kind: str, *args: Any, **kwargs: Any) -> Any:
+        self.nonce += 1
+        tx = getattr(self.builder, kind)(self.nonce, *args, **kwargs)
+        with self.node.rpc() as rpc:
+            return rpc.broadcast_tx_commit(tx)
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory, cometbft_bin: Path) -> Iterator[NodeRunner]:
+    runner = NodeRunner(tmp_path_factory.mktemp("c38") / "home", chain_id=CHAIN)
+    home = NodeHome(runner.home)
+    config = home.load()
+    config.snapshot_interval = INTERVAL
+    config.snapshot_keep = 20
+    home.save(config)
+    runner.start()
+    wait_api_ready(runner.api_url)
+    yield runner
+    runner.stop()
+
+
+@pytest.fixture(scope="module")
+def actors(node: NodeRunner) -> dict[str, Actor]:
+    validator = TxBuilder(cometbft.validator_signing_key(node.home / "cometbft"), CHAIN)
+    return {"author": Actor(node, TxBuilder(AUTHOR, CHAIN)),
+            "peer": Actor(node, TxBuilder(PEER, CHAIN)),
+            "validator": Actor(node, validator)}
+
+
+def ok(result: Any) -> Any:
+    assert result.code == 0, result
+    return result
+
+
+def committed(actors: dict[str, Actor], memory_id: str, content: str, **kw: Any) -> None:
+    ok(actors["author"].send("submit", memory_id, content, **kw))
+    ok(actors["validator"].send("vote", memory_id, "accept"))
+
+
+def ids(found: Any) -> set[str]:
+    return {m.id for m in found}
+
+
+def test_a_peer_dispute_in_general_is_decided_by_the_electorate(
+        node: NodeRunner, actors: dict[str, Actor]) -> None:
+    committed(actors, "g-wrong", "the staging database lives on host alpha")
+    committed(actors, "g-kept", "the staging cache lives on host beta")
+    ok(actors["peer"].send("challenge", "g-wrong", "it moved to host gamma last week"))
+    ok(actors["peer"].send("challenge", "g-kept", "I think the cache moved too"))
+    with Client(node.api_url) as api:
+        assert api.get_memory("g-wrong").status == "challenged"
+        listed = ids(api.list_memories(domain="general"))
+        assert "g-wrong" not in listed and "g-kept" not in listed  # not by default
+        disputed = list(api.list_memories(domain="general", include_disputed=True))
+        assert {m.id: m.status for m in disputed if m.id.startswith("g-")} == {
+            "g-wrong": "challenged", "g-kept": "challenged"}  # flagged by their status
+        assert "peer dispute" in (api.get_memory("g-wrong").status_reason or "")
+    ok(actors["validator"].send("vote", "g-wrong", "reject", "gamma is right"))
+    ok(actors["validator"].send("vote", "g-kept", "accept", "beta still serves it"))
+    with Client(node.api_url) as api:
+        assert api.get_memory("g-wrong").status == "deprecated"
+        assert api.get_memory("g-kept").status == "committed"
+        assert [r["outcome"] for r in api.challenges("g-wrong")] == ["deprecated"]
+
+
+def test_a_correction_supersedes_its_original_in_the_same_block(
+        node: NodeRunner, actors: dict[str, Actor]) -> None:
+    committed(actors, "c-0", "the release train leaves on tuesdays")
+    ok(actors["author"].send("submit", "c-1", "the release train leaves on thursdays",
+                             supersedes="c-0"))
+    decided = ok(actors["validator"].send("vote", "c-1", "accept"))
+    with Client(node.api_url) as api:
+        original, correction = api.get_memory("c-0"), api.get_memory("c-1")
+        assert original.status == "superseded" and original.superseded_by == "c-1"
+        assert correction.status == "committed" and correction.supersedes == "c-0"
+        assert original.history[-1] == [decided.height, "superseded"]
+        assert correction.decided_height == decided.height
+        assert correction.corrections == ["c-0", "c-1"]
+        listed = ids(api.list_memories(limit=500))
+        assert "c-1" in listed and "c-0" not in listed
+        assert "c-0" not in ids(api.search("release train"))
+        assert "c-0" not in ids(api.recall("release train leaves", mode="text"))
+        assert ids(api.list_memories(status="superseded")) == {"c-0"}
+
+
+def test_a_deprecated_correction_leaves_the_original_committed(
+        node: NodeRunner, actors: dict[str, Actor]) -> None:
+    committed(actors, "d-0", "the on-call rotation changes on mondays")
+    ok(actors["author"].send("submit", "d-1", "the on-call rotation changes on fridays",
+                             supersedes="d-0"))
+    ok(actors["validator"].send("vote", "d-1", "reject", "monday is right"))
+    with Client(node.api_url) as api:
+        assert api.get_memory("d-1").status == "deprecated"
+        original = api.get_memory("d-0")
+        assert original.status == "committed" and original.superseded_by is None
+        assert original.pending_correction is None
+
+
+def test_default_reads_return_no_deprecated_or_superseded_memory(node: NodeRunner) -> None:
+    with Client(node.api_url) as api:
+        for found in (api.list_memories(limit=500), api.search("host", limit=500),
+                      api.recall("host release rotation", mode="text", limit=50)):
+            assert {m.status for m in found} <= {"committed"}
+        every = list(api.list_memories(
+            status=["proposed", "committed", "challenged", "deprecated", "superseded"]))
+        assert {"deprecated", "superseded"} <= {m.status for m in every}
+
+
+def test_rights_are_enforced(node: NodeRunner, actors: dict[str, Actor]) -> None:
+    assert actors["peer"].send("submit", "p-fix", "the on-call rotation changes on sundays",
+                               supersedes="d-0").code == Code.CORRECTION_DENIED
+    assert actors["author"].send("submit", "x-fix", "a fix of a superseded fact here",
+                                 supersedes="c-0").code == Code.SUPERSEDES_TAKEN
+    assert actors["author"].send("submit", "y-fix", "a fix of a fact that is not there",
+                                 supersedes="nothing-here").code == Code.SUPERSEDES_NOT_FOUND
+    ok(actors["author"].send("submit", "own-1", "a note in the author's own domain",
+                             domain="author-notes"))
+    ok(actors["validator"].send("vote", "own-1", "accept"))
+    refused = actors["peer"].send("challenge", "own-1", "wrong")
+    assert refused.code == Code.CHALLENGE_DENIED
+    assert "memledger grant author-notes" in refused.log
+
+
+def _records(db_url: str) -> dict[str, Any]:
+    engine = sa.create_engine(db_url)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT id, record FROM memories"))
+        found = {r.id: json.loads(r.record) for r in rows if r.id in IDS}
+    engine.dispose()
+    return found
+
+
+def _join(source: NodeRunner, home: Path, state_sync: bool) -> tuple[subprocess.Popen[str], str]:
+    memledger("init", "--home", str(home), "--join", source.rpc_url,
+              "--base-port", str(free_base_port()),
+              "--state-sync" if state_sync else "--no-state-sync")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "memledger.cli.main", "start", "--home",
+                             str(home), "--no-api"], env=env, cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, text=True)
+    port = int(NodeHome(home).load().rpc_laddr.rsplit(":", 1)[1])
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def test_restart_replay_and_state_sync_give_the_same_records(node: NodeRunner,
+                                                             tmp_path: Path) -> None:
+    before = _records(NodeHome(node.home).db_url(NodeHome(node.home).load()))
+    assert set(before) == set(IDS)
+    node.stop()
+    node.start()
+    wait_api_ready(node.api_url)
+    assert _records(NodeHome(node.home).db_url(NodeHome(node.home).load())) == before
+    with node.rpc() as rpc:
+        target = rpc.latest_height()
+        rpc.wait_for_height(target + INTERVAL + 1, timeout=90)  # a snapshot past it all
+    joined = {name: _join(node, tmp_path / name, state_sync)
+              for name, state_sync in (("replayed", False), ("synced", True))}
+    try:
+        for name, (proc, rpc_url) in joined.items():
+            def caught_up(proc: subprocess.Popen[str] = proc, url: str = rpc_url) -> bool:
+                assert proc.poll() is None, (tmp_path / name / "logs" / "app.log").read_text()
+                info = httpx.get(f"{url}/status", timeout=5).json()["result"]["sync_info"]
+                return int(info["latest_block_height"]) > target and not info["catching_up"]
+            wait_until(caught_up, 180, 0.5, what=f"the {name} node to catch up",
+                       ignore=(httpx.HTTPError, KeyError, ValueError))
+            home = NodeHome(tmp_path / name)
+            assert _records(home.db_url(home.load())) == before, name
+            info = httpx.get(f"{rpc_url}/status", timeout=5).json()["result"]["sync_info"]
+            assert (int(info["earliest_block_height"]) == 1) == (name == "replayed"), info
+        log = (tmp_path / "synced" / "logs" / "app.log").read_text()
+        assert "restored height" in log
+    finally:
+        for proc, _ in joined.values():
+            proc.terminate()
+            proc.wait(60)
