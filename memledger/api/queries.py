@@ -43,6 +43,8 @@ class MemoryFilter:
 
 
 DEFAULT_STATUSES = ("committed",)
+#: statuses that hold most memories: asking for them narrows nothing (see `narrowed`)
+_BROAD_STATUSES = frozenset({"committed", "challenged", "proposed"})
 
 
 def memory_cursor(height: int, memory_id: str) -> str:
@@ -161,7 +163,7 @@ def narrowed(flt: MemoryFilter) -> bool:
     """Whether `flt` narrows beyond the default status rule (a domain, type, author, tag
     or a status other than committed)."""
     return bool(flt.domain or flt.type or flt.author or flt.tags or
-                set(flt.statuses()) - {"committed", "challenged"})
+                set(flt.statuses()) - _BROAD_STATUSES)
 
 
 def memory_votes(conn: sa.Connection, memory_id: str) -> list[dict[str, Any]]:

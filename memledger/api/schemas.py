@@ -162,15 +162,6 @@ class MemorySubmitForm(BaseModel):
 MemorySubmitRequest = MemorySubmitTx | MemorySubmitForm
 
 
-class Origin(BaseModel):
-    """Provenance of an imported memory (MemorySubmit.origin)."""
-
-    chain_id: str
-    height: int
-    memory_id: str
-    author: str
-
-
 class Memory(BaseModel):
     id: str
     domain: str
@@ -197,9 +188,10 @@ class Memory(BaseModel):
         None, description="v10+: the committed correction that replaced this memory")
     pending_correction: str | None = Field(
         None, description="v10+: a correction of this memory awaiting its validators")
-    origin: Origin | None = Field(
-        None, description="v10+: where an imported memory came from (kept as given by its "
-                          "importer, not verified against that chain)")
+    origin: dict[str, Any] | None = Field(
+        None, description="v10+: where an imported memory came from, as its importer gave "
+                          "it (not verified against that chain): chain_id, height (its "
+                          "commit height there), memory_id (its id there), author (hex)")
     corrections: list[str] | None = Field(
         None, description="one memory's read only: the chain of corrections it is part of, "
                           "oldest first (its originals, itself, the corrections of it)")

@@ -199,7 +199,8 @@ def test_restart_replay_and_state_sync_give_the_same_records(node: NodeRunner,
               for name, state_sync in (("replayed", False), ("synced", True))}
     try:
         for name, (proc, rpc_url) in joined.items():
-            def caught_up(proc: subprocess.Popen[str] = proc, url: str = rpc_url) -> bool:
+            def caught_up(proc: subprocess.Popen[str] = proc, url: str = rpc_url,
+                          name: str = name) -> bool:
                 assert proc.poll() is None, (tmp_path / name / "logs" / "app.log").read_text()
                 info = httpx.get(f"{url}/status", timeout=5).json()["result"]["sync_info"]
                 return int(info["latest_block_height"]) > target and not info["catching_up"]

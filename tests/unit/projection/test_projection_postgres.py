@@ -196,7 +196,7 @@ def _biggest_memory(kind: str) -> tuple[str, list[str]]:
 
 def _found(proj: Projection, q: str) -> list[str]:
     with proj.engine.connect() as conn:
-        items, _ = queries.list_memories(conn, queries.MemoryFilter(q=q, status=("proposed",)), 10, None)
+        items, _ = queries.list_memories(conn, queries.MemoryFilter(q=q, status=("proposed", "committed")), 10, None)
     return [m["id"] for m in items]
 
 

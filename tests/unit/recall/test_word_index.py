@@ -718,10 +718,11 @@ def test_a_search_that_finds_the_index_damaged_asks_the_projection_and_it_is_reb
         def damaged(*args: Any, **kwargs: Any) -> list[tuple[str, float]]:
             raise ValueError("An IO error occurred: 'Fst data is corrupted'")
 
+        real_search = words.index.search
         monkeypatch.setattr(words.index, "search", damaged)
         assert text_ranked(conn, flt, "river", 1000, words_index=words) == projected
         assert not words.serving
-        monkeypatch.undo()
+        monkeypatch.setattr(words.index, "search", real_search)
         held = len(words.index)
         words._step()  # the follower's next step rebuilds it
         words._step()

@@ -100,11 +100,11 @@ def test_no_page_is_read_beyond_max_items(base_url: str) -> None:
             return transport.handle_request(request)
 
     with Client(base_url, transport=Counting()) as ml:
-        assert len(list(ml.list_memories(page_size=4, max_items=4))) == 4
+        assert len(list(ml.list_memories(page_size=4, max_items=4, status="proposed"))) == 4
         assert len(asked) == 1
-        assert len(list(ml.list_memories(page_size=4, max_items=5))) == 5
+        assert len(list(ml.list_memories(page_size=4, max_items=5, status="proposed"))) == 5
         assert len(asked) == 3
-        assert len(list(ml.list_memories(page_size=4))) == len(PATH_LIKE)
+        assert len(list(ml.list_memories(page_size=4, status="proposed"))) == len(PATH_LIKE)
         assert len(asked) == 3 + -(-len(PATH_LIKE) // 4)  # every page of 4 once
 
 

@@ -29,6 +29,9 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         chain.block([b.submit(chain.next_nonce(AGENT), f"s-{i:02d}",
                               f"note {i} on {'otters' if i % 2 else 'badgers'}",
                               tags=["even" if i % 2 == 0 else "odd"])])
+    voters = chain.validator_keys[2:]  # 70 of 100: committed (reads show committed ones)
+    chain.block([chain.builder(k).vote(chain.next_nonce(k), f"s-{i:02d}")
+                 for i in range(COUNT) for k in voters])
     settings = ApiSettings(db_url=chain.db_url, rpc_url="http://127.0.0.1:9")
     with served_api(settings) as url:
         yield url
@@ -46,7 +49,7 @@ def test_iterates_all_pages(base_url: str) -> None:
         assert [m.id for m in ml.search("otter", limit=3, page_size=2)] == otters[:3]
         assert [m.id for m in ml.list_memories(limit=4, max_items=2)] == ids[:2]
         memory = ml.get_memory("s-03")
-        assert memory.status == "proposed" and memory.confidence == 0.9
+        assert memory.status == "committed" and memory.confidence == 0.9
         assert ml.account(bytes(AGENT.verify_key).hex()).last_nonce == COUNT
         assert len(ml.validators()) == 4
 
@@ -73,7 +76,7 @@ def test_async_client(base_url: str) -> None:
             assert [m.id async for m in ml.search("badgers", limit=3)] == got[:3]
             assert (await ml.get_memory("s-00")).content == "note 0 on badgers"
             votes = await ml.votes("s-00")
-            assert votes == []
+            assert len(votes) == 2
             return got
 
     assert asyncio.run(run()) == [f"s-{i:02d}" for i in range(0, COUNT, 2)]
