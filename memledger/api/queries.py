@@ -24,7 +24,7 @@ class MemoryFilter:
 
     domain: str | None = None
     #: the statuses asked for; none: the safe default (DEFAULT_STATUSES)
-    status: Sequence[str] = field(default_factory=tuple)
+    status: str | Sequence[str] | None = field(default_factory=tuple)
     type: str | None = None
     author: str | None = None
     tags: Sequence[str] = field(default_factory=tuple)

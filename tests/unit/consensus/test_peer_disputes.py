@@ -5,6 +5,7 @@ per block and open; an undecided dispute expires back to committed."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from nacl.signing import SigningKey
 
@@ -42,7 +43,7 @@ def vote(c: LocalChain, i: int, memory_id: str, decision: str) -> pb.ExecTxResul
     return c.block([c.builder(k).vote(c.next_nonce(k), memory_id, decision, "checked")])[0]
 
 
-def rounds(c: LocalChain, memory_id: str) -> list[dict[str, object]]:
+def rounds(c: LocalChain, memory_id: str) -> list[dict[str, Any]]:
     import json
     raw = c.app.store.get(b"chal/" + memory_id.encode())
     assert raw is not None
@@ -96,7 +97,7 @@ def test_one_challenge_per_key_per_round_and_others_join(tmp_path: Path) -> None
     assert challenge(c, PEER, "g-4").code == 0
     assert challenge(c, PEER, "g-4").code == Code.ALREADY_CHALLENGED
     assert challenge(c, OTHER, "g-4", "me too").code == 0
-    assert sorted(rounds(c, "g-4")[-1]["challengers"]) == sorted(  # type: ignore[arg-type]
+    assert sorted(rounds(c, "g-4")[-1]["challengers"]) == sorted(
         [bytes(PEER.verify_key).hex(), bytes(OTHER.verify_key).hex()])
 
 

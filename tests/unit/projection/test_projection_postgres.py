@@ -196,7 +196,8 @@ def _biggest_memory(kind: str) -> tuple[str, list[str]]:
 
 def _found(proj: Projection, q: str) -> list[str]:
     with proj.engine.connect() as conn:
-        items, _ = queries.list_memories(conn, queries.MemoryFilter(q=q, status=("proposed", "committed")), 10, None)
+        flt = queries.MemoryFilter(q=q, status=("proposed", "committed"))
+        items, _ = queries.list_memories(conn, flt, 10, None)
     return [m["id"] for m in items]
 
 
