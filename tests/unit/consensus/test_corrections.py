@@ -13,6 +13,7 @@ from nacl.signing import SigningKey
 
 from memledger.protocol.codes import Code
 from memledger.protocol.pb import abci_pb2 as pb
+from memledger.sdk.txbuilder import upgrade_proposal
 from tests.support.chain import LocalChain, seeded_key
 
 AUTHOR = seeded_key("corr-author")
@@ -151,3 +152,30 @@ def test_below_v10_a_correction_is_not_canonical(tmp_path: Path) -> None:
     committed(c, AUTHOR, "old-1", "a fact on an older chain")
     assert submit(c, AUTHOR, "old-1b", "its correction on an older chain",
                   supersedes="old-1").code == Code.BODY_NOT_CANONICAL
+
+
+def test_a_v9_chain_upgrades_to_v10_and_gains_corrections_and_peer_disputes(
+        tmp_path: Path) -> None:
+    c = chain_at(tmp_path, version=9)
+    v = c.validator_keys
+    committed(c, AUTHOR, "up-1", "a fact written under v9")
+    committed(c, AUTHOR, "up-2", "another fact written under v9")
+    challenged = c.builder(PEER).challenge(c.next_nonce(PEER), "up-2", "wrong")
+    assert c.block([challenged])[0].code == Code.CHALLENGE_DENIED
+    correction = c.builder(AUTHOR).submit(c.next_nonce(AUTHOR), "up-1b", "its v10 correction",
+                                          supersedes="up-1")
+    assert c.check(correction).code == Code.BODY_NOT_CANONICAL  # not yet
+    activation = c.height + 5
+    tx = c.builder(v[0]).propose(c.next_nonce(v[0]), upgrade_proposal("v10", 10, activation))
+    assert c.block([tx])[0].code == 0
+    votes = [c.builder(v[i]).gov_vote(c.next_nonce(v[i]), "p1", "accept") for i in (3, 2)]
+    assert [r.code for r in c.block(votes)] == [0, 0]
+    while c.height < activation:
+        c.block([])
+    assert c.app.info(pb.RequestInfo()).app_version == 10
+    assert c.block([correction])[0].code == 0
+    decide(c, "up-1b", "accept")
+    assert c.memory("up-1")["status"] == "superseded"  # type: ignore[index]
+    challenged = c.builder(PEER).challenge(c.next_nonce(PEER), "up-2", "wrong")
+    assert c.block([challenged])[0].code == 0
+    assert c.memory("up-2")["status"] == "challenged"  # type: ignore[index]
