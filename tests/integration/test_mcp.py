@@ -286,3 +286,31 @@ def test_operator_tools_vote_with_the_validator_key(env: Env, tmp_path: Path) ->
             assert refused.is_error
             assert re.fullmatch(r"[a-z_]+: [^\n]+", text(refused)), text(refused)
     asyncio.run(run())
+
+
+def test_remember_supersedes_and_recall_leaves_the_original_out(env: Env) -> None:
+    async def run() -> None:
+        async with env.session("alice") as alice:
+            first = await call(alice, "remember", id="mcp-standup", wait="decided",
+                               content="The team standup is held at 09:30 in room Orion.",
+                               type="fact")
+            assert "status committed" in first, first
+            fixed = await call(alice, "remember", id="mcp-standup-2", wait="decided",
+                               supersedes="mcp-standup",
+                               content="Since the move the team standup is at 10:00 in the "
+                                       "Vega room.", type="fact")
+            assert "id mcp-standup-2, status committed" in fixed, fixed
+            hits = await call(alice, "recall", query="when is the team standup", limit=10)
+            assert 'id="mcp-standup-2"' in hits and 'id="mcp-standup"' not in hits, hits
+            assert 'supersedes="mcp-standup"' in hits
+            old = await call(alice, "recall", query="when is the team standup",
+                             status="superseded")
+            assert 'id="mcp-standup"' in old and 'superseded_by="mcp-standup-2"' in old, old
+            shown = await call(alice, "get", id="mcp-standup")
+            assert "corrections=\"mcp-standup -> mcp-standup-2\"" in shown, shown
+            refused = await alice.call_tool("remember", {
+                "id": "mcp-standup-3", "supersedes": "mcp-standup",
+                "content": "The team standup is held at 11:00 in the Lyra room."})
+            assert refused.is_error and text(refused).startswith("supersedes_taken"), \
+                text(refused)
+    asyncio.run(run())

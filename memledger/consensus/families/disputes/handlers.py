@@ -153,9 +153,9 @@ def _peer_challenge(ctx: TxContext, msg: tx_pb2.MemoryChallenge,
     domain = record["domain"]
     if not may_write(ctx.state, domain, ctx.signer, ctx.block.height):
         raise TxError(Code.CHALLENGE_DENIED,
-                      f"challenging memories of domain {domain!r} needs write access to it "
-                      "(a peer dispute its electorate decides) or modify access; "
-                      + write_right_hint(ctx.state, domain))
+                      f"{Code.CHALLENGE_DENIED.description}, or (from v10, as a peer dispute "
+                      f"its electorate decides) any key with write access to domain "
+                      f"{domain!r}; " + write_right_hint(ctx.state, domain))
     me = ctx.signer_hex
     if joining:
         assert rounds is not None and last is not None
