@@ -83,40 +83,58 @@ def ids(found: Any) -> set[str]:
     return {m.id for m in found}
 
 
-def test_a_peer_dispute_in_general_is_decided_by_the_electorate(
-        node: NodeRunner, actors: dict[str, Actor]) -> None:
+@pytest.fixture(scope="module")
+def story(node: NodeRunner, actors: dict[str, Actor]) -> dict[str, Any]:
+    """Every write of this module, once, in order, with what the reads showed between
+    them: each test asserts on it (and may run alone)."""
+    seen: dict[str, Any] = {}
+    # a peer's dispute in `general`, one upheld and one not
     committed(actors, "g-wrong", "the staging database lives on host alpha")
     committed(actors, "g-kept", "the staging cache lives on host beta")
     ok(actors["peer"].send("challenge", "g-wrong", "it moved to host gamma last week"))
     ok(actors["peer"].send("challenge", "g-kept", "I think the cache moved too"))
     with Client(node.api_url) as api:
-        assert api.get_memory("g-wrong").status == "challenged"
-        listed = ids(api.list_memories(domain="general"))
-        assert "g-wrong" not in listed and "g-kept" not in listed  # not by default
-        disputed = list(api.list_memories(domain="general", include_disputed=True))
-        assert {m.id: m.status for m in disputed if m.id.startswith("g-")} == {
-            "g-wrong": "challenged", "g-kept": "challenged"}  # flagged by their status
-        assert "peer dispute" in (api.get_memory("g-wrong").status_reason or "")
+        seen["challenged"] = api.get_memory("g-wrong")
+        seen["listed while disputed"] = ids(api.list_memories(domain="general"))
+        seen["disputed"] = {m.id: m.status for m in api.list_memories(
+            domain="general", include_disputed=True) if m.id.startswith("g-")}
     ok(actors["validator"].send("vote", "g-wrong", "reject", "gamma is right"))
     ok(actors["validator"].send("vote", "g-kept", "accept", "beta still serves it"))
+    # a correction, committed
+    committed(actors, "c-0", "the release train leaves on tuesdays")
+    ok(actors["author"].send("submit", "c-1", "the release train leaves on thursdays",
+                             supersedes="c-0"))
+    seen["correction decided at"] = ok(actors["validator"].send("vote", "c-1", "accept")).height
+    # a correction, rejected
+    committed(actors, "d-0", "the on-call rotation changes on mondays")
+    ok(actors["author"].send("submit", "d-1", "the on-call rotation changes on fridays",
+                             supersedes="d-0"))
+    ok(actors["validator"].send("vote", "d-1", "reject", "monday is right"))
+    return seen
+
+
+def test_a_peer_dispute_in_general_is_decided_by_the_electorate(
+        node: NodeRunner, story: dict[str, Any]) -> None:
+    assert story["challenged"].status == "challenged"
+    assert "peer dispute" in (story["challenged"].status_reason or "")
+    assert not {"g-wrong", "g-kept"} & story["listed while disputed"]  # not by default
+    assert story["disputed"] == {"g-wrong": "challenged", "g-kept": "challenged"}
     with Client(node.api_url) as api:
         assert api.get_memory("g-wrong").status == "deprecated"
         assert api.get_memory("g-kept").status == "committed"
         assert [r["outcome"] for r in api.challenges("g-wrong")] == ["deprecated"]
+        assert [r["outcome"] for r in api.challenges("g-kept")] == ["kept"]
 
 
 def test_a_correction_supersedes_its_original_in_the_same_block(
-        node: NodeRunner, actors: dict[str, Actor]) -> None:
-    committed(actors, "c-0", "the release train leaves on tuesdays")
-    ok(actors["author"].send("submit", "c-1", "the release train leaves on thursdays",
-                             supersedes="c-0"))
-    decided = ok(actors["validator"].send("vote", "c-1", "accept"))
+        node: NodeRunner, story: dict[str, Any]) -> None:
+    decided = story["correction decided at"]
     with Client(node.api_url) as api:
         original, correction = api.get_memory("c-0"), api.get_memory("c-1")
         assert original.status == "superseded" and original.superseded_by == "c-1"
         assert correction.status == "committed" and correction.supersedes == "c-0"
-        assert original.history[-1] == [decided.height, "superseded"]
-        assert correction.decided_height == decided.height
+        assert original.history[-1] == [decided, "superseded"]
+        assert correction.decided_height == decided
         assert correction.corrections == ["c-0", "c-1"]
         listed = ids(api.list_memories(limit=500))
         assert "c-1" in listed and "c-0" not in listed
@@ -126,11 +144,7 @@ def test_a_correction_supersedes_its_original_in_the_same_block(
 
 
 def test_a_deprecated_correction_leaves_the_original_committed(
-        node: NodeRunner, actors: dict[str, Actor]) -> None:
-    committed(actors, "d-0", "the on-call rotation changes on mondays")
-    ok(actors["author"].send("submit", "d-1", "the on-call rotation changes on fridays",
-                             supersedes="d-0"))
-    ok(actors["validator"].send("vote", "d-1", "reject", "monday is right"))
+        node: NodeRunner, story: dict[str, Any]) -> None:
     with Client(node.api_url) as api:
         assert api.get_memory("d-1").status == "deprecated"
         original = api.get_memory("d-0")
@@ -138,7 +152,8 @@ def test_a_deprecated_correction_leaves_the_original_committed(
         assert original.pending_correction is None
 
 
-def test_default_reads_return_no_deprecated_or_superseded_memory(node: NodeRunner) -> None:
+def test_default_reads_return_no_deprecated_or_superseded_memory(
+        node: NodeRunner, story: dict[str, Any]) -> None:
     with Client(node.api_url) as api:
         for found in (api.list_memories(limit=500), api.search("host", limit=500),
                       api.recall("host release rotation", mode="text", limit=50)):
@@ -148,7 +163,8 @@ def test_default_reads_return_no_deprecated_or_superseded_memory(node: NodeRunne
         assert {"deprecated", "superseded"} <= {m.status for m in every}
 
 
-def test_rights_are_enforced(node: NodeRunner, actors: dict[str, Actor]) -> None:
+def test_rights_are_enforced(node: NodeRunner, actors: dict[str, Actor],
+                            story: dict[str, Any]) -> None:
     assert actors["peer"].send("submit", "p-fix", "the on-call rotation changes on sundays",
                                supersedes="d-0").code == Code.CORRECTION_DENIED
     assert actors["author"].send("submit", "x-fix", "a fix of a superseded fact here",
@@ -184,8 +200,8 @@ def _join(source: NodeRunner, home: Path, state_sync: bool) -> tuple[subprocess.
     return proc, f"http://127.0.0.1:{port}"
 
 
-def test_restart_replay_and_state_sync_give_the_same_records(node: NodeRunner,
-                                                             tmp_path: Path) -> None:
+def test_restart_replay_and_state_sync_give_the_same_records(
+        node: NodeRunner, story: dict[str, Any], tmp_path: Path) -> None:
     before = _records(NodeHome(node.home).db_url(NodeHome(node.home).load()))
     assert set(before) == set(IDS)
     node.stop()
