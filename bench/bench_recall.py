@@ -90,8 +90,10 @@ def evaluate(chain: LocalChain, folder: Path, embedder: str,
             lat: list[float] = []
             for query in queries:
                 t0 = time.perf_counter()
+                # the set is submitted, never voted: ask for proposed memories (reads
+                # keep committed ones only by default)
                 resp = client.get("/v1/memories", params={"q": query["q"], "mode": mode,
-                                                          "limit": 10})
+                                                          "limit": 10, "status": "proposed"})
                 lat.append(time.perf_counter() - t0)
                 resp.raise_for_status()
                 ranked = [m["id"] for m in resp.json()["items"]]
