@@ -19,7 +19,8 @@ BALLOT_EXPIRY = b"bexp/"    # bexp/<opened:020d>\0<id> -> {} open memory ballots
 CORROBORATION = b"corr/"    # corr/<id>\0<hex> -> {"height": h}
 CHALLENGE = b"chal/"        # chal/<id> -> {"rounds": [...]} dispute rounds
 PEER_EXPIRY = b"pexp/"      # pexp/<opened:020d>\0<id> -> {} open peer disputes (v10+)
-PEER_CHALLENGER = b"pchl/"  # pchl/<hex> -> a key's open peer disputes and block count (v10+)
+PEER_CHALLENGER = b"pchl/"  # pchl/<hex> -> {"open": [ids]} a key's open peer disputes;
+#                             pchl/~block -> {"height", "counts"} this block's (v10+)
 # co-commits (families/cocommit)
 COCOMMIT = b"cc/"           # cc/<shared id> -> co-commit record
 # access (families/access)

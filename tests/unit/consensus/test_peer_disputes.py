@@ -97,6 +97,8 @@ def test_one_challenge_per_key_per_round_and_others_join(tmp_path: Path) -> None
     assert challenge(c, PEER, "g-4").code == 0
     assert challenge(c, PEER, "g-4").code == Code.ALREADY_CHALLENGED
     assert challenge(c, OTHER, "g-4", "me too").code == 0
+    # a joiner opened nothing: no record of its own is left behind
+    assert c.app.store.get(b"pchl/" + bytes(OTHER.verify_key).hex().encode()) is None
     assert sorted(rounds(c, "g-4")[-1]["challengers"]) == sorted(
         [bytes(PEER.verify_key).hex(), bytes(OTHER.verify_key).hex()])
 

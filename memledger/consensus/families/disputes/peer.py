@@ -12,8 +12,8 @@ to `committed` (outcome `expired`), so a challenge alone cannot hide a memory fo
 Against spam: one challenge per key per round (ALREADY_CHALLENGED), at most
 `peer_challenges_per_block` peer challenges per key per block and `peer_disputes_open`
 rounds a key opened still open (PEER_CHALLENGE_LIMIT). The index
-`pexp/<opened, 20 digits>\\0<memory id>` holds the open peer rounds in expiry order and
-`pchl/<key>` each challenger's counts.
+`pexp/<opened, 20 digits>\\0<memory id>` holds the open peer rounds in expiry order,
+`pchl/<key>` the open rounds each key opened and `pchl/~block` the current block's counts.
 """
 
 from __future__ import annotations
@@ -36,12 +36,20 @@ DEPRECATED = "deprecated"
 
 
 class Challenger(TypedDict):
-    """`pchl/<hex>`: the peer rounds a key opened that are still open, and how many peer
-    challenges it made in block `height`."""
+    """`pchl/<hex>`: the peer rounds a key opened that are still open (deleted when none)."""
 
     open: list[str]  # memory ids, sorted
+
+
+class BlockCounts(TypedDict):
+    """`pchl/~block`: peer challenges per key in block `height` (one record, replaced by
+    the first peer challenge of a later block, so it never grows past one block's)."""
+
     height: int
-    count: int
+    counts: dict[str, int]
+
+
+BLOCK_COUNTS_KEY = records.PEER_CHALLENGER + b"~block"  # "~" is in no hex key
 
 
 def index_key(opened: int, memory_id: str) -> bytes:
@@ -54,29 +62,33 @@ def is_open_peer_round(round_: Any) -> bool:
 
 def _challenger(state: TxBuffer, agent: bytes) -> Challenger:
     found: Challenger | None = state.get_record(records.peer_challenger_key(agent))
-    return found if found is not None else {"open": [], "height": 0, "count": 0}
+    return found if found is not None else {"open": []}
 
 
 def count_challenge(ctx: TxContext, opening: str | None) -> None:
     """Charge one peer challenge to the signer (and the round it opens, if `opening`);
     PEER_CHALLENGE_LIMIT past either bound. Writes the counts: call once all else passed."""
-    mine = _challenger(ctx.state, ctx.signer)
-    height = ctx.block.height
-    in_block = mine["count"] if mine["height"] == height else 0
+    height, me = ctx.block.height, ctx.signer_hex
+    block: BlockCounts | None = ctx.state.get_record(BLOCK_COUNTS_KEY)
+    if block is None or block["height"] != height:
+        block = {"height": height, "counts": {}}
+    in_block = int(block["counts"].get(me, 0))
     per_block = int(chain_params.value(ctx.state, "peer_challenges_per_block"))
     if in_block >= per_block:
         raise TxError(Code.PEER_CHALLENGE_LIMIT,
                       f"{in_block} peer challenges by this key in this block already "
                       f"(peer_challenges_per_block = {per_block}); try in a later block")
     if opening is not None:
+        mine = _challenger(ctx.state, ctx.signer)
         most = int(chain_params.value(ctx.state, "peer_disputes_open"))
         if len(mine["open"]) >= most:
             raise TxError(Code.PEER_CHALLENGE_LIMIT,
                           f"this key holds {len(mine['open'])} open peer disputes "
                           f"(peer_disputes_open = {most}); wait for one to be decided")
         mine["open"] = sorted([*mine["open"], opening])
-    mine["height"], mine["count"] = height, in_block + 1
-    ctx.state.put_record(records.peer_challenger_key(ctx.signer), mine)
+        ctx.state.put_record(records.peer_challenger_key(ctx.signer), mine)
+    block["counts"][me] = in_block + 1
+    ctx.state.put_record(BLOCK_COUNTS_KEY, block)
 
 
 def open_round(ctx: TxContext, record: MemoryRecord, reason: str) -> dict[str, Any]:
@@ -104,10 +116,10 @@ def close_round(state: TxBuffer, record: MemoryRecord, round_: dict[str, Any],
     mine = _challenger(state, opener)
     mine["open"] = [m for m in mine["open"] if m != record["id"]]
     key = records.peer_challenger_key(opener)
-    if not mine["open"] and mine["height"] != height:
-        state.delete(key)
-    else:
+    if mine["open"]:
         state.put_record(key, mine)
+    else:
+        state.delete(key)
 
 
 def vote(ctx: TxContext, record: MemoryRecord, round_: dict[str, Any], decision: str,
