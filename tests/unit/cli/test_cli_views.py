@@ -60,3 +60,20 @@ def test_a_rejected_tx_says_why_and_what_to_do(tmp_path: Path) -> None:
         f"{result.log}. {NEXT_STEPS[Code.NOT_A_VALIDATOR]}")
     included = TxReceipt(status="included", hash="cd" * 32, code=0, name="ok", height=7)
     assert describe_tx(included) == f"tx {'cd' * 32}: included at height 7 (code 0 ok)"
+
+
+def test_get_shows_a_memorys_corrections_and_origin_only_when_it_has_them() -> None:
+    from dataclasses import replace
+
+    from memledger.cli.client import describe_memory
+
+    plain = describe_memory(_memory("a fact"))
+    assert "supersedes" not in plain and "corrections" not in plain and "origin" not in plain
+    corrected = replace(_memory("a fact"), status="superseded", superseded_by="m2",
+                        corrections=["m1", "m2"],
+                        origin={"chain_id": "other", "height": 7, "memory_id": "x1",
+                                "author": "b" * 64})
+    shown = describe_memory(corrected)
+    assert "superseded: m2" in shown
+    assert "corrections: m1 -> m2 (oldest first)" in shown
+    assert f"origin:     x1 on chain other at height 7, by {'b' * 64}" in shown
