@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from nacl.signing import SigningKey
 
 from memledger.consensus import versions
 from memledger.daemon.home import VOTER_HEARTBEAT_MAX_AGE_S
+from memledger.daemon.nearcopy import DEFAULT_NEAR_COPY_COSINE, NeighbourSource, first_near_copy
 from memledger.daemon.voter_notes import NotesWriter
 from memledger.projection.schema import make_engine, memories, validators, votes
 from memledger.sdk.rpc import RpcClient, RpcError
@@ -46,6 +47,8 @@ class Candidate:
     content_hash: str
     confidence_ppm: int
     duplicate_of_committed: bool
+    #: (id, cosine) of a committed memory of the same domain this one rewords, if any
+    near_copy_of: tuple[str, float] | None = None
 
 
 def decide(c: Candidate) -> tuple[str, str]:
@@ -58,6 +61,9 @@ def decide(c: Candidate) -> tuple[str, str]:
         return "reject", "confidence below floor"
     if c.duplicate_of_committed:
         return "reject", "duplicates a committed memory"
+    if c.near_copy_of is not None:
+        other, cosine = c.near_copy_of
+        return "reject", f"near-copy of committed memory {other} (cosine {cosine:.2f})"
     return "accept", "passes baseline checks"
 
 
@@ -78,7 +84,10 @@ class Voter:
     """One polling loop: find, decide, sign, broadcast."""
 
     def __init__(self, key: SigningKey, chain_id: str, db_url: str, rpc_url: str,
-                 home: Path, batch: int = 200) -> None:
+                 home: Path, batch: int = 200, *, neighbours: NeighbourSource | None = None,
+                 near_copy_cosine: float = DEFAULT_NEAR_COPY_COSINE) -> None:
+        self.neighbours = neighbours  # None: no near-copy check
+        self.near_copy_cosine = near_copy_cosine
         self.builder = TxBuilder(key, chain_id)
         self.me = self.builder.public_key.hex()
         self.engine = make_engine(db_url)
@@ -185,6 +194,9 @@ class Voter:
             return 0
         for cand in candidates:
             decision, reason = decide(cand)
+            if decision == "accept":  # the near-copy check costs a recall query: last
+                cand = self._near_copy(cand)
+                decision, reason = decide(cand)
             tx = self.builder.vote(self._nonce(), cand.memory_id, decision,
                                    reason if on_chain else "")
             try:
@@ -202,6 +214,16 @@ class Voter:
                     self._note(cand.memory_id, decision, reason)
                 sent += 1
         return sent
+
+    def _near_copy(self, cand: Candidate) -> Candidate:
+        """The candidate with the committed memory it rewords, when the check is on."""
+        if self.neighbours is None or self.near_copy_cosine <= 0:
+            return cand
+        found = first_near_copy(
+            cand.content, self.neighbours.neighbours(cand.memory_id, cand.domain, cand.content),
+            self.near_copy_cosine)
+        return cand if found is None else replace(
+            cand, near_copy_of=(found.memory_id, found.cosine))
 
     def _note(self, memory_id: str, decision: str, reason: str) -> None:
         """Why it voted, for the memory's status_reason (memledger.daemon.voter_notes)."""
