@@ -11,7 +11,7 @@ from typing import Any
 
 #: App versions this binary can execute. A node whose chain moves past these halts with
 #: "upgrade required" before executing a block under rules it does not know.
-SUPPORTED_APP_VERSIONS: frozenset[int] = frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9})
+SUPPORTED_APP_VERSIONS: frozenset[int] = frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9, 10})
 #: The version a genesis without an explicit `app_version` starts at (chains made before
 #: genesis could name one must replay under the rules they were made with).
 INITIAL_APP_VERSION = 1
@@ -73,6 +73,21 @@ RULES: dict[str, int] = {
     # it: one passed with a wrong height or for a faulty release had to be run, and while
     # it waited every later upgrade was refused ("another upgrade is already scheduled").
     "upgrade_cancel": 9,
+    # v10: memories that stay true (docs/RULES.md, "Corrections" and "Peer disputes"):
+    # - a submit may name the committed memory it corrects (MemorySubmit.supersedes);
+    #   when the correction is committed the original becomes `superseded` in the same
+    #   block, linked both ways. Before, a corrected fact and its original both stayed
+    #   committed.
+    "corrections": 10,
+    # - a submit may carry the provenance of a memory imported from another chain
+    #   (MemorySubmit.origin), checked for shape and kept in the record.
+    "memory_origin": 10,
+    # - anyone who may write a shared or ownerless domain may challenge a memory in it:
+    #   a peer dispute the memory's electorate decides, bounded per key and block and
+    #   expiring after `ballot_expiry` blocks. Before, only the owner, modify holders
+    #   (and in ownerless domains the author) could, so nobody could flag a wrong fact
+    #   in `general`.
+    "peer_disputes": 10,
 }
 
 #: (message kind, field) -> the first app version whose rules know that field. Under an
@@ -84,6 +99,8 @@ RULES: dict[str, int] = {
 FIELDS: dict[tuple[str, str], int] = {
     ("memory_vote", "reason"): RULES["vote_reason"],
     ("gov_propose", "upgrade_cancel"): RULES["upgrade_cancel"],
+    ("memory_submit", "supersedes"): RULES["corrections"],
+    ("memory_submit", "origin"): RULES["memory_origin"],
 }
 
 

@@ -46,13 +46,23 @@ def _body_class_without(dropped: frozenset[tuple[str, str]]) -> type[Message]:
     file_proto = descriptor_pb2.FileDescriptorProto()
     tx_pb2.DESCRIPTOR.CopyToProto(file_proto)
     removed: set[tuple[str, str]] = set()
+    orphan_types: set[str] = set()  # message types only a dropped field used (e.g. Origin)
     for message in file_proto.message_type:
         for i in reversed(range(len(message.field))):
             if (message.name, message.field[i].name) in dropped:
                 removed.add((message.name, message.field[i].name))
+                if message.field[i].type_name:
+                    orphan_types.add(message.field[i].type_name)
                 del message.field[i]
     if removed != dropped:  # a FIELDS entry that tx.proto lacks: a bug here, not a bad tx
         raise LookupError(f"versions.FIELDS names fields tx.proto lacks: {dropped - removed}")
+    # A message type added with a field did not exist either: drop it when nothing left
+    # uses it, so the schema is the older file's, descriptor byte for byte.
+    orphan_types -= {f.type_name for m in file_proto.message_type for f in m.field}
+    for i in reversed(range(len(file_proto.message_type))):
+        name = f".{file_proto.package}.{file_proto.message_type[i].name}"
+        if name in orphan_types:
+            del file_proto.message_type[i]
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file_proto)
     body: type[Message] = message_factory.GetMessageClass(

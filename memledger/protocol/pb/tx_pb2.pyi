@@ -70,7 +70,7 @@ class TxBody(_message.Message):
     def __init__(self, chain_id: _Optional[str] = ..., nonce: _Optional[int] = ..., memory_submit: _Optional[_Union[MemorySubmit, _Mapping]] = ..., memory_vote: _Optional[_Union[MemoryVote, _Mapping]] = ..., memory_challenge: _Optional[_Union[MemoryChallenge, _Mapping]] = ..., memory_corroborate: _Optional[_Union[MemoryCorroborate, _Mapping]] = ..., memory_reinstate: _Optional[_Union[MemoryReinstate, _Mapping]] = ..., cocommit_submit: _Optional[_Union[CoCommitSubmit, _Mapping]] = ..., access_grant: _Optional[_Union[AccessGrant, _Mapping]] = ..., access_revoke: _Optional[_Union[AccessRevoke, _Mapping]] = ..., gov_propose: _Optional[_Union[GovPropose, _Mapping]] = ..., gov_vote: _Optional[_Union[GovVote, _Mapping]] = ..., gov_cancel: _Optional[_Union[GovCancel, _Mapping]] = ...) -> None: ...
 
 class MemorySubmit(_message.Message):
-    __slots__ = ("memory_id", "domain", "memory_type", "content", "content_hash", "confidence_ppm", "tags")
+    __slots__ = ("memory_id", "domain", "memory_type", "content", "content_hash", "confidence_ppm", "tags", "supersedes", "origin")
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     DOMAIN_FIELD_NUMBER: _ClassVar[int]
     MEMORY_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -78,6 +78,8 @@ class MemorySubmit(_message.Message):
     CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_PPM_FIELD_NUMBER: _ClassVar[int]
     TAGS_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDES_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
     memory_id: str
     domain: str
     memory_type: str
@@ -85,7 +87,21 @@ class MemorySubmit(_message.Message):
     content_hash: bytes
     confidence_ppm: int
     tags: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, memory_id: _Optional[str] = ..., domain: _Optional[str] = ..., memory_type: _Optional[str] = ..., content: _Optional[str] = ..., content_hash: _Optional[bytes] = ..., confidence_ppm: _Optional[int] = ..., tags: _Optional[_Iterable[str]] = ...) -> None: ...
+    supersedes: str
+    origin: Origin
+    def __init__(self, memory_id: _Optional[str] = ..., domain: _Optional[str] = ..., memory_type: _Optional[str] = ..., content: _Optional[str] = ..., content_hash: _Optional[bytes] = ..., confidence_ppm: _Optional[int] = ..., tags: _Optional[_Iterable[str]] = ..., supersedes: _Optional[str] = ..., origin: _Optional[_Union[Origin, _Mapping]] = ...) -> None: ...
+
+class Origin(_message.Message):
+    __slots__ = ("chain_id", "height", "memory_id", "author")
+    CHAIN_ID_FIELD_NUMBER: _ClassVar[int]
+    HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    chain_id: str
+    height: int
+    memory_id: str
+    author: str
+    def __init__(self, chain_id: _Optional[str] = ..., height: _Optional[int] = ..., memory_id: _Optional[str] = ..., author: _Optional[str] = ...) -> None: ...
 
 class MemoryVote(_message.Message):
     __slots__ = ("memory_id", "decision", "reason")

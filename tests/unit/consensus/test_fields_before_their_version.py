@@ -36,16 +36,20 @@ AGENT = seeded_key("old-schema-agent")
 
 #: SHA-256 of tx.proto's serialized descriptor as the binaries before v5 had it (commit
 #: e7c0d45^, memledger/protocol/pb/tx_pb2.py), as those of v5 to v8 had it (commit
-#: 8dda6f0), and as this binary has it.
+#: 8dda6f0), as those of v9 had it, and as this binary has it (v10: MemorySubmit's
+#: supersedes and origin, and the Origin message).
 PRE_V5_TX_PROTO = "ceae450cde642590323cbbd77832732058c862e8ef4f28dc525437a10f45e312"
 V5_TX_PROTO = "15de13a6cd69896e1494f0256e9bba2a7ba62d4f891b273afff1baec805d2d41"
 V9_TX_PROTO = "fae8357c3ac16365a76e20247856d77aaf23a4393bca9cb78718ee4a77f617b1"
+V10_TX_PROTO = "aed2d0f708510d4414eb993bcb87b7fa71dec683896e2a2a1dd07d1c8635dd3f"
 
 
 def _schema_digest(version: int) -> str:
     if version < 5:
         return PRE_V5_TX_PROTO
-    return V5_TX_PROTO if version < 9 else V9_TX_PROTO
+    if version < 9:
+        return V5_TX_PROTO
+    return V9_TX_PROTO if version < 10 else V10_TX_PROTO
 
 
 def uvarint(n: int) -> bytes:
@@ -82,8 +86,8 @@ def test_each_version_parses_with_the_schema_its_binaries_had() -> None:
         schema = body_class(version)
         digest = hashlib.sha256(schema.DESCRIPTOR.file.serialized_pb).hexdigest()
         assert digest == _schema_digest(version), version
-        assert (schema is tx_pb2.TxBody) == (version >= 9)
-    assert hashlib.sha256(tx_pb2.DESCRIPTOR.serialized_pb).hexdigest() == V9_TX_PROTO, (
+        assert (schema is tx_pb2.TxBody) == (version >= 10)
+    assert hashlib.sha256(tx_pb2.DESCRIPTOR.serialized_pb).hexdigest() == V10_TX_PROTO, (
         "tx.proto changed: a new field or message needs its app version in versions.FIELDS "
         "(and the older binaries' answer for it tested here)")
 
@@ -112,15 +116,34 @@ FROM_ITS_VERSION: dict[str, Code | None] = {
     "fixed64": Code.BODY_NOT_CANONICAL,
     "fixed32": Code.BODY_NOT_CANONICAL,
 }
+#: the same for a field holding a message (MemorySubmit.origin): these bytes are no valid
+#: message, so every length-delimited payload fails the decode
+FROM_ITS_VERSION_MESSAGE: dict[str, Code | None] = {
+    **FROM_ITS_VERSION, "valid UTF-8": Code.BODY_DECODE,
+}
 
 
 def body_setting(kind: str, name: str, wire_type: int, payload: bytes) -> bytes:
     """A body whose message (of `kind`) holds only field `name`, as these raw bytes."""
     member = tx_pb2.TxBody.DESCRIPTOR.fields_by_name[kind]
     field = member.message_type.fields_by_name[name]
-    assert field.type == field.TYPE_STRING, f"{kind}.{name}: add this field type's cases"
+    assert field.type in (field.TYPE_STRING, field.TYPE_MESSAGE), \
+        f"{kind}.{name}: add this field type's cases"
     message = fld(field.number, wire_type, payload)
     return fld(1, 2, CHAIN.encode()) + fld(2, 0, uvarint(5)) + fld(member.number, 2, message)
+
+
+def _is_message(kind: str, name: str) -> bool:
+    field = tx_pb2.TxBody.DESCRIPTOR.fields_by_name[kind].message_type.fields_by_name[name]
+    return bool(field.type == field.TYPE_MESSAGE)
+
+
+def test_a_valid_origin_passes_the_gate_only_from_v10() -> None:
+    origin = tx_pb2.Origin(chain_id="c", height=3, memory_id="m", author="ab")
+    raw = signed(KEY, body_setting("memory_submit", "origin", 2, origin.SerializeToString()))
+    passed = gate(raw, 10)
+    assert isinstance(passed, SignedTx) and passed.fields_version == 10
+    assert gate(raw, 9) == Code.BODY_NOT_CANONICAL
 
 
 @pytest.mark.parametrize(("kind", "name", "since", "version"), field_cases())
@@ -130,13 +153,15 @@ def test_a_field_before_its_version_is_not_canonical_whatever_its_bytes(
     for what, (wire_type, payload) in PAYLOADS.items():
         raw = signed(KEY, body_setting(kind, name, wire_type, payload))
         answer = gate(raw, version)
+        expected = (FROM_ITS_VERSION_MESSAGE if _is_message(kind, name)
+                    else FROM_ITS_VERSION)[what]
         if version < since:
             assert answer == Code.BODY_NOT_CANONICAL, (what, answer)
-        elif FROM_ITS_VERSION[what] is None:
+        elif expected is None:
             assert isinstance(answer, SignedTx), (what, answer)
             assert answer.fields_version == since
         else:
-            assert answer == FROM_ITS_VERSION[what], (what, answer)
+            assert answer == expected, (what, answer)
         # the same answer when the node decoded the tx before, under the latest rules
         cache = DecodedTxCache()
         latest = BlockInfo(height=9, time_ns=10**18, chain_id=CHAIN,
