@@ -14,6 +14,13 @@ import httpx
 from nacl.signing import SigningKey
 
 from memledger.protocol.codes import Code
+from memledger.sdk.bundle.importing import import_tx
+from memledger.sdk.bundle.verify import (
+    VerifiedMemory,
+    bundle_count,
+    bundle_params,
+    read_bundle_file,
+)
 from memledger.sdk.checks import MemoryFilter, grantee_bytes, most_items, one_of
 from memledger.sdk.core import (
     DEFAULT_URL,
@@ -430,6 +437,43 @@ class Client(ClientCore):
                 if err.status != 404 or time.monotonic() >= deadline:
                     raise
             time.sleep(poll)
+
+    def export(self, path: str | Path, *, domain: str | None = None,
+               status: str | None = None, type: str | None = None,  # noqa: A002
+               author: str | None = None, tags: Sequence[str] = ()) -> int:
+        """Write a verifiable bundle of the memories the filter selects (all statuses
+        unless `status` is given) to `path` (docs/EXPORT.md); returns its memory count.
+        The node is not trusted for it: check the file with `verify_bundle`."""
+        params = bundle_params(domain, status, type, author, tags)
+        try:
+            with self._http.stream("GET", "/v1/export", params=params, timeout=None) as resp, \
+                    open(path, "wb") as out:
+                if resp.status_code != 200:
+                    resp.read()
+                    self._raise_for(resp)
+                for chunk in resp.iter_bytes():
+                    out.write(chunk)
+        except httpx.HTTPError as exc:
+            raise connection_error(self.base_url, exc) from None
+        return bundle_count(path)
+
+    def import_bundle(self, path: str | Path, trust: TrustRoot, *,
+                      wait: str = "sync") -> list[TxReceipt]:
+        """Verify the bundle at `path` against `trust` (offline), then submit each memory,
+        signed by this client's key, with its origin chain, height, id and author as
+        provenance (needs app version 10). Nothing is sent if the bundle does not verify.
+        `wait="sync"` (default) returns once each tx passed CheckTx; the last is then
+        waited for, so all are in blocks when this returns."""
+        memories = list(read_bundle_file(path, trust))
+        receipts = []
+        for memory in memories:
+            def make(b: TxBuilder, nonce: int, m: VerifiedMemory = memory) -> bytes:
+                return import_tx(b, nonce, m)
+
+            receipts.append(self._send("/v1/txs", make, wait, memory.memory_id))
+        if receipts and wait == "sync":
+            self.wait_tx(receipts[-1].hash)
+        return receipts
 
     def wait_decided(self, memory_id: str, *, timeout: float = 30.0,
                      poll: float = 0.25) -> Memory:
