@@ -14,6 +14,13 @@ import httpx
 from nacl.signing import SigningKey
 
 from memledger.protocol.codes import Code
+from memledger.sdk.bundle.importing import import_tx
+from memledger.sdk.bundle.verify import (
+    VerifiedMemory,
+    bundle_count,
+    bundle_params,
+    read_bundle_file,
+)
 from memledger.sdk.checks import MemoryFilter, grantee_bytes, most_items, one_of
 from memledger.sdk.core import (
     DEFAULT_URL,
@@ -414,6 +421,38 @@ class AsyncClient(ClientCore):
                 if err.status != 404 or time.monotonic() >= deadline:
                     raise
             await asyncio.sleep(poll)
+
+    async def export(self, path: str | Path, *, domain: str | None = None,
+                     status: str | None = None, type: str | None = None,  # noqa: A002
+                     author: str | None = None, tags: Sequence[str] = ()) -> int:
+        """As `Client.export`: a verifiable bundle of the selected memories at `path`."""
+        params = bundle_params(domain, status, type, author, tags)
+        try:
+            async with self._http.stream("GET", "/v1/export", params=params,
+                                         timeout=None) as resp:
+                if resp.status_code != 200:
+                    await resp.aread()
+                    self._raise_for(resp)
+                with open(path, "wb") as out:
+                    async for chunk in resp.aiter_bytes():
+                        out.write(chunk)
+        except httpx.HTTPError as exc:
+            raise connection_error(self.base_url, exc) from None
+        return bundle_count(path)
+
+    async def import_bundle(self, path: str | Path, trust: TrustRoot, *,
+                            wait: str = "sync") -> list[TxReceipt]:
+        """As `Client.import_bundle` (verification runs in a worker thread)."""
+        memories = await asyncio.to_thread(lambda: list(read_bundle_file(path, trust)))
+        receipts = []
+        for memory in memories:
+            def make(b: TxBuilder, nonce: int, m: VerifiedMemory = memory) -> bytes:
+                return import_tx(b, nonce, m)
+
+            receipts.append(await self._send("/v1/txs", make, wait, memory.memory_id))
+        if receipts and wait == "sync":
+            await self.wait_tx(receipts[-1].hash)
+        return receipts
 
     async def wait_decided(self, memory_id: str, *, timeout: float = 30.0,
                            poll: float = 0.25) -> Memory:
