@@ -291,8 +291,10 @@ class AsyncClient(ClientCore):
         return await self._page(where, q=q, mode=mode, limit=limit, cursor=cursor)
 
     async def _page(self, where: MemoryFilter, *, q: str | None, mode: str | None, limit: int,
-                    cursor: str | None) -> MemoryPage:
+                    cursor: str | None, freshness: float | None = None) -> MemoryPage:
         params = where.params(q=q, mode=mode, limit=limit, cursor=cursor)
+        if freshness is not None:
+            params["freshness"] = freshness
         return page_of(await self._request("GET", "/v1/memories", params=params))
 
     async def list_memories(self, *, q: str | None = None, mode: str | None = None,
@@ -344,12 +346,15 @@ class AsyncClient(ClientCore):
     async def recall(self, q: str, *, mode: str | None = None, limit: int = 10,
                      verify: bool = False, domain: str | None = None, status: str | None = None,
                      type: str | None = None, author: str | None = None,  # noqa: A002
-                     tags: Sequence[str] = (), include_disputed: bool = False) -> list[Memory]:
+                     tags: Sequence[str] = (), include_disputed: bool = False,
+                     freshness: float | None = None) -> list[Memory]:
         """The `limit` best memories for `q`, ranked: by meaning and words fused
         (`hybrid`, the node's default when it has an embedder), by meaning alone
         (`semantic`) or by words alone (`text`, all words must match). Each hit carries
         `score` and `mode`. The filters (domain, status, type, author, tags,
-        include_disputed) apply before the top-k cut. With `verify`, each hit is checked
+        include_disputed) apply before the top-k cut. `freshness`, a half-life in days,
+        weighs each hit by its age and corroborations before the cut (docs/RECALL.md;
+        off by default). With `verify`, each hit is checked
         against the chain; that the ranking is complete is NOT proven.
 
         Without `mode`, a node with no embedder ranks by words (`text`): left to its
@@ -357,11 +362,13 @@ class AsyncClient(ClientCore):
         where = MemoryFilter(domain=domain, status=status, type=type, author=author,
                              tags=tags, include_disputed=include_disputed)
         try:
-            page = await self._page(where, q=q, mode=mode or "hybrid", limit=limit, cursor=None)
+            page = await self._page(where, q=q, mode=mode or "hybrid", limit=limit, cursor=None,
+                              freshness=freshness)
         except MemLedgerError as err:
             if mode is not None or err.name != RECALL_UNAVAILABLE:
                 raise
-            page = await self._page(where, q=q, mode="text", limit=limit, cursor=None)
+            page = await self._page(where, q=q, mode="text", limit=limit, cursor=None,
+                              freshness=freshness)
         if not verify:
             return page.items
         return [replace(await self.verify_memory(m), score=m.score, mode=m.mode)

@@ -312,8 +312,10 @@ class Client(ClientCore):
         return self._page(where, q=q, mode=mode, limit=limit, cursor=cursor)
 
     def _page(self, where: MemoryFilter, *, q: str | None, mode: str | None, limit: int,
-              cursor: str | None) -> MemoryPage:
+              cursor: str | None, freshness: float | None = None) -> MemoryPage:
         params = where.params(q=q, mode=mode, limit=limit, cursor=cursor)
+        if freshness is not None:
+            params["freshness"] = freshness
         return page_of(self._request("GET", "/v1/memories", params=params))
 
     def list_memories(self, *, q: str | None = None, mode: str | None = None,
@@ -363,12 +365,15 @@ class Client(ClientCore):
     def recall(self, q: str, *, mode: str | None = None, limit: int = 10,
                verify: bool = False, domain: str | None = None, status: str | None = None,
                type: str | None = None, author: str | None = None,  # noqa: A002
-               tags: Sequence[str] = (), include_disputed: bool = False) -> list[Memory]:
+               tags: Sequence[str] = (), include_disputed: bool = False,
+               freshness: float | None = None) -> list[Memory]:
         """The `limit` best memories for `q`, ranked: by meaning and words fused
         (`hybrid`, the node's default when it has an embedder), by meaning alone
         (`semantic`) or by words alone (`text`, all words must match). Each hit carries
         `score` and `mode`. The filters (domain, status, type, author, tags,
-        include_disputed) apply before the top-k cut. With `verify`, each hit is checked
+        include_disputed) apply before the top-k cut. `freshness`, a half-life in days,
+        weighs each hit by its age and corroborations before the cut (docs/RECALL.md;
+        off by default). With `verify`, each hit is checked
         against the chain; that the ranking is complete is NOT proven.
 
         Without `mode`, a node with no embedder ranks by words (`text`): left to its
@@ -376,11 +381,13 @@ class Client(ClientCore):
         where = MemoryFilter(domain=domain, status=status, type=type, author=author,
                              tags=tags, include_disputed=include_disputed)
         try:
-            page = self._page(where, q=q, mode=mode or "hybrid", limit=limit, cursor=None)
+            page = self._page(where, q=q, mode=mode or "hybrid", limit=limit, cursor=None,
+                              freshness=freshness)
         except MemLedgerError as err:
             if mode is not None or err.name != RECALL_UNAVAILABLE:
                 raise
-            page = self._page(where, q=q, mode="text", limit=limit, cursor=None)
+            page = self._page(where, q=q, mode="text", limit=limit, cursor=None,
+                              freshness=freshness)
         hits = page.items
         return [self._rescored(self.verify_memory(m), m) for m in hits] if verify else hits
 
