@@ -108,9 +108,10 @@ class NeighbourSource:
     def __init__(self, api_url: str, timeout: float = 5.0) -> None:
         self.http = httpx.Client(base_url=api_url, timeout=timeout)
 
-    def neighbours(self, memory_id: str, domain: str, content: str) -> list[Neighbour]:
-        params: dict[str, Any] = {"q": _query_text(content), "mode": "semantic",
-                                  "domain": domain, "status": "committed",
+    def neighbours(self, memory_id: str, domain: str, content: str,
+                   status: str = "committed") -> list[Neighbour]:
+        params: dict[str, Any] = {"q": query_text(content), "mode": "semantic",
+                                  "domain": domain, "status": status,
                                   "limit": NEIGHBOURS}
         try:
             resp = self.http.get("/v1/memories", params=params)
@@ -128,7 +129,7 @@ class NeighbourSource:
         self.http.close()
 
 
-def _query_text(content: str) -> str:
+def query_text(content: str) -> str:
     """The content as a recall query: the API takes at most 512 characters of words."""
     words = _WORD.findall(content)
     out, size = [], 0
