@@ -115,7 +115,7 @@ def on_node(memories: int, votes: int) -> dict[str, Any]:
                 first_near_copy(text, found, DEFAULT_NEAR_COPY_COSINE)
                 check_ms.append((time.perf_counter() - t0) * 1000)
                 t0 = time.perf_counter()
-                listing = {"domain": "general", "limit": 3}
+                listing: dict[str, str | int] = {"domain": "general", "limit": 3}
                 http.get("/v1/memories", params=listing).raise_for_status()
                 plain_ms.append((time.perf_counter() - t0) * 1000)
             source.close()
