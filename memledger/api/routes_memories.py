@@ -14,7 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 from memledger.api import proving, queries, ranked, reasons
 from memledger.api.deps import ApiState, State, read, rpc_call
 from memledger.api.freshness import MAX_HALF_LIFE_DAYS
-from memledger.api.problems import PROBLEM_RESPONSES, Problem, not_found
+from memledger.api.problems import PROBLEM_RESPONSES, not_found
 from memledger.api.routes_state import record_document
 from memledger.api.schemas import (
     HEX_KEY,
@@ -102,7 +102,8 @@ async def list_memories(
                     "in every mode; ranked pages take `<offset>~ranked` cursors")] = None,
     freshness: Annotated[float | None, Query(
         gt=0, le=MAX_HALF_LIFE_DAYS,
-        description="ranked modes only: weigh each hit by its age, as a half-life in days "
+        description="ranked modes only (ignored by the unranked listing, as mode is "
+                    "without q): weigh each hit by its age, as a half-life in days "
                     "(block time since its submit block; a memory that old counts half), "
                     "and by its corroborations (+10% each, up to 10), before the top-k cut. "
                     "Off by default (docs/RECALL.md, Freshness)")] = None,
@@ -115,10 +116,6 @@ async def list_memories(
         mode.value if mode is not None else "hybrid" if state.recall is not None else None)
     if chosen is not None and chosen != "words":
         return await read(state, _ranked, flt, chosen, limit, cursor, state, freshness)
-    if freshness is not None:
-        raise Problem(422, "freshness_needs_ranking",
-                      "freshness weighs ranked results: give q with mode text, semantic or "
-                      "hybrid")
     items, next_cursor = await read(state, reasons.list_memories, flt, limit, cursor,
                                     state.settings.home)
     return {"items": items, "next_cursor": next_cursor}
