@@ -111,11 +111,12 @@ def import_cmd(file: Path, trust: str | None, genesis: Path | None, key: str,
     try:
         root = trust_root(trust, genesis)
         with errors_as_messages(), client(api, home, load_key(key)) as ml:
-            receipts = ml.import_bundle(file, root)
+            result = ml.import_bundle(file, root)
     except (BundleError, VerificationError) as exc:
         fail(f"bundle does not verify: {exc}", 3)
-    emit({"file": str(file), "submitted": len(receipts)}, as_json,
-         f"submitted {len(receipts)} memories from {file}")
+    skipped = f", skipped {len(result.skipped)} already on this chain" if result.skipped else ""
+    emit({"file": str(file), "submitted": len(result.submitted), "skipped": result.skipped},
+         as_json, f"submitted {len(result.submitted)} memories from {file}{skipped}")
 
 
 def register(group: click.Group) -> None:

@@ -14,7 +14,7 @@ import httpx
 from nacl.signing import SigningKey
 
 from memledger.protocol.codes import Code
-from memledger.sdk.bundle.importing import import_tx
+from memledger.sdk.bundle.importing import ALREADY_THERE, ImportResult, import_tx
 from memledger.sdk.bundle.verify import (
     VerifiedMemory,
     bundle_count,
@@ -448,18 +448,24 @@ class AsyncClient(ClientCore):
         return bundle_count(path)
 
     async def import_bundle(self, path: str | Path, trust: TrustRoot, *,
-                            wait: str = "sync") -> list[TxReceipt]:
+                            wait: str = "sync") -> ImportResult:
         """As `Client.import_bundle` (verification runs in a worker thread)."""
         memories = await asyncio.to_thread(lambda: list(read_bundle_file(path, trust)))
-        receipts = []
+        receipts: list[TxReceipt] = []
+        skipped: list[str] = []
         for memory in memories:
             def make(b: TxBuilder, nonce: int, m: VerifiedMemory = memory) -> bytes:
                 return import_tx(b, nonce, m)
 
-            receipts.append(await self._send("/v1/txs", make, wait, memory.memory_id))
+            try:
+                receipts.append(await self._send("/v1/txs", make, wait, memory.memory_id))
+            except MemLedgerError as refused:
+                if refused.code not in ALREADY_THERE:
+                    raise
+                skipped.append(memory.memory_id)
         if receipts and wait == "sync":
             await self.wait_tx(receipts[-1].hash)
-        return receipts
+        return ImportResult(receipts, skipped)
 
     async def wait_decided(self, memory_id: str, *, timeout: float = 30.0,
                            poll: float = 0.25) -> Memory:

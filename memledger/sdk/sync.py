@@ -14,7 +14,7 @@ import httpx
 from nacl.signing import SigningKey
 
 from memledger.protocol.codes import Code
-from memledger.sdk.bundle.importing import import_tx
+from memledger.sdk.bundle.importing import ALREADY_THERE, ImportResult, import_tx
 from memledger.sdk.bundle.verify import (
     VerifiedMemory,
     bundle_count,
@@ -465,22 +465,28 @@ class Client(ClientCore):
         return bundle_count(path)
 
     def import_bundle(self, path: str | Path, trust: TrustRoot, *,
-                      wait: str = "sync") -> list[TxReceipt]:
+                      wait: str = "sync") -> ImportResult:
         """Verify the bundle at `path` against `trust` (offline), then submit each memory,
         signed by this client's key, with its origin chain, height, id and author as
         provenance (needs app version 10). Nothing is sent if the bundle does not verify.
         `wait="sync"` (default) returns once each tx passed CheckTx; the last is then
         waited for, so all are in blocks when this returns."""
         memories = list(read_bundle_file(path, trust))
-        receipts = []
+        receipts: list[TxReceipt] = []
+        skipped: list[str] = []
         for memory in memories:
             def make(b: TxBuilder, nonce: int, m: VerifiedMemory = memory) -> bytes:
                 return import_tx(b, nonce, m)
 
-            receipts.append(self._send("/v1/txs", make, wait, memory.memory_id))
+            try:
+                receipts.append(self._send("/v1/txs", make, wait, memory.memory_id))
+            except MemLedgerError as refused:
+                if refused.code not in ALREADY_THERE:
+                    raise
+                skipped.append(memory.memory_id)
         if receipts and wait == "sync":
             self.wait_tx(receipts[-1].hash)
-        return receipts
+        return ImportResult(receipts, skipped)
 
     def wait_decided(self, memory_id: str, *, timeout: float = 30.0,
                      poll: float = 0.25) -> Memory:

@@ -149,8 +149,8 @@ def test_import_into_a_fresh_chain_keeps_provenance(
     height = json.loads(bundle.read_bytes().split(b"\n", 1)[0])["height"]
     importer = Agent.generate("bundle-importer")
     with Client(target.api_url, key=importer) as ml:
-        receipts = ml.import_bundle(bundle, _pin(source, bundle))
-        assert len(receipts) == 2
+        result = ml.import_bundle(bundle, _pin(source, bundle))
+        assert len(result.submitted) == 2 and result.skipped == []
         copy = ml.get_memory("b-port")
         assert copy.content == MEMORIES[0][2] and copy.author == importer.public_key_hex
         assert copy.domain == "infra" and copy.tags == ["db"]
@@ -160,6 +160,10 @@ def test_import_into_a_fresh_chain_keeps_provenance(
     origin = body.memory_submit.origin
     assert (origin.chain_id, origin.height, origin.memory_id, origin.author) == (
         "memledger-bundle-a", height, "b-port", author)
+    # another key importing again: the ids are taken, so nothing is sent twice
+    with Client(target.api_url, key=Agent.generate("bundle-importer-2")) as ml:
+        again = ml.import_bundle(bundle, _pin(source, bundle))
+    assert again.submitted == [] and again.skipped == ["b-cache", "b-port"]
 
 
 def test_ten_thousand_memories_export_and_verify(source: NodeRunner, tmp_path: Path) -> None:

@@ -9,10 +9,27 @@ proved, not something the new chain can check.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from memledger.protocol.codes import Code
 from memledger.protocol.envelope import encode_tx
 from memledger.protocol.pb import tx_pb2
 from memledger.sdk.bundle.verify import VerifiedMemory
+from memledger.sdk.models import TxReceipt
 from memledger.sdk.txbuilder import TxBuilder
+
+#: refusals that mean the memory's id is taken on the target chain (an earlier import, or
+#: another memory): the import goes on without it, so a cut import can simply be re-run
+ALREADY_THERE = frozenset({Code.MEMORY_TERMINAL, Code.MEMORY_ID_CONFLICT})
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What an import sent (one receipt per submitted memory) and the ids it skipped
+    because the target chain already holds a memory under them."""
+
+    submitted: list[TxReceipt] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
 
 
 def origin_of(memory: VerifiedMemory) -> tx_pb2.Origin:
