@@ -24,7 +24,7 @@ from memledger.sdk import Client
 from memledger.sdk.bundle import BundleError, read_bundle, verify_bundle
 from memledger.sdk.keys import Agent
 from memledger.sdk.light import GenesisRoot, PinnedRoot
-from tests.support.node import NodeRunner, wait_api_ready
+from tests.support.node import NodeRunner, memledger, wait_api_ready
 
 pytestmark = pytest.mark.cometbft
 
@@ -175,3 +175,31 @@ def test_ten_thousand_memories_export_and_verify(source: NodeRunner, tmp_path: P
         count = ml.export(bundle, domain="general")
     assert count >= 10_000
     assert verify_bundle(bundle, _pin(source, bundle)).count == count
+
+
+def test_cli_export_verify_and_import(source: NodeRunner, target: NodeRunner,
+                                      tmp_path: Path) -> None:
+    bundle = tmp_path / "office.jsonl"
+    out = memledger("export", str(bundle), "--domain", "office", "--api", source.api_url)
+    assert out.stdout.strip() == f"exported 1 memories to {bundle}"
+    pin = _pin(source, bundle)
+    trust = f"{pin.height}:{pin.hash.hex()}"
+    ok = memledger("verify-bundle", str(bundle), "--trust", trust, "--json")
+    assert json.loads(ok.stdout)["count"] == 1
+    data = bytearray(bundle.read_bytes())
+    data[len(data) // 2] ^= 0x01  # inside the memory's line
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(bytes(data))
+    refused = memledger("verify-bundle", str(bad), "--trust", trust, check=False)
+    assert refused.returncode == 3
+    assert refused.stderr.startswith("memledger: error: bundle does not verify: line 2 "
+                                     "(memory b-lunch)"), refused.stderr
+    usage = memledger("verify-bundle", str(bundle), check=False)
+    assert usage.returncode == 2 and "--trust HEIGHT:HASH" in usage.stderr
+    key = tmp_path / "importer.json"
+    memledger("keys", "new", str(key))
+    done = memledger("import", str(bundle), "--trust", trust, "--key", str(key),
+                     "--api", target.api_url)
+    assert done.stdout.strip() == f"submitted 1 memories from {bundle}"
+    with Client(target.api_url) as ml:
+        assert ml.get_memory("b-lunch").content == MEMORIES[2][2]
