@@ -437,7 +437,7 @@ class AsyncClient(ClientCore):
         try:
             async with self._http.stream("GET", "/v1/export", params=params,
                                          timeout=None) as resp:
-                if resp.status_code != 200:
+                if resp.status_code != 200:  # before the file is made: no empty bundle
                     await resp.aread()
                     self._raise_for(resp)
                 with open(path, "wb") as out:

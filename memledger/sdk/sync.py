@@ -453,13 +453,13 @@ class Client(ClientCore):
         The node is not trusted for it: check the file with `verify_bundle`."""
         params = bundle_params(domain, status, type, author, tags)
         try:
-            with self._http.stream("GET", "/v1/export", params=params, timeout=None) as resp, \
-                    open(path, "wb") as out:
-                if resp.status_code != 200:
+            with self._http.stream("GET", "/v1/export", params=params, timeout=None) as resp:
+                if resp.status_code != 200:  # before the file is made: no empty bundle
                     resp.read()
                     self._raise_for(resp)
-                for chunk in resp.iter_bytes():
-                    out.write(chunk)
+                with open(path, "wb") as out:
+                    for chunk in resp.iter_bytes():
+                        out.write(chunk)
         except httpx.HTTPError as exc:
             raise connection_error(self.base_url, exc) from None
         return bundle_count(path)

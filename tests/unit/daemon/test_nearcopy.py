@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import json
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
+from urllib.parse import parse_qs, urlsplit
+
 import pytest
 
 from memledger.daemon.nearcopy import (
     Neighbour,
+    NeighbourSource,
     differing_specifics,
     first_near_copy,
     is_near_copy,
     specific_words,
 )
 from memledger.daemon.voter import Candidate, decide
+from tests.support.http_server import serving
 
 PORT = "The staging database listens on port 5433"
 
@@ -64,3 +71,40 @@ def test_decide_rejects_a_near_copy_naming_the_id() -> None:
 def test_decide_accepts_without_a_near_copy_and_keeps_the_exact_check_first() -> None:
     assert decide(_cand()) == ("accept", "passes baseline checks")
     assert decide(_cand(("m1", 0.99), dup=True))[1] == "duplicates a committed memory"
+
+
+class _Recall(BaseHTTPRequestHandler):
+    """The node's recall route as the voter reads it: canned hits, or a failure."""
+
+    hits: ClassVar[list[dict[str, Any]]] = []
+    status: ClassVar[int] = 200
+    asked: ClassVar[list[dict[str, list[str]]]] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        _Recall.asked.append(parse_qs(urlsplit(self.path).query))
+        body = json.dumps({"items": self.hits}).encode()
+        self.send_response(self.status)
+        self.send_header("content-type", "application/json")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_the_source_asks_for_committed_neighbours_of_the_domain_and_fails_open() -> None:
+    _Recall.hits = [{"id": "m1", "content": PORT, "score": 0.97},
+                    {"id": "m2", "content": PORT, "score": None},  # unranked: ignored
+                    {"id": "self", "content": PORT, "score": 1.0}]  # itself: ignored
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), _Recall)) as url:
+        source = NeighbourSource(url, timeout=2)
+        found = source.neighbours("self", "infra", "Port 5433: the staging database")
+        assert found == [Neighbour("m1", PORT, 0.97)]
+        asked = _Recall.asked[-1]
+        assert asked["mode"] == ["semantic"] and asked["status"] == ["committed"]
+        assert asked["domain"] == ["infra"] and asked["q"] == ["Port 5433: the staging database"]
+        _Recall.status = 409  # no embedder: no neighbours, the vote goes on
+        assert source.neighbours("self", "infra", PORT) == []
+        source.close()
+    _Recall.status = 200
+    assert NeighbourSource(url, timeout=0.5).neighbours("x", "infra", PORT) == []  # down
