@@ -225,6 +225,11 @@ class Voter:
         """The candidate with the committed memory it rewords, when the check is on."""
         if self.neighbours is None or self.near_copy_cosine <= 0:
             return cand
+        with self.engine.connect() as conn:  # a domain with nothing committed: no query
+            if conn.execute(sa.select(memories.c.id).where(
+                    memories.c.domain == cand.domain, memories.c.status == "committed"
+            ).limit(1)).first() is None:
+                return cand
         found = first_near_copy(
             cand.content, self.neighbours.neighbours(cand.memory_id, cand.domain, cand.content),
             self.near_copy_cosine)
