@@ -37,6 +37,10 @@ FULL: dict[str, list[str]] = {
     "statesync": ["bench.bench_statesync", "--net", "100000", "--sizes", "100000", "1000000"],
     # Verified reads: proof bytes and client verify time at 100k and 1M, REST prove cost.
     "proofs": ["bench.bench_proofs", "--sizes", "100000", "1000000", "--node"],
+    # Issue 38: the voter's near-copy check (error rates, cost per vote at 10k memories)
+    # and verifiable export / offline verification of 10k memories.
+    "nearcopy": ["bench.bench_nearcopy", "--node", "--memories", "10000"],
+    "bundle": ["bench.bench_bundle", "--memories", "10000"],
 }
 QUICK: dict[str, list[str]] = {
     "engine": ["bench.bench_engine", "--txs", "500", "--rounds", "1"],

@@ -21,7 +21,14 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.engine import Engine
 
-from memledger.api import problems, routes_memories, routes_state, routes_status, routes_txs
+from memledger.api import (
+    problems,
+    routes_export,
+    routes_memories,
+    routes_state,
+    routes_status,
+    routes_txs,
+)
 from memledger.api.db import readonly_engine
 from memledger.api.deps import ApiState
 from memledger.api.metrics import ApiMetrics, RecallCollector, WordsCollector
@@ -186,7 +193,7 @@ def create_app(source: ApiSettings | NodeHome | str | os.PathLike[str]) -> FastA
     install_docs(app)
     app.state.memledger = state
     problems.install(app)
-    for module in (routes_txs, routes_memories, routes_state, routes_status):
+    for module in (routes_txs, routes_memories, routes_state, routes_status, routes_export):
         app.include_router(module.router)
     # Innermost first. CORS wraps the rate limit and the timeout so their 429 / 504 carry
     # Access-Control-Allow-Origin (and a browser may read Retry-After), and preflights are

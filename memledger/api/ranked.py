@@ -27,6 +27,8 @@ import tantivy
 from sqlalchemy.dialects.postgresql import TSQUERY
 
 from memledger.api.filter_check import FilterCheck, Rows
+from memledger.api.freshness import hit_facts, reweigh
+from memledger.api.freshness import pool_size as freshness_pool
 from memledger.api.problems import Problem
 from memledger.api.queries import (
     MEMORY_COLUMNS,
@@ -357,8 +359,11 @@ def hybrid(conn: sa.Connection, flt: MemoryFilter, text: str, want: int,
 
 def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
                   cursor: str | None, indexer: Indexer | None,
-                  words_index: TextIndexer | None = None) -> RankedPage:
-    """One page of a ranked search; each item carries `score` and `mode`."""
+                  words_index: TextIndexer | None = None,
+                  freshness: float | None = None) -> RankedPage:
+    """One page of a ranked search; each item carries `score` and `mode`. `freshness`
+    (a half-life in days) weighs the scores by age and corroborations before the cut
+    (memledger.api.freshness)."""
     assert flt.q is not None
     if mode not in MODES:
         raise Problem(422, "invalid_mode", f"mode must be one of {', '.join(MODES)}")
@@ -372,6 +377,9 @@ def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
     if not query_words(flt.q):  # no word with a letter or digit: matches nothing, any mode
         return RankedPage([], None)
     want = min(offset + limit, MAX_RANKED) + 1
+    page_want = want
+    if freshness is not None:
+        want = freshness_pool(want, MAX_RANKED + 1)
     # One filter check serves every leg, reads the rows the page is served from and
     # brings the projection height the word leg needs (for the memories above the word
     # index): each round trip to the database is a wait, and on a busy PostgreSQL the
@@ -386,6 +394,9 @@ def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
     else:
         assert indexer is not None
         ranked = hybrid(conn, flt, flt.q, want, indexer, words_index, check)[:want]
+    if freshness is not None:
+        facts, now_ns = hit_facts(conn, [m for m, _ in ranked], rows)
+        ranked = reweigh(ranked, facts, now_ns, freshness)[:page_want]
     window = ranked[offset:offset + limit]
     missing = [m for m, _ in window if m not in rows]
     if missing:

@@ -76,6 +76,11 @@ class RateLimitMiddleware:
         await self.app(scope, receive, send)
 
 
+#: routes that stream for as long as their data takes (an export of many memories); a
+#: cut stream is caught by the reader (a bundle without its end line is refused)
+UNTIMED = frozenset({"/v1/export"})
+
+
 class TimeoutMiddleware:
     """Answer 504 problem+json when a request runs longer than `seconds`, or than its own
     commit wait (`timeout`, at most `max_wait_s`) plus `wait_margin_s`: a client that asks
@@ -98,7 +103,7 @@ class TimeoutMiddleware:
         return max(self.seconds, wait + self.wait_margin_s) if wait > 0 else self.seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self.seconds <= 0:
+        if scope["type"] != "http" or self.seconds <= 0 or scope.get("path") in UNTIMED:
             await self.app(scope, receive, send)
             return
         seconds = self._deadline(scope)

@@ -13,6 +13,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from memledger.api import proving, queries, ranked, reasons
 from memledger.api.deps import ApiState, State, read, rpc_call
+from memledger.api.freshness import MAX_HALF_LIFE_DAYS
 from memledger.api.problems import PROBLEM_RESPONSES, not_found
 from memledger.api.routes_state import record_document
 from memledger.api.schemas import (
@@ -104,6 +105,13 @@ async def list_memories(
                     "must match, unranked, in (height, id) order. Default: hybrid when the "
                     "node has an embedder, else words. Filters apply before the top-k cut "
                     "in every mode; ranked pages take `<offset>~ranked` cursors")] = None,
+    freshness: Annotated[float | None, Query(
+        gt=0, le=MAX_HALF_LIFE_DAYS,
+        description="ranked modes only (ignored by the unranked listing, as mode is "
+                    "without q): weigh each hit by its age, as a half-life in days "
+                    "(block time since its submit block; a memory that old counts half), "
+                    "and by its corroborations (+10% each, up to 10), before the top-k cut. "
+                    "Off by default (docs/RECALL.md, Freshness)")] = None,
 ) -> dict[str, Any]:
     flt = queries.MemoryFilter(
         domain=domain, status=tuple(s.value for s in status or ()),
@@ -112,15 +120,17 @@ async def list_memories(
     chosen = None if q is None else (
         mode.value if mode is not None else "hybrid" if state.recall is not None else None)
     if chosen is not None and chosen != "words":
-        return await read(state, _ranked, flt, chosen, limit, cursor, state)
+        return await read(state, _ranked, flt, chosen, limit, cursor, state, freshness)
     items, next_cursor = await read(state, reasons.list_memories, flt, limit, cursor,
                                     state.settings.home)
     return {"items": items, "next_cursor": next_cursor}
 
 
 def _ranked(conn: sa.Connection, flt: queries.MemoryFilter, mode: str, limit: int,
-            cursor: str | None, state: ApiState) -> dict[str, Any]:
-    page = ranked.ranked_search(conn, flt, mode, limit, cursor, state.recall, state.words)
+            cursor: str | None, state: ApiState, freshness: float | None = None
+            ) -> dict[str, Any]:
+    page = ranked.ranked_search(conn, flt, mode, limit, cursor, state.recall, state.words,
+                                freshness)
     reasons.annotate(conn, page.items, state.settings.home, page.records)
     return {"items": page.items, "next_cursor": page.next_cursor}
 

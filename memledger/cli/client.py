@@ -530,11 +530,15 @@ def search_cmd(query: str | None, domain: str | None, status: tuple[str, ...],
 @click.option("--tag", "tags", multiple=True, help="Repeatable; all must match.")
 @click.option("--include-disputed", is_flag=True, help="Also recall challenged memories.")
 @click.option("--limit", type=click.IntRange(1, 500), default=5, show_default=True)
+@click.option("--freshness", type=click.FloatRange(0, 36_500, min_open=True), default=None,
+              metavar="DAYS", help="Weigh hits by age (half-life in days) and corroborations "
+                                   "before the cut [default: off].")
 @verify_options
 @common
 def recall_cmd(query: str, mode: str | None, domain: str | None, status: tuple[str, ...],
                type_: str | None, author: str | None, tags: tuple[str, ...],
-               include_disputed: bool, limit: int, api: str | None, home: Path,
+               include_disputed: bool, limit: int, freshness: float | None,
+               api: str | None, home: Path,
                as_json: bool, verify: bool = False, trust_height: int | None = None,
                trust_hash: str | None = None, genesis: Path | None = None,
                rpc_url: str | None = None, trust_store: Path | None = None) -> None:
@@ -548,7 +552,8 @@ def recall_cmd(query: str, mode: str | None, domain: str | None, status: tuple[s
             if verify else client(api, home)) as ml:
         found = ml.recall(query, mode=mode, limit=limit, domain=domain, status=status or None,
                           type=type_, author=author, tags=tags,
-                          include_disputed=include_disputed, verify=verify)
+                          include_disputed=include_disputed, verify=verify,
+                          freshness=freshness)
     emit(found, as_json, "\n".join(recall_line(m) for m in found) or "no memories found")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import click
 
+from memledger.cli import bundle as cli_bundle
 from memledger.cli import client as cli_client
 from memledger.cli import mcp as cli_mcp
 from memledger.cli.root import fail, fail_on_known_errors, main
@@ -52,6 +53,7 @@ def _register_node_commands(group: click.Group) -> None:
 # The sub-command modules know nothing of this one: they define their commands and
 # `register` adds them to `main`.
 cli_client.register(main)
+cli_bundle.register(main)
 cli_mcp.register(main)
 _register_node_commands(main)
 fail_on_known_errors(main)

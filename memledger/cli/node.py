@@ -251,6 +251,7 @@ def voter(home: Path) -> None:
     import signal
 
     from memledger.daemon import cometbft
+    from memledger.daemon.nearcopy import NeighbourSource
     from memledger.daemon.voter import Voter
     from memledger.sdk.rpc import laddr_to_url
 
@@ -260,8 +261,12 @@ def voter(home: Path) -> None:
     signal.signal(signal.SIGTERM, lambda s, f: stop.append(s))
     signal.signal(signal.SIGINT, lambda s, f: stop.append(s))
     key = cometbft.validator_signing_key(node_home.cometbft)
+    near = config.near_copy_cosine > 0 and config.embedder != "none"
+    host = "127.0.0.1" if config.api_host in ("0.0.0.0", "") else config.api_host
+    neighbours = NeighbourSource(f"http://{host}:{config.api_port}") if near else None
     Voter(key, config.chain_id, node_home.db_url(config), laddr_to_url(config.rpc_laddr),
-          node_home.root).run(config.voter_interval_s, stop)
+          node_home.root, neighbours=neighbours,
+          near_copy_cosine=config.near_copy_cosine).run(config.voter_interval_s, stop)
 
 
 @main.group()

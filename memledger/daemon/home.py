@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
 
+from memledger.daemon.nearcopy import DEFAULT_NEAR_COPY_COSINE
 from memledger.durable import write_atomic
 from memledger.recall.defaults import DEFAULT_EMBEDDER
 
@@ -72,6 +73,10 @@ class NodeConfig:
     state_max_gib: int = 64
     # recall by meaning (memledger.recall.embedder specs); "none" = text search only
     embedder: str = DEFAULT_EMBEDDER
+    #: the auto-voter rejects a proposed memory this close (cosine, with the same numbers,
+    #: names and negations) to a committed one of its domain; 0 = off. 0.92: no false
+    #: rejection on bench/data/nearcopy_eval.json (BENCHMARKS.md, "Near-copy check")
+    near_copy_cosine: float = DEFAULT_NEAR_COPY_COSINE
     extra: dict[str, str] = field(default_factory=dict)
 
     def problems(self) -> list[str]:
@@ -103,6 +108,9 @@ class NodeConfig:
             wrong("voter_interval_s",
                   f"a number of seconds above 0 and at most {VOTER_INTERVAL_MAX_S:g} (half the "
                   f"{VOTER_HEARTBEAT_MAX_AGE_S:g} s heartbeat limit of /ready)")
+        near = self.near_copy_cosine
+        if not _is_number(near) or not math.isfinite(near) or not 0 <= near <= 1:
+            wrong("near_copy_cosine", "a cosine in 0..1 (0 = no near-copy check)")
         if not _is_int(self.snapshot_interval) or self.snapshot_interval < 0:
             wrong("snapshot_interval", "an integer number of blocks, 0 or more (0 = no "
                   "snapshots)")

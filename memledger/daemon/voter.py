@@ -7,9 +7,10 @@ client. Its opinion is not consensus state. A heartbeat file tells /ready it is 
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from nacl.signing import SigningKey
 
 from memledger.consensus import versions
 from memledger.daemon.home import VOTER_HEARTBEAT_MAX_AGE_S
+from memledger.daemon.nearcopy import DEFAULT_NEAR_COPY_COSINE, NeighbourSource, first_near_copy
 from memledger.daemon.voter_notes import NotesWriter
 from memledger.projection.schema import make_engine, memories, validators, votes
 from memledger.sdk.rpc import RpcClient, RpcError
@@ -46,6 +48,10 @@ class Candidate:
     content_hash: str
     confidence_ppm: int
     duplicate_of_committed: bool
+    #: (id, cosine) of a committed memory of the same domain this one rewords, if any
+    near_copy_of: tuple[str, float] | None = None
+    #: the memory this one corrects (v10+): a correction rewords it on purpose
+    supersedes: str | None = None
 
 
 def decide(c: Candidate) -> tuple[str, str]:
@@ -58,6 +64,9 @@ def decide(c: Candidate) -> tuple[str, str]:
         return "reject", "confidence below floor"
     if c.duplicate_of_committed:
         return "reject", "duplicates a committed memory"
+    if c.near_copy_of is not None:
+        other, cosine = c.near_copy_of
+        return "reject", f"near-copy of committed memory {other} (cosine {cosine:.2f})"
     return "accept", "passes baseline checks"
 
 
@@ -78,7 +87,10 @@ class Voter:
     """One polling loop: find, decide, sign, broadcast."""
 
     def __init__(self, key: SigningKey, chain_id: str, db_url: str, rpc_url: str,
-                 home: Path, batch: int = 200) -> None:
+                 home: Path, batch: int = 200, *, neighbours: NeighbourSource | None = None,
+                 near_copy_cosine: float = DEFAULT_NEAR_COPY_COSINE) -> None:
+        self.neighbours = neighbours  # None: no near-copy check
+        self.near_copy_cosine = near_copy_cosine
         self.builder = TxBuilder(key, chain_id)
         self.me = self.builder.public_key.hex()
         self.engine = make_engine(db_url)
@@ -130,7 +142,8 @@ class Voter:
                 return []
             details = conn.execute(
                 sa.select(memories.c.id, memories.c.domain, memories.c.content,
-                          memories.c.content_hash, memories.c.confidence_ppm)
+                          memories.c.content_hash, memories.c.confidence_ppm,
+                          memories.c.record)
                 .where(memories.c.id.in_(chosen))
                 .order_by(memories.c.submitted_height, memories.c.id)).all()
             return [self._candidate(conn, row) for row in details]
@@ -142,12 +155,12 @@ class Voter:
                 memories.c.content_hash == row.content_hash,
                 memories.c.status == "committed", memories.c.id != row.id).limit(1)
         ).first() is not None
+        supersedes = json.loads(row.record).get("supersedes") if row.record else None
         return Candidate(row.id, row.domain, row.content or "", row.content_hash,
-                         int(row.confidence_ppm), dup)
+                         int(row.confidence_ppm), dup, supersedes=supersedes)
 
     def _eligible(self, pinned_record: str | None, is_validator: bool) -> bool:
         """Validators vote on weighted ballots; a pinned ballot's frozen members on it."""
-        import json
 
         if pinned_record is None:
             return is_validator
@@ -183,8 +196,17 @@ class Voter:
         on_chain = self._reasons_on_chain()
         if on_chain is None:
             return 0
+        beaten = time.monotonic()
         for cand in candidates:
+            if time.monotonic() - beaten >= 1.0:
+                # near-copy checks cost a recall query each (BENCHMARKS.md, "Near-copy
+                # check"): a long pass still tells /ready the voter is alive
+                self.beat()
+                beaten = time.monotonic()
             decision, reason = decide(cand)
+            if decision == "accept":  # the near-copy check costs a recall query: last
+                cand = self._near_copy(cand)
+                decision, reason = decide(cand)
             tx = self.builder.vote(self._nonce(), cand.memory_id, decision,
                                    reason if on_chain else "")
             try:
@@ -202,6 +224,23 @@ class Voter:
                     self._note(cand.memory_id, decision, reason)
                 sent += 1
         return sent
+
+    def _near_copy(self, cand: Candidate) -> Candidate:
+        """The candidate with the committed memory it rewords, when the check is on."""
+        if self.neighbours is None or self.near_copy_cosine <= 0:
+            return cand
+        with self.engine.connect() as conn:  # a domain with nothing committed: no query
+            if conn.execute(sa.select(memories.c.id).where(
+                    memories.c.domain == cand.domain, memories.c.status == "committed"
+            ).limit(1)).first() is None:
+                return cand
+        found = first_near_copy(
+            cand.content,
+            [n for n in self.neighbours.neighbours(cand.memory_id, cand.domain, cand.content)
+             if n.memory_id != cand.supersedes],
+            self.near_copy_cosine)
+        return cand if found is None else replace(
+            cand, near_copy_of=(found.memory_id, found.cosine))
 
     def _note(self, memory_id: str, decision: str, reason: str) -> None:
         """Why it voted, for the memory's status_reason (memledger.daemon.voter_notes)."""

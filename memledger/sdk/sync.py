@@ -14,6 +14,13 @@ import httpx
 from nacl.signing import SigningKey
 
 from memledger.protocol.codes import Code
+from memledger.sdk.bundle.importing import ALREADY_THERE, ImportResult, import_tx
+from memledger.sdk.bundle.verify import (
+    VerifiedMemory,
+    bundle_count,
+    bundle_params,
+    read_bundle_file,
+)
 from memledger.sdk.checks import MemoryFilter, Statuses, grantee_bytes, most_items, one_of
 from memledger.sdk.core import (
     DEFAULT_URL,
@@ -310,8 +317,10 @@ class Client(ClientCore):
         return self._page(where, q=q, mode=mode, limit=limit, cursor=cursor)
 
     def _page(self, where: MemoryFilter, *, q: str | None, mode: str | None, limit: int,
-              cursor: str | None) -> MemoryPage:
+              cursor: str | None, freshness: float | None = None) -> MemoryPage:
         params = where.params(q=q, mode=mode, limit=limit, cursor=cursor)
+        if freshness is not None:
+            params["freshness"] = freshness
         return page_of(self._request("GET", "/v1/memories", params=params))
 
     def list_memories(self, *, q: str | None = None, mode: str | None = None,
@@ -361,12 +370,15 @@ class Client(ClientCore):
     def recall(self, q: str, *, mode: str | None = None, limit: int = 10,
                verify: bool = False, domain: str | None = None, status: Statuses = None,
                type: str | None = None, author: str | None = None,  # noqa: A002
-               tags: Sequence[str] = (), include_disputed: bool = False) -> list[Memory]:
+               tags: Sequence[str] = (), include_disputed: bool = False,
+               freshness: float | None = None) -> list[Memory]:
         """The `limit` best memories for `q`, ranked: by meaning and words fused
         (`hybrid`, the node's default when it has an embedder), by meaning alone
         (`semantic`) or by words alone (`text`, all words must match). Each hit carries
         `score` and `mode`. The filters (domain, status, type, author, tags,
-        include_disputed) apply before the top-k cut. With `verify`, each hit is checked
+        include_disputed) apply before the top-k cut. `freshness`, a half-life in days,
+        weighs each hit by its age and corroborations before the cut (docs/RECALL.md;
+        off by default). With `verify`, each hit is checked
         against the chain; that the ranking is complete is NOT proven.
 
         Without `mode`, a node with no embedder ranks by words (`text`): left to its
@@ -374,11 +386,13 @@ class Client(ClientCore):
         where = MemoryFilter(domain=domain, status=status, type=type, author=author,
                              tags=tags, include_disputed=include_disputed)
         try:
-            page = self._page(where, q=q, mode=mode or "hybrid", limit=limit, cursor=None)
+            page = self._page(where, q=q, mode=mode or "hybrid", limit=limit, cursor=None,
+                              freshness=freshness)
         except MemLedgerError as err:
             if mode is not None or err.name != RECALL_UNAVAILABLE:
                 raise
-            page = self._page(where, q=q, mode="text", limit=limit, cursor=None)
+            page = self._page(where, q=q, mode="text", limit=limit, cursor=None,
+                              freshness=freshness)
         hits = page.items
         return [self._rescored(self.verify_memory(m), m) for m in hits] if verify else hits
 
@@ -435,6 +449,49 @@ class Client(ClientCore):
                 if err.status != 404 or time.monotonic() >= deadline:
                     raise
             time.sleep(poll)
+
+    def export(self, path: str | Path, *, domain: str | None = None,
+               status: str | None = None, type: str | None = None,  # noqa: A002
+               author: str | None = None, tags: Sequence[str] = ()) -> int:
+        """Write a verifiable bundle of the memories the filter selects (all statuses
+        unless `status` is given) to `path` (docs/EXPORT.md); returns its memory count.
+        The node is not trusted for it: check the file with `verify_bundle`."""
+        params = bundle_params(domain, status, type, author, tags)
+        try:
+            with self._http.stream("GET", "/v1/export", params=params, timeout=None) as resp:
+                if resp.status_code != 200:  # before the file is made: no empty bundle
+                    resp.read()
+                    self._raise_for(resp)
+                with open(path, "wb") as out:
+                    for chunk in resp.iter_bytes():
+                        out.write(chunk)
+        except httpx.HTTPError as exc:
+            raise connection_error(self.base_url, exc) from None
+        return bundle_count(path)
+
+    def import_bundle(self, path: str | Path, trust: TrustRoot, *,
+                      wait: str = "sync") -> ImportResult:
+        """Verify the bundle at `path` against `trust` (offline), then submit each memory,
+        signed by this client's key, with its origin chain, height, id and author as
+        provenance (needs app version 10). Nothing is sent if the bundle does not verify.
+        `wait="sync"` (default) returns once each tx passed CheckTx; the last is then
+        waited for, so all are in blocks when this returns."""
+        memories = list(read_bundle_file(path, trust))
+        receipts: list[TxReceipt] = []
+        skipped: list[str] = []
+        for memory in memories:
+            def make(b: TxBuilder, nonce: int, m: VerifiedMemory = memory) -> bytes:
+                return import_tx(b, nonce, m)
+
+            try:
+                receipts.append(self._send("/v1/txs", make, wait, memory.memory_id))
+            except MemLedgerError as refused:
+                if refused.code not in ALREADY_THERE:
+                    raise
+                skipped.append(memory.memory_id)
+        if receipts and wait == "sync":
+            self.wait_tx(receipts[-1].hash)
+        return ImportResult(receipts, skipped)
 
     def wait_decided(self, memory_id: str, *, timeout: float = 30.0,
                      poll: float = 0.25) -> Memory:

@@ -281,3 +281,28 @@ def test_an_embedder_that_cannot_load_stops_the_node_saying_why(
     assert code != 0
     assert ("api exited with code 1: memledger.recall.embedder.EmbedderUnavailable: "
             "all-MiniLM-L6-v2 has no 100-dimensional axes") in runner.output, runner.output
+
+
+def test_freshness_weighs_age_before_the_cut(env: Env) -> None:
+    """r-otter was submitted blocks after r-heron: with a half-life of a tenth of a
+    second it outranks the better match, even on a page of one (the cut comes after).
+    r-heron is challenged once test_challenged_memory_leaves_default_results has run, so
+    disputed memories are included."""
+    q = "which birds wait motionless in shallow water to fish"
+    plain = env.search(q, "semantic", domain="general", include_disputed=True)
+    assert [m["id"] for m in plain] == ["r-heron", "r-otter"]
+    for mode in MODES[1:]:
+        fresh = env.search(q, mode, domain="general", include_disputed=True,
+                           freshness=1e-6, limit=1)
+        assert [m["id"] for m in fresh] == ["r-otter"], (mode, fresh)
+    slow = env.search(q, "semantic", domain="general", include_disputed=True,
+                      freshness=36_500)
+    assert [m["id"] for m in slow] == ["r-heron", "r-otter"]
+    with env.client() as ml:
+        hits = ml.recall(q, domain="general", include_disputed=True, freshness=1e-6, limit=1)
+        assert [m.id for m in hits] == ["r-otter"]
+    for bad in ({"freshness": 0}, {"freshness": "soon"}, {"freshness": 36_501}):
+        resp = httpx.get(f"{env.node.api_url}/v1/memories", timeout=30,
+                         params={"q": q, **bad})
+        assert resp.status_code == 422, (bad, resp.text)
+        assert resp.headers["content-type"].startswith("application/problem+json")

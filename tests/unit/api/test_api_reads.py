@@ -460,3 +460,11 @@ def test_a_projection_file_that_is_not_a_database_is_a_503(tmp_path: Path) -> No
         for path in ("/v1/memories/m1", "/v1/memories"):
             doc = _problem(client.get(path), 503, "projection_unavailable")
             assert "not a database" in doc["detail"]
+
+
+def test_export_needs_the_node_beside_it(api: TestClient) -> None:
+    """Export reads the canonical store: a REST process without a node home says so."""
+    problem = _problem(api.get("/v1/export", params={"domain": "d1"}), 501,
+                       "export_needs_node")
+    assert "beside its node" in problem["detail"]
+    _problem(api.get("/v1/export", params={"status": "nope"}), 422, "invalid_request")
