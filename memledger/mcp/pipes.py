@@ -23,7 +23,7 @@ import fcntl
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 from mcp.server.stdio import stdio_server
 
@@ -98,7 +98,7 @@ class LinesOut:
             raise self._flow.lost
 
 
-def _private_copy(fd: int, mode: str) -> BinaryIO:
+def _private_copy(fd: int, mode: str) -> IO[Any]:
     dup = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
     return os.fdopen(dup, mode, buffering=0)
 
