@@ -2,11 +2,11 @@
 session-start hook at 100k memories).
 
 The domain belongs to `owner` (its first writer, docs/RULES.md); `owner` grants `write`
-to a few fresh filler keys, each filler's txs are signed before the clock starts and
-sent in nonce order as JSON-RPC batches (CometBFT takes 10 a request) of `broadcast_tx_sync` straight to CometBFT, one
-thread per filler. A tx the mempool turns away (full) is sent again, in order, after a
-pause. Then it waits until the validators decided every memory and the recall index
-holds them all, reading the node's /metrics.
+to a few fresh filler keys. Each filler's txs are signed before the clock starts and sent
+in nonce order, one thread per filler, as JSON-RPC batches of `broadcast_tx_sync`
+straight to CometBFT (which takes at most 10 calls a batch). A tx the mempool turns away
+(full) is sent again, in order, after a pause. Then it waits until the validators
+decided every memory and the recall index holds them all, reading the node's /metrics.
 """
 
 from __future__ import annotations
