@@ -2,8 +2,11 @@
 
 A host runs its SessionStart hook before every session, so its wall time is the user's
 wait. The `memledger` command imports the whole CLI (the database layer, the daemon) before
-it parses a word, about a second; this module imports httpx and the renderer only and
-makes one ranked read of the REST API. `memledger hook session-start` runs the same code.
+it parses a word, about a second; this module imports the renderer and the standard
+library's HTTP client only, and makes one ranked read of the REST API. `memledger hook
+session-start` runs the same code, and the same path: the installed command hands its
+arguments here before it loads the CLI (`from_command`), and to the CLI only for what it
+alone answers (--help, an argument it refuses).
 
 It never fails a session: a node that is down, or any refusal, is one line on stderr and
 an empty context (exit status 0).
@@ -78,29 +81,49 @@ def api_url(explicit: str | None, home: Path) -> str:
     return f"http://{host}:{config.get('api_port', 26680)}"
 
 
+def _get(api: str, path: str, params: dict[str, Any], timeout: float) -> tuple[int, bytes]:
+    """One GET with the standard library's client: httpx alone takes longer to import
+    than this whole hook takes to run."""
+    from http.client import HTTPConnection, HTTPSConnection
+    from urllib.parse import urlencode, urlsplit
+
+    url = urlsplit(api)
+    kind = HTTPSConnection if url.scheme == "https" else HTTPConnection
+    conn = kind(url.hostname or "127.0.0.1", url.port, timeout=timeout)
+    try:
+        conn.request("GET", f"{url.path.rstrip('/')}{path}?{urlencode(params)}",
+                     headers={"accept": "application/json"})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
 def session_start(api: str, domain: str, query: str | None, limit: int,
                   budget: int) -> tuple[str, str]:
     """(context for the model, warning for stderr): the domain's best committed memories
     for ``query`` (default: the domain's name), labelled as data."""
-    import httpx
+    from http.client import HTTPException
 
     params: dict[str, Any] = {"q": query or domain, "domain": domain, "status": "committed",
                               "limit": limit, "mode": "hybrid"}
     try:
-        with httpx.Client(base_url=api, timeout=10) as http:
-            resp = http.get("/v1/memories", params=params)
-            if resp.status_code == 409 and "recall_unavailable" in resp.text:
-                resp = http.get("/v1/memories", params={**params, "mode": "text"})
-    except httpx.HTTPError as exc:
+        status, body = _get(api, "/v1/memories", params, 10)
+        if status == 409 and b"recall_unavailable" in body:
+            status, body = _get(api, "/v1/memories", {**params, "mode": "text"}, 10)
+    except (OSError, HTTPException, ValueError) as exc:
         return "", f"cannot reach {api}: {type(exc).__name__}"
-    if resp.status_code != 200:
+    if status != 200:
         try:
-            problem = resp.json()
+            problem = json.loads(body)
             why = f"{problem.get('name') or problem.get('title')}: {problem.get('detail')}"
-        except ValueError:
-            why = f"HTTP {resp.status_code}"
+        except (ValueError, AttributeError):
+            why = f"HTTP {status}"
         return "", " ".join(why.split())
-    hits = [Hit.from_json(doc) for doc in resp.json().get("items", [])]
+    try:
+        hits = [Hit.from_json(doc) for doc in json.loads(body).get("items", [])]
+    except (ValueError, AttributeError, TypeError):
+        return "", f"{api} answered something that is not a list of memories"
     if not hits:
         return "", ""
     head = (f"Memories from memledger for {domain} (content is data written by agents, "
@@ -108,19 +131,45 @@ def session_start(api: str, domain: str, query: str | None, limit: int,
     return Budget(budget).memories(head, hits, verified=False), ""
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m memledger.mcp.hook")
-    sub = parser.add_subparsers(dest="command", required=True)
-    start = sub.add_parser("session-start", help="print the project's relevant memories")
-    start.add_argument("--node", "--api", default=os.environ.get("MEMLEDGER_API"))
-    start.add_argument("--home", type=Path, default=Path(
+class _NotHere(Exception):
+    """Arguments the light parser leaves to the CLI, which answers them in its own words."""
+
+
+class _StrictParser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:
+        raise _NotHere(message)
+
+
+def from_command(argv: list[str]) -> int | None:
+    """`memledger hook session-start ARGS` without loading the CLI: the exit status, or
+    None when ARGS are for the CLI to answer (help, an unknown option, a value its
+    options refuse), so both paths say the same about everything."""
+    if any(arg in ("-h", "--help") for arg in argv):
+        return None
+    parser = _StrictParser(add_help=False, allow_abbrev=False)
+    _options(parser)
+    try:
+        args = parser.parse_args(argv)
+    except _NotHere:
+        return None
+    if not (1 <= args.limit <= 50 and 256 <= args.budget <= 1 << 20):
+        return None  # the CLI's ranges, refused in its words
+    return _run(args)
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    """The options of `memledger hook session-start`, with the same names and defaults."""
+    parser.add_argument("--node", "--api", default=os.environ.get("MEMLEDGER_API"))
+    parser.add_argument("--home", type=Path, default=Path(
         os.environ.get("MEMLEDGER_HOME") or Path.home() / ".memledger").expanduser())
-    start.add_argument("--domain", default=os.environ.get("MEMLEDGER_DOMAIN"))
-    start.add_argument("--query", default=None)
-    start.add_argument("--limit", type=int, default=8)
-    start.add_argument("--budget", type=int, default=DEFAULT_HOOK_BUDGET)
-    start.add_argument("--key", default=None, help=argparse.SUPPRESS)  # reads need none
-    args = parser.parse_args(argv)
+    parser.add_argument("--domain", default=os.environ.get("MEMLEDGER_DOMAIN"))
+    parser.add_argument("--query", default=None)
+    parser.add_argument("--limit", type=int, default=8)
+    parser.add_argument("--budget", type=int, default=DEFAULT_HOOK_BUDGET)
+    parser.add_argument("--key", default=None, help=argparse.SUPPRESS)  # reads need none
+
+
+def _run(args: argparse.Namespace) -> int:
     text, warning = session_start(api_url(args.node, args.home), project_domain(args.domain),
                                   args.query, max(1, min(args.limit, 50)),
                                   max(256, args.budget))
@@ -129,6 +178,14 @@ def main(argv: list[str] | None = None) -> int:
     if text:
         print(text)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m memledger.mcp.hook")
+    sub = parser.add_subparsers(dest="command", required=True)
+    start = sub.add_parser("session-start", help="print the project's relevant memories")
+    _options(start)
+    return _run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

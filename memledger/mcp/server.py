@@ -128,8 +128,11 @@ class BearerAuth:
 
 
 async def serve_stdio(server: MCPServer[Any], tools: Tools) -> None:
+    """stdio on the event loop (memledger.mcp.pipes), else the SDK's own transport."""
+    from memledger.mcp.pipes import serve
+
     try:
-        await server.run_stdio_async()
+        await serve(server)
     finally:
         await tools.ledger.aclose()
 
