@@ -40,6 +40,8 @@ def _sample(kind: TxKind) -> dict[str, Any]:
     special: dict[str, Any] = {
         "tags": ("b", "a"), "signatures": ((b"\x01" * 32, b"\x02" * 64),),
         "proposal": param_proposal("nonce_window", 64, title="t"),
+        "origin": {"chain_id": "other-chain", "height": 9, "memory_id": "m-1",
+                   "author": "ab" * 32},
     }
     out: dict[str, Any] = {}
     for f in kind.fields:
