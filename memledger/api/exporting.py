@@ -36,7 +36,7 @@ NEXT_BLOCK_WAIT_S = 30.0
 def matches(record: dict[str, Any], flt: MemoryFilter) -> bool:
     """The proven record satisfies the filter (as the projection said it did)."""
     return ((flt.domain is None or record.get("domain") == flt.domain)
-            and (flt.status is None or record.get("status") == flt.status)
+            and record.get("status") in flt.statuses()
             and (flt.type is None or record.get("type") == flt.type)
             and (flt.author is None or record.get("author") == flt.author.lower())
             and all(t in (record.get("tags") or []) for t in flt.tags))

@@ -34,7 +34,10 @@ async def export(
                                            description="repeatable; all must match")] = None,
 ) -> StreamingResponse:
     flt = queries.MemoryFilter(
-        domain=domain, status=None if status is None else status.value,
+        # a bundle is a copy of what the ledger holds: every status unless one is named
+        # (each record carries its status, so a reader sees what was retracted)
+        domain=domain, status=tuple(s.value for s in MemoryStatus) if status is None
+        else status.value,
         type=None if type is None else type.value, author=author, tags=tuple(tag or ()),
         include_disputed=True)
     lines = await anyio.to_thread.run_sync(exporting.open_bundle, state.engine, state.rpc,

@@ -154,6 +154,8 @@ def test_import_into_a_fresh_chain_keeps_provenance(
         copy = ml.get_memory("b-port")
         assert copy.content == MEMORIES[0][2] and copy.author == importer.public_key_hex
         assert copy.domain == "infra" and copy.tags == ["db"]
+        assert copy.origin == {"chain_id": "memledger-bundle-a", "height": height,
+                               "memory_id": "b-port", "author": author}
     with target.rpc() as rpc:
         raw = base64.b64decode(rpc.tx(copy.tx)["tx"])
     body = tx_pb2.TxBody.FromString(tx_pb2.Tx.FromString(raw).body)
