@@ -94,7 +94,7 @@ def test_cli_upgrade_activates_and_old_binary_halts(tmp_path: Path, cometbft_bin
 def test_cli_calls_off_a_scheduled_upgrade(tmp_path: Path, cometbft_bin: Path) -> None:
     """A passed upgrade with a height nobody meant is called off from the CLI (v9), after
     which another upgrade can be scheduled; before v9 it blocked every later one."""
-    runner = NodeRunner(tmp_path / "home", chain_id="gov-cancel")
+    runner = NodeRunner(tmp_path / "home", chain_id="gov-cancel", app_version=9)
     home = str(runner.home)
     runner.start("--no-api")
     try:
