@@ -89,6 +89,10 @@ class Memory:
     superseded_by: str | None = None
     pending_correction: str | None = None
     origin: dict[str, Any] | None = None
+    #: v10+: the epoch of a private memory; `content` is then the plaintext when this
+    #: client's key could open it, else the sealed envelope and `sealed` is True
+    epoch: int | None = None
+    sealed: bool = False
     #: One memory's read (`get`) only: its chain of corrections, oldest first.
     corrections: list[str] | None = None
     #: Why it has its status (vote tally, dispute round, expiry, this node's voter's
