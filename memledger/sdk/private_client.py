@@ -18,7 +18,6 @@ from typing import Any
 from nacl.exceptions import CryptoError
 from nacl.signing import SigningKey
 
-from memledger.protocol import sealed
 from memledger.sdk.checks import derive_memory_id
 from memledger.sdk.errors import MemLedgerError
 from memledger.sdk.models import Memory
@@ -32,6 +31,8 @@ from memledger.sdk.private import (
     sealed_copies,
 )
 
+#: the chain's default shared domain: never private (while governance keeps it shared)
+SHARED_BY_DEFAULT = frozenset({"general"})
 #: GET a domain's record: (path, params) -> the proof document
 Fetch = Callable[[str, dict[str, str]], Any]
 #: the verifying decoder of a proof document, when the client has a trust root
@@ -41,7 +42,7 @@ Verify = Callable[[str, str, Any], tuple[Any, int]] | None
 class PrivateDomains:
     """Per client: its keyring and the domain records it read."""
 
-    def __init__(self, key: SigningKey | None, fetch: Fetch, verify: Verify) -> None:
+    def __init__(self, key: SigningKey | None, fetch: Fetch | None, verify: Verify) -> None:
         self.ring = Keyring(key)
         self._key = key
         self._fetch = fetch
@@ -49,12 +50,31 @@ class PrivateDomains:
         #: private domains this client has seen (local recall indexes these)
         self.seen: set[str] = set()
         self._tried: set[tuple[str, int]] = set()  # epochs no fresh record opened
+        self._given: dict[str, dict[str, Any] | None] = {}
+
+    def give(self, domain: str, record: dict[str, Any] | None) -> None:
+        """A domain record fetched by the caller (the async client), used by the next
+        step that needs it instead of a fetch of its own."""
+        self._given[domain] = record
 
     def record(self, domain: str) -> dict[str, Any] | None:
         """The domain's record from the chain: verified when the client has a trust root
         (use one for private domains: an unverified node could claim a domain is public
         and see the next write's plaintext refused by consensus only after it saw it)."""
-        doc = self._fetch("/v1/proofs/domain", {"id": domain})
+        if domain in self._given:
+            return self._given.pop(domain)
+        if self._fetch is None:
+            raise LookupError(f"no record of domain {domain!r} given")
+        try:
+            doc = self._fetch("/v1/proofs/domain", {"id": domain})
+        except MemLedgerError as err:
+            if self._verify is not None or err.status != 404:
+                raise
+            return None  # a node without proofs: unverified reads take it as not private
+        return self.decode(domain, doc)
+
+    def decode(self, domain: str, doc: Any) -> dict[str, Any] | None:
+        """A proof document's domain record (checked when there is a trust root)."""
         if self._verify is not None:
             value, _ = self._verify("domain", domain, doc)
             return value if isinstance(value, dict) else None
@@ -76,7 +96,10 @@ class PrivateDomains:
     # --- writes ---------------------------------------------------------------------
     def seal(self, domain: str, memory_id: str | None, content: str, tags: Any,
              author: str) -> tuple[str | None, str, int]:
-        """(memory id, content to sign, epoch): unchanged outside private domains."""
+        """(memory id, content to sign, epoch): unchanged outside private domains. The
+        default shared domain is not looked up (a shared domain cannot be private)."""
+        if domain in SHARED_BY_DEFAULT:
+            return memory_id, content, 0
         epoch, _ = self.current(domain)
         if not epoch:
             return memory_id, content, 0
@@ -110,10 +133,17 @@ class PrivateDomains:
         return epoch + 1, sealed_copies(new_epoch_key(), remaining)
 
     # --- reads ----------------------------------------------------------------------
+    def needs_record(self, memory: Memory) -> bool:
+        """Whether opening `memory` would read its domain's record (the async client
+        fetches it first and `give`s it)."""
+        return (memory.sealed and self._key is not None and memory.epoch is not None
+                and self.ring.get(memory.domain, memory.epoch) is None
+                and (memory.domain, memory.epoch) not in self._tried)
+
     def open(self, memory: Memory) -> Memory:
-        """The memory with its plaintext when this key can open it, else as served with
-        `sealed=True` (a non-member sees ciphertext only)."""
-        if not memory.epoch or memory.content is None or not sealed.is_sealed(memory.content):
+        """The memory with its plaintext when this key can open it, else as served (its
+        `sealed` is then True: a non-member sees ciphertext only)."""
+        if not memory.sealed or memory.epoch is None or memory.content is None:
             return memory
         self.seen.add(memory.domain)
         key = self.ring.get(memory.domain, memory.epoch)
@@ -124,9 +154,9 @@ class PrivateDomains:
             if key is None:
                 self._tried.add((memory.domain, memory.epoch))
         if key is None:
-            return replace(memory, sealed=True)
+            return memory
         try:
             return replace(memory, content=open_content(key, memory.domain, memory.epoch,
                                                         memory.id, memory.content))
         except (CryptoError, UnicodeDecodeError):
-            return replace(memory, sealed=True)
+            return memory

@@ -204,6 +204,9 @@ class Client(ClientCore):
         In a private domain (app version 10+) the content is sealed here with the domain's
         current epoch key before it is signed; nodes see only the envelope. A key without
         that epoch's key gets EpochKeyMissing naming it; tags are refused there."""
+        # every input check first (nothing is sent for a bad input), then sealing
+        self._submit_maker(memory_id, content, domain, type, confidence, tags, supersedes,
+                           origin)
         memory_id, content, epoch = self.private.seal(domain, memory_id, content, tags,
                                                       self.public_key or "")
         mid, make, fields = self._submit_maker(memory_id, content, domain, type, confidence,
