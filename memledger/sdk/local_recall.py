@@ -23,6 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from memledger.sdk.models import Memory
 
+try:  # optional: the SDK's base install has no NumPy, and ranks by meaning without it
+    import numpy as _np
+except ImportError:  # pragma: no cover - depends on the install
+    _np = None
+
 if TYPE_CHECKING:
     from memledger.sdk.sync import Client
 
@@ -30,6 +35,8 @@ Embed = Callable[[list[str]], Sequence[Sequence[float]]]
 _WORD = re.compile(r"\w+", re.UNICODE)
 K1, B = 1.2, 0.75
 RRF_K = 60
+CANDIDATES = 50  # per ranking, fused before the cut
+CHAMPIONS = 2000  # per word: the documents a query scores for it (BM25 champion lists)
 LOCAL_MODE = "local"
 
 
@@ -52,6 +59,8 @@ class LocalIndex:
         self.docs: dict[str, _Doc] = {}
         self.postings: dict[str, dict[str, int]] = {}
         self._total_len = 0
+        self._matrix: tuple[list[str], Any] | None = None  # NumPy vectors, rebuilt on add
+        self._champions: dict[str, list[tuple[str, float]]] = {}  # per term, until an add
 
     def __len__(self) -> int:
         return len(self.docs)
@@ -71,41 +80,101 @@ class LocalIndex:
             length = sum(bag.values())
             self.docs[memory.id] = _Doc(memory, length, vector)
             self._total_len += length
+        if fresh:
+            self._matrix = None
+            # the touched words' champion lists, built now rather than by a query
+            touched = {t for m in fresh for t in words(m.content or "")}
+            for term in touched:
+                self._champions.pop(term, None)
+            for term in sorted(touched):
+                self._champions_of(term)
         return len(fresh)
 
     def _bm25(self, q: str) -> dict[str, float]:
+        """BM25 of the documents holding a query word. A word in more than half the
+        documents (a stop word, idf near 0) is skipped when the query has a rarer one: it
+        would cost a walk over most of the index and barely move a score."""
         n = len(self.docs)
-        avg = self._total_len / n if n else 1.0
         scores: dict[str, float] = {}
-        for term in set(words(q)):
-            posting = self.postings.get(term)
-            if not posting:
-                continue
-            idf = math.log(1 + (n - len(posting) + 0.5) / (len(posting) + 0.5))
-            for mid, tf in posting.items():
-                norm = tf + K1 * (1 - B + B * self.docs[mid].length / avg)
-                scores[mid] = scores.get(mid, 0.0) + idf * tf * (K1 + 1) / norm
+        terms = [t for t in set(words(q)) if self.postings.get(t)]
+        rare = [t for t in terms if len(self.postings[t]) <= n // 2]
+        for term in sorted(rare or terms):
+            for mid, part in self._champions_of(term):
+                scores[mid] = scores.get(mid, 0.0) + part
         return scores
 
-    def _cosine(self, q: str, allowed: set[str]) -> dict[str, float]:
-        if self.embed is None or not allowed:
-            return {}
+    def _champions_of(self, term: str) -> list[tuple[str, float]]:
+        """The term's CHAMPIONS best documents with their BM25 parts, best first: a common
+        word costs at most that many steps per query. Built when an add touches the word
+        (with the collection's statistics then: a word no later add touches keeps them)."""
+        found = self._champions.get(term)
+        if found is None:
+            posting = self.postings[term]
+            n = len(self.docs)
+            avg = self._total_len / n if n else 1.0
+            idf = math.log(1 + (n - len(posting) + 0.5) / (len(posting) + 0.5))
+            parts = [(mid, idf * tf * (K1 + 1)
+                      / (tf + K1 * (1 - B + B * self.docs[mid].length / avg)))
+                     for mid, tf in posting.items()]
+            found = sorted(parts, key=lambda p: (-p[1], p[0]))[:CHAMPIONS]
+            self._champions[term] = found
+        return found
+
+    def _by_meaning(self, q: str, keep: Callable[[Memory], bool], want: int) -> list[str]:
+        """The `want` nearest documents `keep` accepts, best first (every vector is
+        scored; the filter runs on the best only, widening until enough pass)."""
+        if self.embed is None or not self.docs:
+            return []
         (qv,) = _normalised(self.embed([q]))
-        return {mid: sum(a * b for a, b in zip(qv, self.docs[mid].vector, strict=True))
-                for mid in allowed if self.docs[mid].vector is not None}
+        if _np is not None:  # one matrix product where NumPy is installed
+            if self._matrix is None:
+                ids = [mid for mid, d in self.docs.items() if d.vector is not None]
+                self._matrix = (ids, _np.asarray([self.docs[m].vector for m in ids],
+                                                 dtype=_np.float32))
+            ids, matrix = self._matrix
+            if not ids:
+                return []
+            scores = -(matrix @ _np.asarray(qv, dtype=_np.float32))
+            take = 4 * want
+            while True:  # the best `take` by partition, widened until `want` pass `keep`
+                if take >= len(ids):
+                    order = _np.argsort(scores, kind="stable")
+                else:
+                    part = _np.argpartition(scores, take)[:take]
+                    order = part[_np.argsort(scores[part], kind="stable")]
+                kept = _first_kept(self, [ids[int(i)] for i in order], keep, want)
+                if len(kept) >= want or take >= len(ids):
+                    return kept
+                take *= 4
+        scored = sorted(((-sum(a * b for a, b in zip(qv, d.vector, strict=True)), mid)
+                         for mid, d in self.docs.items() if d.vector is not None))
+        return _first_kept(self, [mid for _, mid in scored], keep, want)
 
     def search(self, q: str, limit: int, keep: Callable[[Memory], bool]) -> list[Memory]:
         """The `limit` best memories `keep` accepts: words, fused with meaning (RRF) when
-        there is an embedder; each carries its fused score and mode `local`."""
-        allowed = {mid for mid, d in self.docs.items() if keep(d.memory)}
-        by_words = {m: s for m, s in self._bm25(q).items() if m in allowed}
-        lists = [sorted(by_words, key=lambda m: (-by_words[m], m))]
-        by_meaning = self._cosine(q, allowed)
+        there is an embedder; each carries its fused score and mode `local`. Filters
+        run on candidates only, never on the whole index."""
+        want = max(limit, CANDIDATES)
+        by_words = self._bm25(q)
+        lists = [_first_kept(self, sorted(by_words, key=lambda m: (-by_words[m], m)), keep,
+                             want)]
+        by_meaning = self._by_meaning(q, keep, want)
         if by_meaning:
-            lists.append(sorted(by_meaning, key=lambda m: (-by_meaning[m], m)))
+            lists.append(by_meaning)
         fused = fuse(lists)
         ranked = sorted(fused, key=lambda m: (-fused[m], m))[:limit]
         return [replace(self.docs[m].memory, score=fused[m], mode=LOCAL_MODE) for m in ranked]
+
+
+def _first_kept(index: LocalIndex, ranked: list[str], keep: Callable[[Memory], bool],
+                want: int) -> list[str]:
+    out = []
+    for mid in ranked:
+        if keep(index.docs[mid].memory):
+            out.append(mid)
+            if len(out) >= want:
+                break
+    return out
 
 
 def _normalised(vectors: Sequence[Sequence[float]]) -> list[list[float]]:
