@@ -261,6 +261,10 @@ def _correction_lines(m: Any) -> list[str]:
     if origin:
         lines.append(f"origin:     {origin.get('memory_id')} on chain {origin.get('chain_id')} "
                      f"at height {origin.get('height')}, by {origin.get('author')}")
+    if getattr(m, "epoch", None):
+        lines.append(f"private:    epoch {m.epoch}, "
+                     + ("sealed: only a member's --key opens it" if getattr(m, "sealed", False)
+                        else "opened with --key"))
     return lines
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from memledger.sdk.models import Memory
 
+_np: Any
 try:  # optional: the SDK's base install has no NumPy, and ranks by meaning without it
     import numpy as _np
 except ImportError:  # pragma: no cover - depends on the install
