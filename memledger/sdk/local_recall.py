@@ -37,7 +37,7 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 K1, B = 1.2, 0.75
 RRF_K = 60
 CANDIDATES = 50  # per ranking, fused before the cut
-CHAMPIONS = 2000  # per word: the documents a query scores for it (BM25 champion lists)
+CHAMPIONS = 500  # per word: the documents a query scores for it (BM25 champion lists)
 LOCAL_MODE = "local"
 
 
