@@ -23,11 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 from memledger.sdk.models import Memory
 
-_np: Any
-try:  # optional: the SDK's base install has no NumPy, and ranks by meaning without it
-    import numpy as _np
-except ImportError:  # pragma: no cover - depends on the install
-    _np = None
+
+def _numpy() -> Any:
+    """NumPy if installed (optional: the SDK's base install has none, and ranks by meaning
+    without it), imported only when meaning is first ranked, never by `import memledger`."""
+    try:
+        import numpy
+    except ImportError:  # pragma: no cover - depends on the install
+        return None
+    return numpy
 
 if TYPE_CHECKING:
     from memledger.sdk.sync import Client
@@ -127,6 +131,7 @@ class LocalIndex:
         if self.embed is None or not self.docs:
             return []
         (qv,) = _normalised(self.embed([q]))
+        _np = _numpy()
         if _np is not None:  # one matrix product where NumPy is installed
             if self._matrix is None:
                 ids = [mid for mid, d in self.docs.items() if d.vector is not None]
