@@ -89,6 +89,7 @@ def memory_json(row: sa.Row[Any], record: dict[str, Any] | None = None) -> dict[
         "superseded_by": record.get("superseded_by"),
         "pending_correction": record.get("pending_correction"),
         "origin": record.get("origin"),
+        "epoch": record.get("epoch"),
     }
 
 

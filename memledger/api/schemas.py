@@ -192,6 +192,10 @@ class Memory(BaseModel):
         None, description="v10+: where an imported memory came from, as its importer gave "
                           "it (not verified against that chain): chain_id, height (its "
                           "commit height there), memory_id (its id there), author (hex)")
+    epoch: int | None = Field(
+        None, description="v10+: set on a memory of a private domain: the epoch whose key "
+                          "sealed its content, which is then the sealed envelope; members "
+                          "decrypt it on their own machine (docs/PRIVATE.md)")
     corrections: list[str] | None = Field(
         None, description="one memory's read only: the chain of corrections it is part of, "
                           "oldest first (its originals, itself, the corrections of it)")

@@ -114,6 +114,17 @@ def key_option(func: F) -> F:
                         help="Key file: a name under the keys dir, or a path.")(func)
 
 
+#: reads: the key that opens private memories (v10+); without one they show as sealed
+reader_key_option = click.option(
+    "--key", "reader_key", envvar="MEMLEDGER_KEY", default=None,
+    help="Key to open private-domain memories with (a member's); without it they are "
+         "shown sealed.")
+
+
+def reader(name: str | None) -> Agent | None:
+    return None if name is None else load_key(name)
+
+
 wait_option = click.option("--wait", type=click.Choice(["none", "sync", "commit"]),
                            default="commit", show_default=True,
                            help="Return after broadcast, CheckTx, or block inclusion.")
@@ -250,6 +261,10 @@ def _correction_lines(m: Any) -> list[str]:
     if origin:
         lines.append(f"origin:     {origin.get('memory_id')} on chain {origin.get('chain_id')} "
                      f"at height {origin.get('height')}, by {origin.get('author')}")
+    if getattr(m, "epoch", None):
+        lines.append(f"private:    epoch {m.epoch}, "
+                     + ("sealed: only a member's --key opens it" if getattr(m, "sealed", False)
+                        else "opened with --key"))
     return lines
 
 
@@ -392,7 +407,7 @@ def verify_options(func: F) -> F:
 
 def verifying_client(api: str | None, home: Path, genesis: Path | None,
                      trust_height: int | None, trust_hash: str | None, rpc_url: str | None,
-                     trust_store: Path | None) -> Client:
+                     trust_store: Path | None, key: Any = None) -> Client:
     """A client with its trust root: a pinned height+hash, else the genesis validators."""
     from memledger.sdk import Client
     from memledger.sdk.light import GenesisRoot, PinnedRoot
@@ -417,8 +432,8 @@ def verifying_client(api: str | None, home: Path, genesis: Path | None,
     if trust_store is None and NodeHome(home).exists():
         trust_store = default_trust_store(Path(home), root)
         trust_store.parent.mkdir(exist_ok=True)  # the store makes no directory itself
-    return Client(api_url(api, home), trust=root, trust_store=trust_store,
-                           light_rpc=rpc_url)
+    return Client(api_url(api, home), key=key, trust=root, trust_store=trust_store,
+                  light_rpc=rpc_url)
 
 
 def default_trust_store(home: Path, root: TrustRoot) -> Path:
@@ -459,16 +474,20 @@ def verification_as_exit() -> Iterator[None]:
 
 @click.command("get")
 @click.argument("memory_id")
+@reader_key_option
 @verify_options
 @common
-def get_cmd(memory_id: str, api: str | None, home: Path, as_json: bool, verify: bool = False,
+def get_cmd(memory_id: str, reader_key: str | None, api: str | None, home: Path,
+            as_json: bool, verify: bool = False,
             trust_height: int | None = None, trust_hash: str | None = None,
             genesis: Path | None = None, rpc_url: str | None = None,
             trust_store: Path | None = None) -> None:
-    """Show one memory (--verify: only if it proves against the chain)."""
+    """Show one memory (--verify: only if it proves against the chain). A private one is
+    opened with --key when that key is a member, else shown sealed."""
     with errors_as_messages(), verification_as_exit(), (
-            verifying_client(api, home, genesis, trust_height, trust_hash, rpc_url, trust_store)
-            if verify else client(api, home)) as ml:
+            verifying_client(api, home, genesis, trust_height, trust_hash, rpc_url, trust_store,
+                             reader(reader_key))
+            if verify else client(api, home, reader(reader_key))) as ml:
         memory = ml.get(memory_id, verify=verify)
         if verify:
             memory = _with_reason(ml, memory)
@@ -533,11 +552,16 @@ def search_cmd(query: str | None, domain: str | None, status: tuple[str, ...],
 @click.option("--freshness", type=click.FloatRange(0, 36_500, min_open=True), default=None,
               metavar="DAYS", help="Weigh hits by age (half-life in days) and corroborations "
                                    "before the cut [default: off].")
+@click.option("--private", "private_domains", multiple=True, metavar="DOMAIN",
+              help="Repeatable: a private domain --key reads, ranked on this machine and "
+                   "merged with the node's results (v10+).")
+@reader_key_option
 @verify_options
 @common
 def recall_cmd(query: str, mode: str | None, domain: str | None, status: tuple[str, ...],
                type_: str | None, author: str | None, tags: tuple[str, ...],
                include_disputed: bool, limit: int, freshness: float | None,
+               private_domains: tuple[str, ...], reader_key: str | None,
                api: str | None, home: Path,
                as_json: bool, verify: bool = False, trust_height: int | None = None,
                trust_hash: str | None = None, genesis: Path | None = None,
@@ -548,13 +572,36 @@ def recall_cmd(query: str, mode: str | None, domain: str | None, status: tuple[s
     the SDK's recall(verify=True) does), not the ranking nor that none was left out.
     """
     with errors_as_messages(), verification_as_exit(), (
-            verifying_client(api, home, genesis, trust_height, trust_hash, rpc_url, trust_store)
-            if verify else client(api, home)) as ml:
+            verifying_client(api, home, genesis, trust_height, trust_hash, rpc_url, trust_store,
+                             reader(reader_key))
+            if verify else client(api, home, reader(reader_key))) as ml:
+        if private_domains or domain:
+            _index_private(ml, [*private_domains, *([domain] if domain else [])])
         found = ml.recall(query, mode=mode, limit=limit, domain=domain, status=status or None,
                           type=type_, author=author, tags=tags,
                           include_disputed=include_disputed, verify=verify,
                           freshness=freshness)
     emit(found, as_json, "\n".join(recall_line(m) for m in found) or "no memories found")
+
+
+def _index_private(ml: Client, domains: list[str]) -> None:
+    """Build the local private index (words, and meaning when the default embedder is
+    installed here) for those of `domains` that are private and readable."""
+    for name in domains:
+        ml.private.current(name)  # learns whether it is private, and its keys
+    if not ml.private.seen:
+        return
+    try:
+        from memledger.recall.defaults import DEFAULT_EMBEDDER
+        from memledger.recall.embedder import make_embedder
+
+        embedder = make_embedder(DEFAULT_EMBEDDER)
+    except Exception:  # noqa: BLE001 - no embedder here: words only
+        embedder = None
+    if embedder is not None:
+        model = embedder
+        ml.local.use_embedder(lambda texts: model.embed(texts).tolist())
+    ml.local.sync()
 
 
 @click.command("tx")
@@ -776,6 +823,35 @@ def revoke_cmd(domain: str, grantee: str, key: str, wait: str, api: str | None, 
          describe_receipt(receipt, f"revoke on {domain} of {grantee[:16]}..."))
 
 
+@click.group("domain")
+def domain_group() -> None:
+    """Domains (app version 10+: private ones)."""
+
+
+@domain_group.command("create")
+@click.argument("domain")
+@click.option("--private", "private", is_flag=True,
+              help="Create it private: only members (the owner and its grantees) can read "
+                   "its memories, on every node.")
+@key_option
+@wait_option
+@common
+def domain_create_cmd(domain: str, private: bool, key: str, wait: str, api: str | None,
+                      home: Path, as_json: bool) -> None:
+    """Create DOMAIN owned by --key (a plain domain is created by its first write; with
+    --private it is private from the start, or made private if --key owns it already:
+    memories written from then on are sealed)."""
+    if not private:
+        fail(f"a plain domain is created by its first write (`memledger submit --domain "
+             f"{domain} ...`); pass --private to create a private one")
+    with errors_as_messages():
+        agent = load_key(key)
+        with client(api, home, agent) as ml:
+            receipt = ml.make_private(domain, wait=wait)
+    emit(receipt_json(receipt), as_json,
+         describe_receipt(receipt, f"private domain {domain} (epoch 1)"))
+
+
 @click.command("co-commit")
 @click.argument("content")
 @click.option("--coauthor", "coauthors", multiple=True, required=True,
@@ -862,6 +938,6 @@ def api_cmd(home: Path, host: str | None, port: int | None, voter: bool | None) 
 def register(group: click.Group) -> None:
     for command in (keys_group, status_cmd, get_cmd, search_cmd, recall_cmd, tx_cmd,
                     submit_cmd, vote_cmd, *MEMORY_ACTIONS, grant_cmd, revoke_cmd,
-                    cocommit_cmd, api_cmd):
+                    domain_group, cocommit_cmd, api_cmd):
         group.add_command(command)
 

@@ -88,6 +88,12 @@ RULES: dict[str, int] = {
     #   (and in ownerless domains the author) could, so nobody could flag a wrong fact
     #   in `general`.
     "peer_disputes": 10,
+    # - a domain may be private (docs/RULES.md, "Private domains"): its owner hands each
+    #   member the epoch key sealed to that member (DomainPrivate, DomainKeys), memories
+    #   written there are ciphertext under the current epoch (MemorySubmit.epoch) and
+    #   consensus checks only their envelope; ending a grant starts a new epoch the
+    #   revoked key never gets. Before, every node and RPC answer held every memory's text.
+    "private_domains": 10,
 }
 
 #: (message kind, field) -> the first app version whose rules know that field. Under an
@@ -101,6 +107,7 @@ FIELDS: dict[tuple[str, str], int] = {
     ("gov_propose", "upgrade_cancel"): RULES["upgrade_cancel"],
     ("memory_submit", "supersedes"): RULES["corrections"],
     ("memory_submit", "origin"): RULES["memory_origin"],
+    ("memory_submit", "epoch"): RULES["private_domains"],
 }
 
 

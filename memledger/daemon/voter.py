@@ -52,12 +52,26 @@ class Candidate:
     near_copy_of: tuple[str, float] | None = None
     #: the memory this one corrects (v10+): a correction rewords it on purpose
     supersedes: str | None = None
+    #: v10+: the epoch of a private memory (its content is sealed: nothing to read)
+    epoch: int = 0
+
+
+#: The reason a private memory is accepted with: consensus already checked its envelope
+#: (the epoch is current, the content a well-formed sealed box of bounded size); the
+#: validators cannot read it, and do not try (docs/RULES.md, "Private domains").
+PRIVATE_REASON = "private memory: sealed envelope checked by consensus, content not read"
 
 
 def decide(c: Candidate) -> tuple[str, str]:
-    """Baseline checks in a fixed order; returns (decision, reason)."""
+    """Baseline checks in a fixed order; returns (decision, reason). A private memory is
+    judged on its envelope only: the content checks and the near-copy check would read
+    ciphertext, so they are skipped."""
     if not c.domain.strip():
         return "reject", "no domain"
+    if c.epoch:
+        if c.confidence_ppm < CONFIDENCE_FLOOR_PPM:
+            return "reject", "confidence below floor"
+        return "accept", PRIVATE_REASON
     if len(c.content.strip()) < MIN_CONTENT_CHARS:
         return "reject", f"content shorter than {MIN_CONTENT_CHARS} characters"
     if c.confidence_ppm < CONFIDENCE_FLOOR_PPM:
@@ -155,9 +169,10 @@ class Voter:
                 memories.c.content_hash == row.content_hash,
                 memories.c.status == "committed", memories.c.id != row.id).limit(1)
         ).first() is not None
-        supersedes = json.loads(row.record).get("supersedes") if row.record else None
+        record = json.loads(row.record) if row.record else {}
         return Candidate(row.id, row.domain, row.content or "", row.content_hash,
-                         int(row.confidence_ppm), dup, supersedes=supersedes)
+                         int(row.confidence_ppm), dup, supersedes=record.get("supersedes"),
+                         epoch=int(record.get("epoch") or 0))
 
     def _eligible(self, pinned_record: str | None, is_validator: bool) -> bool:
         """Validators vote on weighted ballots; a pinned ballot's frozen members on it."""
@@ -226,8 +241,9 @@ class Voter:
         return sent
 
     def _near_copy(self, cand: Candidate) -> Candidate:
-        """The candidate with the committed memory it rewords, when the check is on."""
-        if self.neighbours is None or self.near_copy_cosine <= 0:
+        """The candidate with the committed memory it rewords, when the check is on (never
+        for a private memory: its content is ciphertext)."""
+        if self.neighbours is None or self.near_copy_cosine <= 0 or cand.epoch:
             return cand
         with self.engine.connect() as conn:  # a domain with nothing committed: no query
             if conn.execute(sa.select(memories.c.id).where(

@@ -161,6 +161,25 @@ class Code(_Described):
     GOV_SCOPE_EXISTS = 101, 'scope id already exists'
     GOV_UNKNOWN_PARAM = 102, 'unknown parameter'
     GOV_INVALID_PARAM_VALUE = 103, 'parameter value out of range'
+    # --- private domains (110..119, v10+) ---
+    PRIVATE_CONTENT_NOT_SEALED = 110, ('v10+: in a private domain the content must be a sealed '
+                                       'envelope (`mlpriv1:` + base64 of nonce and ciphertext) '
+                                       'with the epoch set')
+    PRIVATE_EPOCH_NOT_CURRENT = 111, ("v10+: the submit's epoch is not the private domain's "
+                                      'current one (or the domain is not private)')
+    PRIVATE_TAGS = 112, 'v10+: memories in a private domain carry no tags (tags are not sealed)'
+    PRIVATE_DOMAIN_DENIED = 113, ('v10+: only the owner of a non-shared, unscoped domain may '
+                                  'make it private or hand out its epoch keys')
+    DOMAIN_ALREADY_PRIVATE = 114, 'v10+: the domain is already private'
+    SEALED_KEYS_INVALID = 115, ('v10+: a sealed key is malformed (recipient not 32 bytes, '
+                                'sealed not 80 bytes) or recipients are not strictly ascending')
+    SEALED_KEYS_MEMBERS = 116, ("v10+: sealed keys must go to members only, and a new epoch's "
+                                'to every member (the owner and each unexpired grantee)')
+    PRIVATE_REVOKE_NEEDS_EPOCH = 117, ('v10+: a grant in a private domain ends only with a new '
+                                       'epoch (domain_keys with epoch = current + 1 and revoke)')
+    EPOCH_UNKNOWN = 118, ("v10+: domain_keys' epoch is neither an existing epoch of the domain "
+                          'nor the next one, or the domain is not private')
+    PRIVATE_COCOMMIT = 119, 'v10+: co-commits are not allowed in private domains'
 
 
 class QueryCode(_Described):

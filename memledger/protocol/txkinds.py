@@ -117,6 +117,8 @@ class TxKind:
     builder_method: str | None = None
     client_method: str | None = None
     client_names: Mapping[str, str] = field(default_factory=dict)
+    #: fields the SDK method fills in itself (a submit's epoch: from the domain's record)
+    client_derived: frozenset[str] = frozenset()
     cli: CliCommand | None = None
     encode: Encoder | None = None
 
@@ -160,7 +162,21 @@ def _submit(values: Mapping[str, Any]) -> Message:
         memory_type=values["memory_type"], content=content,
         content_hash=hashlib.sha256(content.encode()).digest(),
         confidence_ppm=values["confidence_ppm"], tags=sorted(values["tags"]),
-        supersedes=values["supersedes"], origin=pb_origin)
+        supersedes=values["supersedes"], origin=pb_origin, epoch=values["epoch"])
+
+
+def _sealed_keys(values: Mapping[str, Any]) -> list[Any]:
+    pairs: Sequence[tuple[bytes, bytes]] = values["keys"]
+    return [tx_pb2.SealedKey(recipient=r, sealed=s) for r, s in sorted(pairs)]
+
+
+def _domain_private(values: Mapping[str, Any]) -> Message:
+    return tx_pb2.DomainPrivate(domain=values["domain"], keys=_sealed_keys(values))
+
+
+def _domain_keys(values: Mapping[str, Any]) -> Message:
+    return tx_pb2.DomainKeys(domain=values["domain"], epoch=values["epoch"],
+                             keys=_sealed_keys(values), revoke=sorted(values["revoke"]))
 
 
 def _cocommit(values: Mapping[str, Any]) -> Message:
@@ -187,9 +203,11 @@ TX_KINDS: tuple[TxKind, ...] = (
         TxField("memory_type", str, "fact"), TxField("confidence_ppm", int, 900_000),
         TxField("tags", tuple, ()),
         TxField("supersedes", str, "", help="v10+: id of the memory this one corrects."),
-        TxField("origin", dict, None, help="v10+: provenance of an imported memory.")),
+        TxField("origin", dict, None, help="v10+: provenance of an imported memory."),
+        TxField("epoch", int, 0, help="v10+: the private domain's epoch sealing content.")),
         builder_method="submit", client_method="submit",
-        client_names={"memory_type": "type", "confidence_ppm": "confidence"}, encode=_submit),
+        client_names={"memory_type": "type", "confidence_ppm": "confidence"},
+        client_derived=frozenset({"epoch"}), encode=_submit),
     TxKind("memory_vote", tx_pb2.MemoryVote, "memory", "vote", 1,
            (_MEMORY_ID, _DECISION, TxField("reason", str, "")),
            builder_method="vote", client_method="vote"),
@@ -219,6 +237,11 @@ TX_KINDS: tuple[TxKind, ...] = (
            (TxField("proposal_id", str), _DECISION), builder_method="gov_vote"),
     TxKind("gov_cancel", tx_pb2.GovCancel, "governance", "cancel", 1,
            (TxField("proposal_id", str),), builder_method="gov_cancel"),
+    TxKind("domain_private", tx_pb2.DomainPrivate, "access", "make_private", 10,
+           (TxField("domain", str), TxField("keys", tuple)), encode=_domain_private),
+    TxKind("domain_keys", tx_pb2.DomainKeys, "access", "hand_keys", 10,
+           (TxField("domain", str), TxField("epoch", int), TxField("keys", tuple),
+            TxField("revoke", tuple, ())), encode=_domain_keys),
 )
 
 _BY_NAME: Mapping[str, TxKind] = MappingProxyType({kind.name: kind for kind in TX_KINDS})

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from memledger.projection.schema import memories
+from memledger.protocol.sealed import is_sealed
 from memledger.recall.embedder import Embedder
 from memledger.recall.follow import (
     FollowerThread,
@@ -111,7 +112,9 @@ class Indexer(Following):
                 lo = 0
             for rows, mark in new_memories(conn, lo, hi):
                 # a (re)build may use every core; following stays on one
-                self.index.add([(r.id, r.content) for r in rows], mark,
+                # private memories (v10+) hold ciphertext: never embedded
+                self.index.add([(r.id, r.content) for r in rows if not is_sealed(r.content)],
+                               mark,
                                threads=0 if self.state == "building" else 1,
                                known=self._embedded)  # replaced whole, never changed
                 added += len(rows)
@@ -161,11 +164,13 @@ class Indexer(Following):
             sa.select(memories.c.id, memories.c.content).where(submitted_between(lo, height))
             .order_by(memories.c.submitted_height.desc(), memories.c.id.desc())
             .limit(UNINDEXED_CAP)).all()
-        fresh = self._embed_within([(r.id, r.content) for r in rows if r.id not in embedded])
+        fresh = self._embed_within([(r.id, r.content) for r in rows
+                                    if r.id not in embedded and not is_sealed(r.content)])
         have = {**embedded, **fresh}
         listed = [(str(r.id), have[r.id]) for r in rows if r.id in have]
+        wanted = sum(1 for r in rows if not is_sealed(r.content))
         with self._unindexed_lock:
-            if len(listed) == len(rows):
+            if len(listed) == wanted:
                 self._unindexed = (lo, height, listed)
             # replaced, never changed in place: the follower may be reading the old one
             kept = self._embedded if len(self._embedded) < 4 * UNINDEXED_CAP else {}

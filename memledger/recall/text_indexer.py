@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from memledger.projection.schema import memories
+from memledger.protocol.sealed import is_sealed
 from memledger.recall import champions as lists
 from memledger.recall.champions import Champions, Entry
 from memledger.recall.follow import FollowerThread, Following, new_memories, projection_height
@@ -41,7 +42,11 @@ SERVING_CHECK_S = 0.02
 
 
 def document_body(content: str, tags_json: str | None) -> str:
-    """What the word index matches: the content and the tags, as the projection's FTS."""
+    """What the word index matches: the content and the tags, as the projection's FTS.
+    A private memory's sealed content (v10+) is not indexed: it is ciphertext, and word
+    recall in private domains runs on the member's client (memledger.sdk.local_recall)."""
+    if is_sealed(content):
+        return ""
     tags = json.loads(tags_json) if tags_json else []
     return " ".join([content, *tags]) if tags else content
 

@@ -54,6 +54,7 @@ from memledger.sdk.models import (
     page_of,
 )
 from memledger.sdk.paths import account_path, quote_id, tx_path
+from memledger.sdk.private_client import SHARED_BY_DEFAULT, PrivateDomains
 from memledger.sdk.retry import RESIGN_CODES, NonceSource, Resigning, RetryPolicy
 from memledger.sdk.txbuilder import DECISIONS, LEVELS, TxBuilder
 
@@ -73,6 +74,25 @@ class AsyncClient(ClientCore):
         self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout,
                                        transport=transport)
         self._chain_lock: asyncio.Lock | None = None
+        # private domains (v10+): the same steps as Client's, fed records fetched here
+        self.private = PrivateDomains(self._key, None,
+                                      self._record_value if trust is not None else None)
+
+    async def _give_domain(self, domain: str) -> None:
+        """Fetch a domain's record for the next private-domain step (see Client)."""
+        try:
+            doc = await self._request("GET", "/v1/proofs/domain", params={"id": domain})
+        except MemLedgerError as err:
+            if self._trust[0] is not None or err.status != 404:
+                raise
+            self.private.give(domain, None)
+            return
+        self.private.give(domain, await asyncio.to_thread(self.private.decode, domain, doc))
+
+    async def _opened(self, memory: Memory) -> Memory:
+        if self.private.needs_record(memory):
+            await self._give_domain(memory.domain)
+        return self.private.open(memory)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -173,9 +193,16 @@ class AsyncClient(ClientCore):
                      tags: Sequence[str] = (), wait: str = "commit",
                      decide_timeout: float = 30.0, supersedes: str = "",
                      origin: Mapping[str, Any] | None = None) -> TxReceipt:
-        """As `Client.submit` (also `wait="decided"`, `supersedes` and `origin`)."""
+        """As `Client.submit` (also `wait="decided"`, `supersedes` and `origin`; sealed
+        in a private domain)."""
+        self._submit_maker(memory_id, content, domain, type, confidence, tags, supersedes,
+                           origin)
+        if domain not in SHARED_BY_DEFAULT:
+            await self._give_domain(domain)
+        memory_id, content, epoch = self.private.seal(domain, memory_id, content, tags,
+                                                      self.public_key or "")
         mid, make, fields = self._submit_maker(memory_id, content, domain, type, confidence,
-                                               tags, supersedes, origin)
+                                               tags, supersedes, origin, epoch)
         try:
             receipt = await self._send("/v1/memories", make,
                                        "commit" if wait == "decided" else wait, mid)
@@ -214,15 +241,36 @@ class AsyncClient(ClientCore):
 
     async def grant(self, domain: str, grantee: bytes | str, level: str = "write", *,
                     expires_height: int = 0, wait: str = "commit") -> TxReceipt:
+        """As `Client.grant` (with the sealed key in a private domain)."""
         pk = grantee_bytes(grantee)
         one_of("level", level, LEVELS)
-        return await self._send(
+        receipt = await self._send(
             "/v1/txs", lambda b, n: b.grant(n, domain, pk, level, expires_height), wait)
+        await self._give_domain(domain)
+        epoch, keys = self.private.grant_keys(domain, pk)
+        if not epoch:
+            return receipt
+        return await self._send("/v1/txs", lambda b, n: b.build(
+            "domain_keys", n, domain=domain, epoch=epoch, keys=keys), wait)
 
     async def revoke(self, domain: str, grantee: bytes | str, *,
                      wait: str = "commit") -> TxReceipt:
+        """As `Client.revoke` (a new epoch in a private domain)."""
         pk = grantee_bytes(grantee)
+        await self._give_domain(domain)
+        epoch, keys = self.private.revoke_keys(domain, pk)
+        if epoch:
+            return await self._send("/v1/txs", lambda b, n: b.build(
+                "domain_keys", n, domain=domain, epoch=epoch, keys=keys, revoke=[pk]), wait)
         return await self._send("/v1/txs", lambda b, n: b.revoke(n, domain, pk), wait)
+
+    async def make_private(self, domain: str, *, wait: str = "commit") -> TxReceipt:
+        """As `Client.make_private`."""
+        me = bytes(self._require_key().verify_key)
+        await self._give_domain(domain)
+        keys = self.private.make_private_keys(domain, me)
+        return await self._send("/v1/txs", lambda b, n: b.build(
+            "domain_private", n, domain=domain, keys=keys), wait)
 
     async def cocommit(self, core: bytes, signatures: Sequence[tuple[bytes, bytes]], *,
                        wait: str = "commit") -> TxReceipt:
@@ -237,8 +285,8 @@ class AsyncClient(ClientCore):
         return doc
 
     async def get_memory(self, memory_id: str) -> Memory:
-        return Memory.from_json(the_memory(
-            await self._request("GET", f"/v1/memories/{quote_id(memory_id)}"), memory_id))
+        return await self._opened(Memory.from_json(the_memory(
+            await self._request("GET", f"/v1/memories/{quote_id(memory_id)}"), memory_id)))
 
     async def _memory_or_none(self, memory_id: str) -> Memory | None:
         try:
@@ -260,16 +308,16 @@ class AsyncClient(ClientCore):
             height = await asyncio.to_thread(self._absent, memory_id, proof)
             raise ProvenAbsent(exc, height) from None
         try:
-            return await asyncio.to_thread(self._verified, memory_id, served_memory(doc, memory_id),
-                                           doc.get("proof"))
+            return await self._opened(await asyncio.to_thread(
+                self._verified, memory_id, served_memory(doc, memory_id), doc.get("proof")))
         except ProofError as exc:
             if exc.reason != "served_differs":
                 raise
         await asyncio.sleep(SERVED_RETRY_S)  # see Client.get
         doc = await self._request("GET", f"/v1/memories/{quote_id(memory_id)}",
                                   params={"prove": "true"})
-        return await asyncio.to_thread(self._verified, memory_id, served_memory(doc, memory_id),
-                                       doc.get("proof"))
+        return await self._opened(await asyncio.to_thread(
+            self._verified, memory_id, served_memory(doc, memory_id), doc.get("proof")))
 
     async def verified_record(self, kind: str, ident: str = "") -> tuple[Any, int]:
         doc = await self._request("GET", f"/v1/proofs/{quote_id(kind)}", params={"id": ident})
@@ -278,8 +326,10 @@ class AsyncClient(ClientCore):
     async def verify_memory(self, memory: Memory) -> Memory:
         doc = await self._request("GET", f"/v1/memories/{quote_id(memory.id)}",
                                   params={"prove": "true"})
-        return await asyncio.to_thread(self._verified, memory.id, memory_doc(memory),
-                                       doc.get("proof"))
+        served = (served_memory(doc, memory.id) if memory.epoch and not memory.sealed
+                  else memory_doc(memory))
+        return await self._opened(await asyncio.to_thread(
+            self._verified, memory.id, served, doc.get("proof")))
 
     async def memory_page(self, *, domain: str | None = None, status: Statuses = None,
                           type: str | None = None, author: str | None = None,  # noqa: A002
@@ -296,7 +346,8 @@ class AsyncClient(ClientCore):
         params = where.params(q=q, mode=mode, limit=limit, cursor=cursor)
         if freshness is not None:
             params["freshness"] = freshness
-        return page_of(await self._request("GET", "/v1/memories", params=params))
+        page = page_of(await self._request("GET", "/v1/memories", params=params))
+        return replace(page, items=[await self._opened(m) for m in page.items])
 
     async def list_memories(self, *, q: str | None = None, mode: str | None = None,
                             domain: str | None = None, status: Statuses = None,

@@ -115,7 +115,7 @@ class ClientCore:
 
     def _submit_maker(self, memory_id: str | None, content: str, domain: str, type: str,  # noqa: A002
                       confidence: float | int, tags: Sequence[str], supersedes: str = "",
-                      origin: Mapping[str, Any] | None = None
+                      origin: Mapping[str, Any] | None = None, epoch: int = 0
                       ) -> tuple[str, MakeTx, dict[str, Any]]:
         """The memory id, the tx maker, and the fields the memory will hold (to know an
         earlier attempt's memory as this same write)."""
@@ -129,7 +129,7 @@ class ClientCore:
         def make(b: TxBuilder, nonce: int) -> bytes:
             return b.submit(nonce, mid, content, domain=domain, memory_type=type,
                             confidence_ppm=ppm, tags=tags, supersedes=supersedes,
-                            origin=origin)
+                            origin=origin, epoch=epoch)
 
         fields = {"author": self.public_key, "domain": domain, "type": type,
                   "content_hash": hashlib.sha256(content.encode()).hexdigest(),

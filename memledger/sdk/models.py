@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from memledger.protocol.sealed import is_sealed
 from memledger.sdk.errors import MemLedgerError
 
 __all__ = ["Account", "Corroboration", "Memory", "MemoryPage", "Status", "TxReceipt",
@@ -89,6 +90,9 @@ class Memory:
     superseded_by: str | None = None
     pending_correction: str | None = None
     origin: dict[str, Any] | None = None
+    #: v10+: the epoch of a private memory; `content` is then the plaintext when this
+    #: client's key could open it, else the sealed envelope (`sealed`)
+    epoch: int | None = None
     #: One memory's read (`get`) only: its chain of corrections, oldest first.
     corrections: list[str] | None = None
     #: Why it has its status (vote tally, dispute round, expiry, this node's voter's
@@ -99,6 +103,11 @@ class Memory:
     #: Set on ranked search hits (recall): the hit's score and the mode that ranked it.
     score: float | None = None
     mode: str | None = None
+
+    @property
+    def sealed(self) -> bool:
+        """A private memory this client could not open: `content` is the envelope."""
+        return bool(self.epoch) and self.content is not None and is_sealed(self.content)
 
     @property
     def confidence(self) -> float:

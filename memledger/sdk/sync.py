@@ -41,6 +41,7 @@ from memledger.sdk.errors import (
 from memledger.sdk.keys import Agent
 from memledger.sdk.light.client import TrustRoot
 from memledger.sdk.light.errors import ProofError
+from memledger.sdk.local_recall import LocalRecall, merge, wanted_statuses
 from memledger.sdk.models import (
     Account,
     Corroboration,
@@ -54,6 +55,7 @@ from memledger.sdk.models import (
     page_of,
 )
 from memledger.sdk.paths import account_path, quote_id, tx_path
+from memledger.sdk.private_client import PrivateDomains
 from memledger.sdk.retry import RESIGN_CODES, NonceSource, Resigning, RetryPolicy
 from memledger.sdk.txbuilder import DECISIONS, LEVELS, TxBuilder
 
@@ -76,6 +78,11 @@ class Client(ClientCore):
         super().__init__(base_url, key, chain_id, nonces, retry, trust, trust_store, light_rpc)
         self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
         self._chain_lock = threading.Lock()
+        self.private = PrivateDomains(
+            self._key, lambda path, params: self._request("GET", path, params=params),
+            self._record_value if trust is not None else None)
+        #: local recall over the private domains this key reads (memledger.sdk.local_recall)
+        self.local = LocalRecall(self)
 
     def close(self) -> None:
         self._http.close()
@@ -192,9 +199,18 @@ class Client(ClientCore):
 
         `confidence` is a fraction from 0 to 1 (0.9 means 90%) and `tags` a list of
         strings; other values (an int above 1, a str for tags) are refused before signing,
-        as is content that is not text (MemLedgerError)."""
+        as is content that is not text (MemLedgerError).
+
+        In a private domain (app version 10+) the content is sealed here with the domain's
+        current epoch key before it is signed; nodes see only the envelope. A key without
+        that epoch's key gets EpochKeyMissing naming it; tags are refused there."""
+        # every input check first (nothing is sent for a bad input), then sealing
+        self._submit_maker(memory_id, content, domain, type, confidence, tags, supersedes,
+                           origin)
+        memory_id, content, epoch = self.private.seal(domain, memory_id, content, tags,
+                                                      self.public_key or "")
         mid, make, fields = self._submit_maker(memory_id, content, domain, type, confidence,
-                                               tags, supersedes, origin)
+                                               tags, supersedes, origin, epoch)
         try:
             receipt = self._send("/v1/memories", make, "commit" if wait == "decided" else wait,
                                  mid)
@@ -232,14 +248,36 @@ class Client(ClientCore):
 
     def grant(self, domain: str, grantee: bytes | str, level: str = "write", *,
               expires_height: int = 0, wait: str = "commit") -> TxReceipt:
+        """Grant `grantee` a level in a domain this key owns; in a private domain also hand
+        it the current epoch's key sealed to it (a second tx, after the grant commits)."""
         pk = grantee_bytes(grantee)
         one_of("level", level, LEVELS)
-        return self._send("/v1/txs", lambda b, n: b.grant(n, domain, pk, level, expires_height),
-                          wait)
+        receipt = self._send("/v1/txs",
+                             lambda b, n: b.grant(n, domain, pk, level, expires_height), wait)
+        epoch, keys = self.private.grant_keys(domain, pk)
+        if not epoch:
+            return receipt
+        return self._send("/v1/txs", lambda b, n: b.build(
+            "domain_keys", n, domain=domain, epoch=epoch, keys=keys), wait)
 
     def revoke(self, domain: str, grantee: bytes | str, *, wait: str = "commit") -> TxReceipt:
+        """End a grant. In a private domain this starts a new epoch in the same tx, its key
+        sealed to every remaining member: the revoked key cannot read what is written
+        after, and keeps what it could read before (docs/SECURITY.md)."""
         pk = grantee_bytes(grantee)
+        epoch, keys = self.private.revoke_keys(domain, pk)
+        if epoch:
+            return self._send("/v1/txs", lambda b, n: b.build(
+                "domain_keys", n, domain=domain, epoch=epoch, keys=keys, revoke=[pk]), wait)
         return self._send("/v1/txs", lambda b, n: b.revoke(n, domain, pk), wait)
+
+    def make_private(self, domain: str, *, wait: str = "commit") -> TxReceipt:
+        """Make a domain private (app version 10+): claim it if nobody has, else this key
+        must own it. Memories written from then on are sealed; earlier ones stay public."""
+        me = bytes(self._require_key().verify_key)
+        keys = self.private.make_private_keys(domain, me)
+        return self._send("/v1/txs", lambda b, n: b.build(
+            "domain_private", n, domain=domain, keys=keys), wait)
 
     def cocommit(self, core: bytes, signatures: Sequence[tuple[bytes, bytes]], *,
                  wait: str = "commit") -> TxReceipt:
@@ -256,8 +294,8 @@ class Client(ClientCore):
         return doc
 
     def get_memory(self, memory_id: str) -> Memory:
-        return Memory.from_json(the_memory(
-            self._request("GET", f"/v1/memories/{quote_id(memory_id)}"), memory_id))
+        return self.private.open(Memory.from_json(the_memory(
+            self._request("GET", f"/v1/memories/{quote_id(memory_id)}"), memory_id)))
 
     def _memory_or_none(self, memory_id: str) -> Memory | None:
         try:
@@ -281,7 +319,8 @@ class Client(ClientCore):
             proof = self._request("GET", "/v1/proofs/memory", params={"id": memory_id})
             raise ProvenAbsent(exc, self._absent(memory_id, proof)) from None
         try:
-            return self._verified(memory_id, served_memory(doc, memory_id), doc.get("proof"))
+            return self.private.open(
+                self._verified(memory_id, served_memory(doc, memory_id), doc.get("proof")))
         except ProofError as exc:
             if exc.reason != "served_differs":
                 raise
@@ -289,7 +328,8 @@ class Client(ClientCore):
         # that window differs honestly. Ask once more; a second difference stands.
         time.sleep(SERVED_RETRY_S)
         doc = self._request("GET", f"/v1/memories/{quote_id(memory_id)}", params={"prove": "true"})
-        return self._verified(memory_id, served_memory(doc, memory_id), doc.get("proof"))
+        return self.private.open(
+            self._verified(memory_id, served_memory(doc, memory_id), doc.get("proof")))
 
     def verified_record(self, kind: str, ident: str = "") -> tuple[Any, int]:
         """One canonical record checked against the chain: (value, height H).
@@ -304,7 +344,10 @@ class Client(ClientCore):
     def verify_memory(self, memory: Memory) -> Memory:
         """Check a memory obtained from any read (e.g. a search hit) against the chain."""
         doc = self._request("GET", f"/v1/memories/{quote_id(memory.id)}", params={"prove": "true"})
-        return self._verified(memory.id, memory_doc(memory), doc.get("proof"))
+        # an opened private memory is checked as the node served it: the envelope
+        served = (served_memory(doc, memory.id) if memory.epoch and not memory.sealed
+                  else memory_doc(memory))
+        return self.private.open(self._verified(memory.id, served, doc.get("proof")))
 
     def memory_page(self, *, domain: str | None = None, status: Statuses = None,
                     type: str | None = None, author: str | None = None,  # noqa: A002
@@ -321,7 +364,8 @@ class Client(ClientCore):
         params = where.params(q=q, mode=mode, limit=limit, cursor=cursor)
         if freshness is not None:
             params["freshness"] = freshness
-        return page_of(self._request("GET", "/v1/memories", params=params))
+        page = page_of(self._request("GET", "/v1/memories", params=params))
+        return replace(page, items=[self.private.open(m) for m in page.items])
 
     def list_memories(self, *, q: str | None = None, mode: str | None = None,
                       domain: str | None = None, status: Statuses = None,
@@ -382,7 +426,10 @@ class Client(ClientCore):
         against the chain; that the ranking is complete is NOT proven.
 
         Without `mode`, a node with no embedder ranks by words (`text`): left to its
-        default, it would list every match unranked, oldest first."""
+        default, it would list every match unranked, oldest first.
+
+        Private domains (v10+) are ranked here, not by the node: after `client.local.sync()`
+        the local index's hits (mode `local`) are merged with the node's before the cut."""
         where = MemoryFilter(domain=domain, status=status, type=type, author=author,
                              tags=tags, include_disputed=include_disputed)
         try:
@@ -394,6 +441,10 @@ class Client(ClientCore):
             page = self._page(where, q=q, mode="text", limit=limit, cursor=None,
                               freshness=freshness)
         hits = page.items
+        if len(self.local.index) and not tags:  # private memories carry no tags
+            hits = merge(hits, self.local.search(
+                q, limit, domain=domain, statuses=wanted_statuses(status, include_disputed),
+                type=type, author=author), limit)
         return [self._rescored(self.verify_memory(m), m) for m in hits] if verify else hits
 
     @staticmethod

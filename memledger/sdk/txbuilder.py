@@ -60,13 +60,14 @@ class TxBuilder:
         tags: Sequence[str] = (),
         supersedes: str = "",
         origin: Mapping[str, Any] | None = None,
+        epoch: int = 0,
     ) -> bytes:
         """A memory submit; `supersedes` (the id of the memory it corrects) and `origin`
         (chain_id, height, memory_id, author of an imported memory) need app version 10+."""
         return self.build("memory_submit", nonce, memory_id=memory_id, content=content,
                           domain=domain, memory_type=memory_type,
                           confidence_ppm=confidence_ppm, tags=tags, supersedes=supersedes,
-                          origin=origin)
+                          origin=origin, epoch=epoch)
 
     def vote(self, nonce: int, memory_id: str, decision: str = "accept",
              reason: str = "") -> bytes:

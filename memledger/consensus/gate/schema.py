@@ -58,10 +58,18 @@ def _body_class_without(dropped: frozenset[tuple[str, str]]) -> type[Message]:
         raise LookupError(f"versions.FIELDS names fields tx.proto lacks: {dropped - removed}")
     # A message type added with a field did not exist either: drop it when nothing left
     # uses it, so the schema is the older file's, descriptor byte for byte.
-    orphan_types -= {f.type_name for m in file_proto.message_type for f in m.field}
-    for i in reversed(range(len(file_proto.message_type))):
-        name = f".{file_proto.package}.{file_proto.message_type[i].name}"
-        if name in orphan_types:
+    # Transitively: a dropped kind's message (DomainKeys) may be the only user of another
+    # new type (SealedKey).
+    while True:
+        orphan_types -= {f.type_name for m in file_proto.message_type for f in m.field}
+        gone = [i for i, m in enumerate(file_proto.message_type)
+                if f".{file_proto.package}.{m.name}" in orphan_types]
+        if not gone:
+            break
+        orphan_types = set()
+        for i in reversed(gone):
+            orphan_types |= {f.type_name for f in file_proto.message_type[i].field
+                             if f.type_name}
             del file_proto.message_type[i]
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file_proto)

@@ -40,7 +40,7 @@ class Tx(_message.Message):
     def __init__(self, body: _Optional[bytes] = ..., public_key: _Optional[bytes] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class TxBody(_message.Message):
-    __slots__ = ("chain_id", "nonce", "memory_submit", "memory_vote", "memory_challenge", "memory_corroborate", "memory_reinstate", "cocommit_submit", "access_grant", "access_revoke", "gov_propose", "gov_vote", "gov_cancel")
+    __slots__ = ("chain_id", "nonce", "memory_submit", "memory_vote", "memory_challenge", "memory_corroborate", "memory_reinstate", "cocommit_submit", "access_grant", "access_revoke", "gov_propose", "gov_vote", "gov_cancel", "domain_private", "domain_keys")
     CHAIN_ID_FIELD_NUMBER: _ClassVar[int]
     NONCE_FIELD_NUMBER: _ClassVar[int]
     MEMORY_SUBMIT_FIELD_NUMBER: _ClassVar[int]
@@ -54,6 +54,8 @@ class TxBody(_message.Message):
     GOV_PROPOSE_FIELD_NUMBER: _ClassVar[int]
     GOV_VOTE_FIELD_NUMBER: _ClassVar[int]
     GOV_CANCEL_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_PRIVATE_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_KEYS_FIELD_NUMBER: _ClassVar[int]
     chain_id: str
     nonce: int
     memory_submit: MemorySubmit
@@ -67,10 +69,12 @@ class TxBody(_message.Message):
     gov_propose: GovPropose
     gov_vote: GovVote
     gov_cancel: GovCancel
-    def __init__(self, chain_id: _Optional[str] = ..., nonce: _Optional[int] = ..., memory_submit: _Optional[_Union[MemorySubmit, _Mapping]] = ..., memory_vote: _Optional[_Union[MemoryVote, _Mapping]] = ..., memory_challenge: _Optional[_Union[MemoryChallenge, _Mapping]] = ..., memory_corroborate: _Optional[_Union[MemoryCorroborate, _Mapping]] = ..., memory_reinstate: _Optional[_Union[MemoryReinstate, _Mapping]] = ..., cocommit_submit: _Optional[_Union[CoCommitSubmit, _Mapping]] = ..., access_grant: _Optional[_Union[AccessGrant, _Mapping]] = ..., access_revoke: _Optional[_Union[AccessRevoke, _Mapping]] = ..., gov_propose: _Optional[_Union[GovPropose, _Mapping]] = ..., gov_vote: _Optional[_Union[GovVote, _Mapping]] = ..., gov_cancel: _Optional[_Union[GovCancel, _Mapping]] = ...) -> None: ...
+    domain_private: DomainPrivate
+    domain_keys: DomainKeys
+    def __init__(self, chain_id: _Optional[str] = ..., nonce: _Optional[int] = ..., memory_submit: _Optional[_Union[MemorySubmit, _Mapping]] = ..., memory_vote: _Optional[_Union[MemoryVote, _Mapping]] = ..., memory_challenge: _Optional[_Union[MemoryChallenge, _Mapping]] = ..., memory_corroborate: _Optional[_Union[MemoryCorroborate, _Mapping]] = ..., memory_reinstate: _Optional[_Union[MemoryReinstate, _Mapping]] = ..., cocommit_submit: _Optional[_Union[CoCommitSubmit, _Mapping]] = ..., access_grant: _Optional[_Union[AccessGrant, _Mapping]] = ..., access_revoke: _Optional[_Union[AccessRevoke, _Mapping]] = ..., gov_propose: _Optional[_Union[GovPropose, _Mapping]] = ..., gov_vote: _Optional[_Union[GovVote, _Mapping]] = ..., gov_cancel: _Optional[_Union[GovCancel, _Mapping]] = ..., domain_private: _Optional[_Union[DomainPrivate, _Mapping]] = ..., domain_keys: _Optional[_Union[DomainKeys, _Mapping]] = ...) -> None: ...
 
 class MemorySubmit(_message.Message):
-    __slots__ = ("memory_id", "domain", "memory_type", "content", "content_hash", "confidence_ppm", "tags", "supersedes", "origin")
+    __slots__ = ("memory_id", "domain", "memory_type", "content", "content_hash", "confidence_ppm", "tags", "supersedes", "origin", "epoch")
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     DOMAIN_FIELD_NUMBER: _ClassVar[int]
     MEMORY_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -80,6 +84,7 @@ class MemorySubmit(_message.Message):
     TAGS_FIELD_NUMBER: _ClassVar[int]
     SUPERSEDES_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     memory_id: str
     domain: str
     memory_type: str
@@ -89,7 +94,8 @@ class MemorySubmit(_message.Message):
     tags: _containers.RepeatedScalarFieldContainer[str]
     supersedes: str
     origin: Origin
-    def __init__(self, memory_id: _Optional[str] = ..., domain: _Optional[str] = ..., memory_type: _Optional[str] = ..., content: _Optional[str] = ..., content_hash: _Optional[bytes] = ..., confidence_ppm: _Optional[int] = ..., tags: _Optional[_Iterable[str]] = ..., supersedes: _Optional[str] = ..., origin: _Optional[_Union[Origin, _Mapping]] = ...) -> None: ...
+    epoch: int
+    def __init__(self, memory_id: _Optional[str] = ..., domain: _Optional[str] = ..., memory_type: _Optional[str] = ..., content: _Optional[str] = ..., content_hash: _Optional[bytes] = ..., confidence_ppm: _Optional[int] = ..., tags: _Optional[_Iterable[str]] = ..., supersedes: _Optional[str] = ..., origin: _Optional[_Union[Origin, _Mapping]] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class Origin(_message.Message):
     __slots__ = ("chain_id", "height", "memory_id", "author")
@@ -278,3 +284,31 @@ class GovCancel(_message.Message):
     PROPOSAL_ID_FIELD_NUMBER: _ClassVar[int]
     proposal_id: str
     def __init__(self, proposal_id: _Optional[str] = ...) -> None: ...
+
+class DomainPrivate(_message.Message):
+    __slots__ = ("domain", "keys")
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    domain: str
+    keys: _containers.RepeatedCompositeFieldContainer[SealedKey]
+    def __init__(self, domain: _Optional[str] = ..., keys: _Optional[_Iterable[_Union[SealedKey, _Mapping]]] = ...) -> None: ...
+
+class SealedKey(_message.Message):
+    __slots__ = ("recipient", "sealed")
+    RECIPIENT_FIELD_NUMBER: _ClassVar[int]
+    SEALED_FIELD_NUMBER: _ClassVar[int]
+    recipient: bytes
+    sealed: bytes
+    def __init__(self, recipient: _Optional[bytes] = ..., sealed: _Optional[bytes] = ...) -> None: ...
+
+class DomainKeys(_message.Message):
+    __slots__ = ("domain", "epoch", "keys", "revoke")
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    REVOKE_FIELD_NUMBER: _ClassVar[int]
+    domain: str
+    epoch: int
+    keys: _containers.RepeatedCompositeFieldContainer[SealedKey]
+    revoke: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, domain: _Optional[str] = ..., epoch: _Optional[int] = ..., keys: _Optional[_Iterable[_Union[SealedKey, _Mapping]]] = ..., revoke: _Optional[_Iterable[bytes]] = ...) -> None: ...

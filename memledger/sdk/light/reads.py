@@ -29,7 +29,7 @@ MEMORY_FIELDS = ("id", "domain", "author", "type", "content_hash", "confidence_p
                  "status", "submitted_height", "submitted_time_ns", "decided_height",
                  "cocommit", "tx", "history", "ballot",
                  # v10+ (absent from older records: None)
-                 "supersedes", "superseded_by", "pending_correction", "origin")
+                 "supersedes", "superseded_by", "pending_correction", "origin", "epoch")
 
 
 def _b64(value: Any, what: str) -> bytes:

@@ -21,8 +21,9 @@ from memledger.sdk import models
 
 #: (SDK dataclass, API schema, fields only the SDK has, fields only the API has)
 PAIRS: list[tuple[type, type[BaseModel], set[str], set[str]]] = [
-    # verified_height: set by the SDK on a verified read, never served
-    (models.Memory, schemas.MemoryHit, {"verified_height"}, set()),
+    # verified_height: set by the SDK on a verified read, never served; sealed: whether
+    # the client could open a private memory (v10+), which no node knows
+    (models.Memory, schemas.MemoryHit, {"verified_height", "sealed"}, set()),
     (models.Vote, schemas.Vote, set(), set()),
     (models.Corroboration, schemas.Corroboration, set(), set()),
     (models.Account, schemas.Account, set(), set()),

@@ -35,6 +35,7 @@ class DomainRecord(TypedDict):
     scope: str | None
     created: int
     grantees: NotRequired[list[str]]  # sorted hex keys holding a grant (the grant index)
+    private: NotRequired[Any]  # v10+: epochs and sealed keys (families/access/private.py)
 
 
 class GrantRecord(TypedDict):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from memledger.consensus import versions
+from memledger.consensus.families.access import private
 from memledger.consensus.families.access.domains import DomainRecord, check_name, is_shared
 from memledger.consensus.families.context import TxContext
 from memledger.protocol import records
@@ -65,9 +67,16 @@ def grant(ctx: TxContext, msg: tx_pb2.AccessGrant) -> None:
 def revoke(ctx: TxContext, msg: tx_pb2.AccessRevoke) -> None:
     domain = _owned_domain(ctx, msg.domain)
     _grantee(ctx, msg.grantee)
+    if versions.active("private_domains", ctx.block.app_version):
+        private.refuse_revoke(ctx.state, msg.domain)
     key = records.grant_key(msg.domain, msg.grantee)
     if ctx.state.get(key) is None:
         raise TxError(Code.GRANT_NOT_FOUND)
     ctx.state.delete(key)
     _index_grantee(ctx, msg.domain, domain, msg.grantee.hex(), present=False)
     ctx.emit("revoke", domain=msg.domain, grantee=msg.grantee.hex())
+
+
+# v10+: private domains (the rules in families/access/private.py)
+make_private = private.make_private
+hand_keys = private.hand_keys

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 
+from memledger.consensus import versions
+from memledger.consensus.families.access import private
 from memledger.consensus.families.access.domains import authorize_write, scope_of
 from memledger.consensus.families.cocommit.record import CoCommitRecord, load
 from memledger.consensus.families.context import BlockInfo, TxContext
@@ -72,6 +74,8 @@ def submit(ctx: TxContext, msg: tx_pb2.CoCommitSubmit) -> None:
         raise TxError(Code.COCOMMIT_OUTSIDE_WINDOW, _window_log(ctx.block, core))
     if scope_of(ctx.state, core.domain) is not None:
         raise TxError(Code.COCOMMIT_SCOPED_DOMAIN)
+    if versions.active("private_domains", ctx.block.app_version):
+        private.refuse_cocommit(ctx.state, core.domain)
     memory_id = shared_id(core.content_hash, coauthors, core.agreement_nonce)
     if load(ctx.state, memory_id) is not None or ctx.state.get(records.memory_key(memory_id)):
         raise TxError(Code.COCOMMIT_DUPLICATE)

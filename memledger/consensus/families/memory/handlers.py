@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from memledger.consensus import versions
+from memledger.consensus.families.access import private
 from memledger.consensus.families.access.domains import authorize_write, check_name
 from memledger.consensus.families.context import TxContext
 from memledger.consensus.families.disputes import handlers as disputes
@@ -67,12 +68,17 @@ def submit(ctx: TxContext, msg: tx_pb2.MemorySubmit) -> None:
                                           ctx.block.height)
     scope = authorize_write(ctx.state, msg.domain, ctx.signer, ctx.block.height,
                             ctx.block.app_version)
+    epoch = 0
+    if versions.active("private_domains", ctx.block.app_version):
+        epoch = private.check_submit(ctx.state, msg.domain, msg, tags)
     record = new_record(
         ctx, msg.memory_id, msg.domain, msg.memory_type, msg.content_hash,
         msg.confidence_ppm, tags, records.STATUS_PROPOSED,
     )
     if origin is not None:
         record["origin"] = origin
+    if epoch:  # only private memories carry it: other records hash as before
+        record["epoch"] = epoch
     if target is not None:
         record["supersedes"] = target["id"]
         target["pending_correction"] = msg.memory_id

@@ -56,6 +56,7 @@ class MemoryRecord(TypedDict):
     superseded_by: NotRequired[str]  # v10+: the committed correction that replaced it
     pending_correction: NotRequired[str]  # v10+: a correction of it awaiting its ballot
     origin: NotRequired[Origin]  # v10+: provenance of an imported memory
+    epoch: NotRequired[int]  # v10+: a private memory's epoch (its content is sealed)
 
 
 class Origin(TypedDict):

@@ -1,0 +1,94 @@
+"""The clients seal before they send and open after they read (private domains, v10+):
+no request a node receives holds the plaintext, and a reader without the epoch key gets
+the envelope (sync and async alike)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from memledger import AsyncClient, Client
+from memledger.protocol import sealed
+from memledger.protocol.pb import tx_pb2
+from memledger.sdk import private
+from memledger.sdk.private import EpochKeyMissing
+from tests.support.chain import seeded_key
+
+OWNER = seeded_key("client-private-owner")
+STRANGER = seeded_key("client-private-stranger")
+DOMAIN = "team/private"
+SECRET = "canary-client-3d9 the alarm code is 0451"
+EPOCH_KEY = private.new_epoch_key()
+RECORD = {"owner": bytes(OWNER.verify_key).hex(), "scope": None, "created": 2,
+          "private": {"since": 2, "epochs": [{"epoch": 1, "since": 2, "keys": {
+              bytes(OWNER.verify_key).hex():
+                  private.seal_epoch_key(EPOCH_KEY, bytes(OWNER.verify_key)).hex()}}]}}
+
+
+class Node:
+    """Answers the domain proof and tx posts; keeps every request body it was sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+        self.txs: list[tx_pb2.TxBody] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.sent.append(request.url.query + request.content)
+        if request.url.path == "/v1/proofs/domain":
+            value = base64.b64encode(json.dumps(RECORD).encode()).decode()
+            return httpx.Response(200, json={"kind": "domain", "id": DOMAIN,
+                                             "record": {"value": value, "height": 3}})
+        if request.method == "POST":
+            raw = base64.b64decode(json.loads(request.content)["tx"])
+            self.txs.append(tx_pb2.TxBody.FromString(tx_pb2.Tx.FromString(raw).body))
+            return httpx.Response(200, json={"status": "included", "hash": "00" * 32,
+                                             "code": 0, "height": 4})
+        envelope = self.txs[-1].memory_submit.content
+        return httpx.Response(200, json=_served(envelope))
+
+
+def _served(envelope: str) -> dict[str, Any]:
+    return {"id": "p-1", "domain": DOMAIN, "author": RECORD["owner"], "type": "fact",
+            "content": envelope, "content_hash": "00", "confidence_ppm": 900_000,
+            "tags": [], "status": "proposed", "submitted_height": 4,
+            "submitted_time_ns": 0, "decided_height": None, "epoch": 1}
+
+
+def test_the_sync_client_seals_before_sending_and_opens_after_reading() -> None:
+    node = Node()
+    with Client("http://node", key=OWNER, chain_id="c",
+                transport=httpx.MockTransport(node)) as ml:
+        ml.submit("p-1", SECRET, domain=DOMAIN)
+        body = node.txs[-1].memory_submit
+        assert body.epoch == 1 and sealed.is_sealed(body.content)
+        assert all(SECRET.encode() not in sent for sent in node.sent)
+        got = ml.get_memory("p-1")
+        assert got.content == SECRET and not got.sealed
+        with pytest.raises(Exception, match="carry no tags"):
+            ml.submit("p-2", SECRET, domain=DOMAIN, tags=["t"])
+    with Client("http://node", key=STRANGER, chain_id="c",
+                transport=httpx.MockTransport(node)) as other:
+        seen = other.get_memory("p-1")
+        assert seen.sealed and SECRET not in (seen.content or "")
+        with pytest.raises(EpochKeyMissing, match="epoch 1"):
+            other.submit("p-3", SECRET, domain=DOMAIN)
+    assert all(SECRET.encode() not in sent for sent in node.sent)
+
+
+def test_the_async_client_seals_and_opens_alike() -> None:
+    node = Node()
+
+    async def run() -> None:
+        async with AsyncClient("http://node", key=OWNER, chain_id="c",
+                               transport=httpx.MockTransport(node)) as aml:
+            await aml.submit("p-1", SECRET, domain=DOMAIN)
+            assert (await aml.get_memory("p-1")).content == SECRET
+
+    asyncio.run(run())
+    assert sealed.is_sealed(node.txs[-1].memory_submit.content)
+    assert all(SECRET.encode() not in sent for sent in node.sent)
