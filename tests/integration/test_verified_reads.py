@@ -73,6 +73,8 @@ class Env:
                 m = ml.get(receipt.memory_id)
                 if m.status == "committed":
                     return m
+                # the same words with the same specifics are a near-copy the voter rejects
+                assert m.status == "proposed", f"{m.status}: {m.status_reason}"
                 assert time.monotonic() < deadline, "auto-voter never committed the memory"
                 time.sleep(0.3)
 
@@ -184,7 +186,7 @@ class _Fixed:
 
 
 def test_honest_node_passes_sdk_and_cli_verification(env: Env) -> None:
-    memory = env.committed(HONEST + " (honest)", "vr-honest")
+    memory = env.committed(f"{HONEST} (honest) {time.time_ns()}", "vr-honest")
     with env.sdk() as ml:
         verified = ml.get(memory.id, verify=True)
         assert verified.content == memory.content and verified.status == "committed"
@@ -227,7 +229,7 @@ def test_honest_node_passes_sdk_and_cli_verification(env: Env) -> None:
 
 
 def test_projection_edit_is_caught_by_verified_reads(env: Env) -> None:
-    memory = env.committed(HONEST + " (projection)", "vr-proj")
+    memory = env.committed(f"{HONEST} (projection) {time.time_ns()}", "vr-proj")
     db = sqlite3.connect(env.node.home / "data" / "projection.db", timeout=30)
     with db:
         db.execute("UPDATE memories SET content = ? WHERE id = ?", (FORGED, memory.id))
