@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import sys
 import threading
 import time
@@ -63,6 +64,13 @@ def recovery_time(net: Testnet, bound_s: float) -> float | None:
     return None
 
 
+def _advance(before: dict[str, int | None],
+             after: dict[str, int | None]) -> dict[str, int | None]:
+    """Blocks each node gained (None: it did not answer at one end)."""
+    return {name: None if h is None or after.get(name) is None else after[name] - h  # type: ignore[operator]
+            for name, h in before.items()}
+
+
 def run(out: Path, schedule: Schedule, seed: int,
         say: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
@@ -88,15 +96,19 @@ def run(out: Path, schedule: Schedule, seed: int,
         for turn in range(schedule.rounds):
             nemesis = nemeses[turn % len(nemeses)]
             start = history.now()
+            before = net.heights()
             detail = nemesis.inject(faults)
             say(f"fault {turn + 1}/{schedule.rounds}: {nemesis.name} ({detail})")
             time.sleep(schedule.fault_s * rng.uniform(0.75, 1.25))
+            during = _advance(before, net.heights())
             nemesis.heal(faults)
             healed = history.now()
             took = recovery_time(net, schedule.bound_s)
-            say(f"  healed; progress after {took} s")
+            say(f"  blocks made during the fault per node {during}; healed; progress after "
+                f"{took} s")
             history.add(Op("nemesis", -1, "fault", {"name": nemesis.name}, start, healed, OK,
-                           "", {"detail": detail, "recovery_s": took}))
+                           "", {"detail": detail, "recovery_s": took,
+                                "blocks_during": during}))
             time.sleep(schedule.calm_s)
         say(f"final heal: restarted {faults.heal_all() or 'none'}")
         stop.set()
@@ -112,7 +124,9 @@ def run(out: Path, schedule: Schedule, seed: int,
         for node in net.nodes:
             node.kill()
         toxi.stop()
-        if mounted:
+        if mounted:  # keep the node's logs: its home goes with the tmpfs
+            shutil.copytree(disk_home / "logs", out / f"node{disk_node}-logs",
+                            dirs_exist_ok=True)
             unmount(disk_home)
     (out / "final.json").write_text(json.dumps(final, indent=1, sort_keys=True))
     verdict = check(history.ops, final, bound_s=schedule.bound_s).summary()
