@@ -75,6 +75,8 @@ def run(out: Path, schedule: Schedule, seed: int,
         say: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     root = out / "net"
+    if (root / "testnet.json").exists():  # an earlier campaign's net in the same place
+        shutil.rmtree(root)
     disk_node = VALIDATORS - 1
     disk_home = root / f"node{disk_node}"
     mounted = mount_tmpfs(disk_home, DISK_MB)
@@ -103,12 +105,13 @@ def run(out: Path, schedule: Schedule, seed: int,
             during = _advance(before, net.heights())
             nemesis.heal(faults)
             healed = history.now()
+            notes, faults.notes = faults.notes, []
             took = recovery_time(net, schedule.bound_s)
-            say(f"  blocks made during the fault per node {during}; healed; progress after "
-                f"{took} s")
+            say(f"  blocks made during the fault per node {during}; healed {notes}; "
+                f"progress after {took} s")
             history.add(Op("nemesis", -1, "fault", {"name": nemesis.name}, start, healed, OK,
                            "", {"detail": detail, "recovery_s": took,
-                                "blocks_during": during}))
+                                "blocks_during": during, "heal_notes": notes}))
             time.sleep(schedule.calm_s)
         say(f"final heal: restarted {faults.heal_all() or 'none'}")
         stop.set()

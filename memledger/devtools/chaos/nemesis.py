@@ -25,7 +25,7 @@ from memledger.daemon import cometbft
 from memledger.devtools.chaos.proxy import Toxiproxy
 from memledger.devtools.chaos.wiring import Link
 from memledger.testnet import procs as testnet_procs
-from memledger.testnet.net import Testnet, TestnetNode
+from memledger.testnet.net import NodeError, Testnet, TestnetNode
 
 NFT_TABLE = "memledger_chaos"
 BALLAST = ".chaos-ballast"
@@ -42,6 +42,7 @@ class Faults:
     paused: set[int] = field(default_factory=set)
     killed: set[int] = field(default_factory=set)
     nft_on: bool = False
+    notes: list[str] = field(default_factory=list)  # what a heal had to do, for the report
     start_node: Callable[[TestnetNode], None] = lambda n: None
 
     # --- network ----------------------------------------------------------------------
@@ -67,8 +68,10 @@ class Faults:
                  f"numgen random mod 100 < {percent} drop\n"
                  f"add rule inet {NFT_TABLE} out tcp sport {{ {ports} }} "
                  f"numgen random mod 100 < {percent} drop\n")
-        subprocess.run(["nft", "-f", "-"], input=rules, text=True, check=True,
-                       capture_output=True)
+        done = subprocess.run(["nft", "-f", "-"], input=rules, text=True, check=False,
+                              capture_output=True)
+        if done.returncode != 0:
+            raise PermissionError(done.stderr.strip() or "nft failed")
         self.nft_on = True
 
     def heal_network(self) -> None:
@@ -177,7 +180,10 @@ def _latency(f: Faults) -> str:
 def _loss(f: Faults) -> str:
     if shutil.which("nft") is None:
         return "nft not installed: skipped"
-    f.lose(20)
+    try:
+        f.lose(20)
+    except PermissionError as exc:  # not root, or no nf_tables in the kernel
+        return f"nft refused ({exc}): skipped"
     return "20% of packets dropped on every link, both ways"
 
 
@@ -205,8 +211,22 @@ def _fill(f: Faults) -> str:
 
 
 def _unfill(f: Faults) -> None:
+    """Free the disk; a node whose consensus stopped on the full disk is restarted, as
+    cometbft's "CONSENSUS FAILURE ... check your file system and restart the node" asks
+    (its process stays up, so nothing else would)."""
     f.free_disk()
-    f.restart_dead()
+    f.notes.extend(f"{name} had died: restarted" for name in f.restart_dead())
+    if f.disk_node is None:
+        return
+    node = f.net.node(f.disk_node)
+    tops = [h for h in f.net.heights().values() if h is not None]
+    target = max(tops, default=0) + 1
+    with contextlib.suppress(NodeError):
+        node.wait_height(target, timeout=8)
+        return
+    f.notes.append(f"{node.name} stalled after the disk filled: restarted")
+    node.stop()
+    f.start_node(node)
 
 
 def catalogue(size: int, disk_node: int | None) -> list[Nemesis]:
