@@ -88,6 +88,10 @@ RULES: dict[str, int] = {
     #   (and in ownerless domains the author) could, so nobody could flag a wrong fact
     #   in `general`.
     "peer_disputes": 10,
+    # - a validator CometBFT reports in FinalizeBlock's misbehaviour (a double sign, a
+    #   light-client attack) is removed by the chain itself, within the limits of a
+    #   governance removal (docs/RULES.md, "Misbehaviour"). Before, reports were ignored.
+    "evict_misbehaving": 10,
 }
 
 #: (message kind, field) -> the first app version whose rules know that field. Under an
