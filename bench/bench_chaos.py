@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -27,16 +28,24 @@ from memledger.devtools.chaos.history import History
 
 
 def block_interval(out: Path) -> float | None:
-    """Seconds per block while healthy: from the first two status reads of one node
-    before the first fault, far enough apart."""
+    """Seconds per block while healthy: node0's status reads outside every fault (from
+    its injection until the chain moved on after its heal), consecutive pairs only."""
     ops = History.load(out / "history.jsonl").ops
-    first_fault = min((o.start for o in ops if o.kind == "fault"), default=None)
+    faults = [(o.start, o.end + float(o.result.get("recovery_s") or 0))
+              for o in ops if o.kind == "fault"]
+
+    def healthy(t: float) -> bool:
+        return not any(a <= t <= b for a, b in faults)
+
     reads = [o for o in ops if o.kind == "read" and o.outcome == "ok" and o.node == 0
-             and (first_fault is None or o.end < first_fault)]
-    if len(reads) < 2 or reads[-1].end - reads[0].end < 1:
-        return None
-    blocks = int(reads[-1].result["height"]) - int(reads[0].result["height"])
-    return round((reads[-1].end - reads[0].end) / blocks, 3) if blocks > 0 else None
+             and healthy(o.end)]
+    seconds = blocks = 0.0
+    for a, b in zip(reads, reads[1:], strict=False):
+        if all(healthy(t) for t in (a.end, (a.end + b.end) / 2)) and not any(
+                a.end <= f <= b.end for f, _ in faults):
+            seconds += b.end - a.end
+            blocks += int(b.result["height"]) - int(a.result["height"])
+    return round(seconds / blocks, 3) if blocks > 0 else None
 
 
 def main() -> None:
@@ -50,6 +59,7 @@ def main() -> None:
                                            say=lambda m: print(m, flush=True))
     verdict["healthy_block_interval_s"] = block_interval(out)
     verdict["history"] = str(out / "history.jsonl")
+    verdict["command"] = " ".join([".venv/bin/python -m bench.bench_chaos", *sys.argv[1:]])
     text = json.dumps(verdict, indent=1, sort_keys=True)
     print(text)
     if args.json:
