@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,10 @@ def test_short_campaign_passes_the_checker(tmp_path: Path, cometbft_bin: Path) -
     summary = {k: v for k, v in verdict.items() if k != "faults"}
     assert verdict["ok"], json.dumps(summary, indent=1)
     assert verdict["faults_injected"] == campaign.SHORT.rounds
-    assert not any("skipped" in f for f in verdict["faults"]), verdict["faults"]
+    skipped = [f for f in verdict["faults"] if "skipped" in f]
+    if shutil.which("nft") is None:  # .ci/run installs nftables; elsewhere it may be absent
+        skipped = [f for f in skipped if not f.startswith("packet-loss")]
+    assert not skipped, verdict["faults"]
     assert verdict["by_kind"].get("submit:ok", 0) > 10, summary
     assert verdict["by_kind"].get("verified_read:ok", 0) > 5, summary
 
