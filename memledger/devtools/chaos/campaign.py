@@ -43,7 +43,7 @@ class Schedule:
     bound_s: float  # the chain must move on within this after each heal
 
 
-SHORT = Schedule(rounds=8, fault_s=8, calm_s=3, bound_s=60)
+SHORT = Schedule(rounds=8, fault_s=6, calm_s=2, bound_s=60)
 LONG = Schedule(rounds=24, fault_s=15, calm_s=6, bound_s=60)
 
 

@@ -13,6 +13,12 @@ from memledger.sdk import Client, MemLedgerError
 from memledger.testnet.net import Testnet
 
 
+def challengers(rounds: list[dict[str, Any]]) -> list[str]:
+    """Every key that opened or joined one of a memory's dispute rounds."""
+    return sorted({str(key).lower() for r in rounds
+                   for key in [r.get("opener"), *r.get("challengers", [])] if key})
+
+
 def _memory(client: Client, mid: str, votes: bool, challenges: bool) -> dict[str, Any] | None:
     try:
         m = client.get_memory(mid)
@@ -26,8 +32,7 @@ def _memory(client: Client, mid: str, votes: bool, challenges: bool) -> dict[str
     if votes:
         out["voters"] = sorted(v.voter.lower() for v in client.votes(mid))
     if challenges:
-        out["challengers"] = sorted(str(c.get("agent", "")).lower()
-                                    for c in client.challenges(mid))
+        out["challengers"] = challengers(client.challenges(mid))
     return out
 
 

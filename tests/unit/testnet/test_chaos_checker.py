@@ -11,6 +11,7 @@ import pytest
 
 from memledger.devtools.chaos.checker import check
 from memledger.devtools.chaos.history import FAIL, OK, UNKNOWN, History, Op
+from memledger.devtools.chaos.probe import challengers
 
 V0, V1 = "aa" * 32, "bb" * 32
 
@@ -150,3 +151,10 @@ def test_history_round_trips_through_jsonl(tmp_path: Any) -> None:
         h.add(o)
     h.dump(tmp_path / "h.jsonl")
     assert History.load(tmp_path / "h.jsonl").ops == h.ops
+
+
+def test_challengers_are_read_from_every_dispute_round() -> None:
+    rounds: list[dict[str, Any]] = [
+        {"opener": "AA", "challengers": ["aa", "bb"], "outcome": "deprecated"},
+        {"opener": "cc", "challengers": ["cc"], "outcome": None}, {}]
+    assert challengers(rounds) == ["aa", "bb", "cc"]
