@@ -24,9 +24,14 @@ PIP_TOOLS       := pip-tools==7.6.2
 LOCK_VENV       := $(CURDIR)/.cache/locktool
 LOCK_FLAGS      := --generate-hashes --allow-unsafe --strip-extras --no-emit-find-links
 
-export COMETBFT_BIN
+TOXIPROXY_VERSION := 2.5.0
+TOXIPROXY_PKG   := github.com/Shopify/toxiproxy/v2/cmd/server@v$(TOXIPROXY_VERSION)
+TOXIPROXY_BIN   := $(BIN_DIR)/toxiproxy-server
+CHAOS_OUT       ?= $(CURDIR)/.cache/chaos
 
-.PHONY: venv install install-minilm wheel lock cometbft cometbft-protos test test-unit lint proto run bench bench-quick clean distclean
+export COMETBFT_BIN TOXIPROXY_BIN
+
+.PHONY: venv install install-minilm wheel lock cometbft cometbft-protos toxiproxy chaos test test-unit lint proto run bench bench-quick clean distclean
 
 venv install: $(STAMP) $(MINILM_STAMP)
 
@@ -82,6 +87,24 @@ cometbft:
 		"$(COMETBFT_BIN)" version; \
 	fi
 
+# The fault proxy of `make chaos` (memledger/devtools/chaos): built from the pinned module
+# like cometbft (its command package is `server`, installed under the name it runs by).
+toxiproxy:
+	@if "$(TOXIPROXY_BIN)" -version 2>/dev/null | grep -q .; then \
+		echo "toxiproxy $(TOXIPROXY_VERSION) already at $(TOXIPROXY_BIN)"; \
+	else \
+		echo "installing toxiproxy $(TOXIPROXY_VERSION) into $(BIN_DIR)"; \
+		mkdir -p "$(BIN_DIR)/toxiproxy.tmp" && \
+		GOBIN="$(BIN_DIR)/toxiproxy.tmp" go install $(TOXIPROXY_PKG) && \
+		mv "$(BIN_DIR)/toxiproxy.tmp/server" "$(TOXIPROXY_BIN)" && \
+		rmdir "$(BIN_DIR)/toxiproxy.tmp"; \
+	fi
+
+# The short fault campaign (docs/CHAOS.md): a 4-validator net behind Toxiproxy, every
+# nemesis once under a recorded workload, then the checker. Needs root (tmpfs, nftables).
+chaos: install cometbft toxiproxy
+	$(PY) -m memledger.devtools.chaos.campaign "$(CHAOS_OUT)"
+
 # CometBFT's .proto sources, and the gogoproto its go.mod pins, in the Go module cache:
 # tests/unit/protocol/test_abci_schema_crosscheck.py compiles them and fails without them. A no-op
 # once cached (`go install` in `cometbft` usually fetched them already).
@@ -93,7 +116,7 @@ cometbft-protos:
 
 # Each test file in its own pytest process (scripts/run_tests.py), so a green run proves
 # every file passes alone. TEST_JOBS=N: unit and fuzz files N at a time (default 2).
-test: install cometbft cometbft-protos
+test: install cometbft cometbft-protos toxiproxy
 	$(PY) scripts/run_tests.py
 
 test-unit: install cometbft cometbft-protos

@@ -221,9 +221,11 @@ def start(home: Path, no_api: bool, no_voter: bool, app_args: tuple[str, ...]) -
               help="Check uncached block signatures on a helper process (auto: if >1 CPU).")
 @click.option("--corrupt-snapshot-chunks", is_flag=True,
               help="Test hook: serve every state sync chunk with a flipped byte.")
+@click.option("--diverge-at", type=int, default=0,
+              help="Test hook: from HEIGHT on, skip every tx (a state machine that differs).")
 def app(home: Path, exit_before_commit_height: int, fail_flush_height: int,
         max_app_version: int, kill_at: str, verify_helper: str,
-        corrupt_snapshot_chunks: bool) -> None:
+        corrupt_snapshot_chunks: bool, diverge_at: int) -> None:
     """Serve the ABCI application (started by `memledger start`)."""
     from memledger.consensus.faults import FaultPlan
     from memledger.consensus.versions import SUPPORTED_APP_VERSIONS
@@ -236,7 +238,7 @@ def app(home: Path, exit_before_commit_height: int, fail_flush_height: int,
         supported = frozenset(v for v in supported if v <= max_app_version)
     point, _, height = kill_at.partition(":")
     faults = FaultPlan(exit_before_commit_height, fail_flush_height, point,
-                       int(height) if height else 0, corrupt_snapshot_chunks)
+                       int(height) if height else 0, corrupt_snapshot_chunks, diverge_at)
     helper = verify_helper == "on" or (verify_helper == "auto" and (os.cpu_count() or 1) > 1)
     serve(node_home.state_dir, node_home.db_url(config), config.abci_address, faults, supported,
           verify_helper=helper, snapshots_dir=node_home.snapshots_dir,

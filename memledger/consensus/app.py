@@ -238,12 +238,18 @@ class MemLedgerApp(BaseApplication, Generic[SinkT]):
         response = pb.ResponseFinalizeBlock()
         add_result, verifier, decoded = response.tx_results.add, self.verifier, self.decoded
         verifier.prefetch(req.txs, known=decoded)
+        skip = self.faults.diverges(height)  # test hook: a build that differs (faults.py)
         for tx in req.txs:
+            if skip:
+                add_result()
+                continue
             outcome = process_tx(overlay, block, tx, check=verifier, decoded=decoded)
             self._fill_result(add_result(), outcome)
         verifier.end_block()
         closing = TxBuffer(overlay)
-        effects = lifecycle.end_block(closing, height, version)
+        effects = lifecycle.end_block(
+            closing, height, version,
+            [(int(m.type), bytes(m.validator.address)) for m in req.misbehavior])
         closing.apply()
         # A block hashes the state it leaves under the layout of the version it ran under,
         # so the first block under a new layout rehashes every bucket (docs/APP_HASH.md),

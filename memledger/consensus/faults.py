@@ -41,6 +41,11 @@ class FaultPlan:
     state-sync restore is in LMDB but before the ABCI answer that lets CometBFT save its
     state. Height 0 matches the first height the point is reached at (a snapshot's height
     is not known in advance).
+
+    `diverge_height` makes this app a build whose state machine differs from its peers':
+    from that height on it skips every tx of a block (as if its tx rules refused them all,
+    without saying so in the results), so its app hash differs from the others' at the
+    first block with a tx. CometBFT must then stop this node, not the net.
     """
 
     exit_before_commit_height: int = 0
@@ -48,6 +53,10 @@ class FaultPlan:
     kill_point: str = ""
     kill_height: int = 0
     corrupt_snapshot_chunks: bool = False  # serve every snapshot chunk with a flipped byte
+    diverge_height: int = 0
+
+    def diverges(self, height: int) -> bool:
+        return 0 < self.diverge_height <= height
 
     def maybe_kill(self, point: str, height: int) -> None:
         if self.kill_point == point and self.kill_height in (height, 0):

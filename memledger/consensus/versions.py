@@ -94,6 +94,10 @@ RULES: dict[str, int] = {
     #   consensus checks only their envelope; ending a grant starts a new epoch the
     #   revoked key never gets. Before, every node and RPC answer held every memory's text.
     "private_domains": 10,
+    # - a validator CometBFT reports in FinalizeBlock's misbehaviour (a double sign, a
+    #   light-client attack) is removed by the chain itself, within the limits of a
+    #   governance removal (docs/RULES.md, "Misbehaviour"). Before, reports were ignored.
+    "evict_misbehaving": 10,
 }
 
 #: (message kind, field) -> the first app version whose rules know that field. Under an
