@@ -39,7 +39,12 @@ from memledger.api.middleware import (
     RequestMetricsMiddleware,
 )
 from memledger.api.ratelimit import RateLimitMiddleware, TimeoutMiddleware
-from memledger.api.schemas import ProblemModel, TxRequest
+from memledger.api.schemas import (
+    ProblemModel,
+    TxBatchOutcome,
+    TxBatchRequest,
+    TxRequest,
+)
 from memledger.api.settings import ApiSettings
 from memledger.daemon.home import NodeHome
 from memledger.recall.embedder import make_embedder
@@ -111,7 +116,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     schema = get_openapi(title=app.title, version=app.version, description=app.description,
                          routes=app.routes)
     components = schema.setdefault("components", {}).setdefault("schemas", {})
-    for model in (ProblemModel, TxRequest):
+    for model in (ProblemModel, TxRequest, TxBatchRequest, TxBatchOutcome):
         doc = model.model_json_schema(ref_template="#/components/schemas/{model}")
         components.setdefault(str(doc.get("title", model.__name__)), doc)
     # The two submit forms have disjoint keys and forbid extras: exactly one matches.
@@ -119,6 +124,9 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     form = body["application/json"]["schema"]
     form["oneOf"] = form.pop("anyOf")
     form["title"] = "MemorySubmitRequest"
+    # POST /v1/txs: a single tx's outcome, or a batch's per-tx outcomes
+    ok = schema["paths"]["/v1/txs"]["post"]["responses"]["200"]["content"]["application/json"]
+    ok["schema"] = {"oneOf": [ok["schema"], {"$ref": "#/components/schemas/TxBatchOutcome"}]}
     app.openapi_schema = schema
     return schema
 
@@ -185,8 +193,12 @@ def create_app(source: ApiSettings | NodeHome | str | os.PathLike[str]) -> FastA
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        yield
-        state.close()
+        await state.start_follower()
+        try:
+            yield
+        finally:
+            await state.stop_follower()
+            state.close()
 
     app = FastAPI(title="memledger", version=_version(), description=DESCRIPTION,
                   lifespan=lifespan, docs_url=None, redoc_url=None)

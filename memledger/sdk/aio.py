@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -27,6 +28,7 @@ from memledger.sdk.core import (
     SERVED_RETRY_S,
     ClientCore,
     MakeTx,
+    batch_outcomes,
     memory_doc,
     served_memory,
     the_memory,
@@ -163,6 +165,13 @@ class AsyncClient(ClientCore):
         derive more (a memory id, a confidence as a fraction); this reaches every kind."""
         make, memory_id = self._kind_maker(kind, fields, "AsyncClient.send")
         return await self._send("/v1/txs", make, wait, memory_id)
+
+    async def broadcast_many(self, txs: Sequence[bytes], *, wait: str = "sync"
+                       ) -> list[TxReceipt | MemLedgerError]:
+        """As `Client.broadcast_many`."""
+        body = {"txs": [base64.b64encode(tx).decode() for tx in txs]}
+        return batch_outcomes(await self._request("POST", "/v1/txs", params={"wait": wait},
+                                                json=body))
 
     async def broadcast(self, tx: bytes, *, wait: str = "commit") -> TxReceipt:
         """Send already-signed tx bytes."""

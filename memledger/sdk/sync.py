@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import threading
 import time
@@ -27,6 +28,7 @@ from memledger.sdk.core import (
     SERVED_RETRY_S,
     ClientCore,
     MakeTx,
+    batch_outcomes,
     memory_doc,
     served_memory,
     the_memory,
@@ -171,6 +173,15 @@ class Client(ClientCore):
         derive more (a memory id, a confidence as a fraction); this reaches every kind."""
         make, memory_id = self._kind_maker(kind, fields, "Client.send")
         return self._send("/v1/txs", make, wait, memory_id)
+
+    def broadcast_many(self, txs: Sequence[bytes], *, wait: str = "sync"
+                       ) -> list[TxReceipt | MemLedgerError]:
+        """Send many already-signed txs in one request (POST /v1/txs with `txs`): one
+        receipt or MemLedgerError per tx, in the order given; a refused tx does not stop
+        the others. Each signer's txs are sent in the order given. At most 256 per call."""
+        body = {"txs": [base64.b64encode(tx).decode() for tx in txs]}
+        return batch_outcomes(self._request("POST", "/v1/txs", params={"wait": wait},
+                                                json=body))
 
     def broadcast(self, tx: bytes, *, wait: str = "commit") -> TxReceipt:
         """Send already-signed tx bytes."""
