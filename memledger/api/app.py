@@ -39,6 +39,7 @@ from memledger.api.middleware import (
     RequestMetricsMiddleware,
 )
 from memledger.api.ratelimit import RateLimitMiddleware, TimeoutMiddleware
+from memledger.api.readgate import ReadGate, ReadGateMiddleware
 from memledger.api.schemas import (
     ProblemModel,
     TxBatchOutcome,
@@ -185,6 +186,7 @@ def create_app(source: ApiSettings | NodeHome | str | os.PathLike[str]) -> FastA
         metrics=ApiMetrics(engine),
         recall=start_recall(settings, engine),
         words=start_words(settings, engine),
+        reads=ReadGate(settings.read_slots, settings.read_backlog),
     )
     if state.recall is not None:
         state.metrics.registry.register(RecallCollector(state.recall))
@@ -216,6 +218,9 @@ def create_app(source: ApiSettings | NodeHome | str | os.PathLike[str]) -> FastA
                        max_wait_s=routes_txs.MAX_COMMIT_WAIT_S)
     app.add_middleware(RateLimitMiddleware, rate=settings.rate_limit_per_s,
                        burst=settings.rate_limit_burst)
+    # Outside the rate limit and the timeout: a shed read costs neither a token nor a timer;
+    # inside CORS, so a browser may read its Retry-After.
+    app.add_middleware(ReadGateMiddleware, gate=state.reads)
     if settings.cors_origins:
         app.add_middleware(ProblemCORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["GET", "HEAD", "POST"],

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Annotated, Any, TypeVar
 
+import anyio
 import anyio.to_thread
 import httpx
 import sqlalchemy as sa
@@ -18,6 +19,7 @@ from memledger.api.backlog import BacklogView
 from memledger.api.follower import BlockFollower
 from memledger.api.metrics import ApiMetrics
 from memledger.api.problems import Problem
+from memledger.api.readgate import ReadGate
 from memledger.api.settings import ApiSettings
 from memledger.api.signer_locks import SignerLocks
 from memledger.recall.indexer import Indexer
@@ -41,6 +43,7 @@ class ApiState:
     words: TextIndexer | None = None  # the word index follower (ranked text search)
     admissions: SignerLocks = field(default_factory=SignerLocks)
     backlog: BacklogView = field(default_factory=BacklogView)
+    reads: ReadGate = field(default_factory=lambda: ReadGate(4, 16))
     follower: BlockFollower | None = None  # running while the app's lifespan runs
     _aio: tuple[Any, AsyncRpcClient] | None = None
 
@@ -111,13 +114,16 @@ async def read(state: ApiState, func: Callable[..., T], *args: Any) -> T:
     Routes are async and do all their blocking work here, instead of paying a thread
     hop for every sync dependency, the endpoint and response validation separately.
     """
-    return await anyio.to_thread.run_sync(partial(_with_connection, state, func, *args))
+    return await anyio.to_thread.run_sync(partial(_with_connection, state, func, *args),
+                                          limiter=state.reads.limiter)
 
 
-async def rpc_call(func: Callable[..., T], *args: Any) -> T:
-    """Run a blocking RPC call off the event loop; unreachable cometbft becomes a 503."""
+async def rpc_call(func: Callable[..., T], *args: Any,
+                   limiter: anyio.CapacityLimiter | None = None) -> T:
+    """Run a blocking RPC call off the event loop (on the reads' threads when `limiter`
+    is theirs); unreachable cometbft becomes a 503."""
     try:
-        return await anyio.to_thread.run_sync(partial(func, *args))
+        return await anyio.to_thread.run_sync(partial(func, *args), limiter=limiter)
     except httpx.HTTPError as exc:
         raise Problem(503, "cometbft_unavailable",
                       f"cometbft RPC is not reachable: {type(exc).__name__}") from None

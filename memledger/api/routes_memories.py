@@ -196,7 +196,8 @@ async def _the_memory(memory_id: str, state: ApiState, prove: bool) -> dict[str,
         raise not_found("memory", memory_id)
     if prove:
         found["proof"] = await rpc_call(proving.memory_proof, state.rpc, memory_id,
-                                        state.settings.home)
+                                        state.settings.home,
+                       limiter=state.reads.limiter)
     return found
 
 
