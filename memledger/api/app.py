@@ -186,8 +186,9 @@ def create_app(source: ApiSettings | NodeHome | str | os.PathLike[str]) -> FastA
         metrics=ApiMetrics(engine),
         recall=start_recall(settings, engine),
         words=start_words(settings, engine),
-        reads=ReadGate(settings.read_slots, settings.read_backlog),
     )
+    state.reads = ReadGate(settings.read_slots, settings.read_backlog,
+                           on_shed=state.metrics.shed_reads.inc)
     if state.recall is not None:
         state.metrics.registry.register(RecallCollector(state.recall))
     if state.words is not None:

@@ -289,17 +289,21 @@ async def wait_for_block(state: ApiState, tx_hash: str, timeout_s: float,
     """
     deadline = time.monotonic() + timeout_s
     delay = 0.05
+    found: dict[str, Any]
     try:
         while True:
             remaining = deadline - time.monotonic()
             if waiter is not None and state.following() is not None and remaining > 0:
                 try:
-                    return await asyncio.wait_for(asyncio.shield(waiter),
-                                                  min(FOLLOWER_CHECK_S, remaining))
+                    found = await asyncio.wait_for(asyncio.shield(waiter),
+                                                   min(FOLLOWER_CHECK_S, remaining))
+                    state.metrics.commit_waits.labels("follower").inc()
+                    return found
                 except TimeoutError:
                     pass
             try:
-                found: dict[str, Any] = await state.aio().tx(tx_hash)
+                found = await state.aio().tx(tx_hash)
+                state.metrics.commit_waits.labels("lookup").inc()
                 return found
             except (RpcError, httpx.HTTPError):
                 pass  # not indexed yet (or cometbft briefly unreachable): keep polling

@@ -11,6 +11,7 @@ well under a millisecond instead of making every request's latency grow.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
 
@@ -38,7 +39,9 @@ def is_read(scope: Scope) -> bool:
 class ReadGate:
     """Counts reads in the process; past `slots + backlog` the read is shed."""
 
-    def __init__(self, slots: int, backlog: int) -> None:
+    def __init__(self, slots: int, backlog: int,
+                 on_shed: Callable[[], None] | None = None) -> None:
+        self.on_shed = on_shed
         self.slots = max(1, slots)
         self.backlog = max(0, backlog)
         self.limiter = anyio.CapacityLimiter(self.slots)
@@ -48,6 +51,8 @@ class ReadGate:
     def admit(self) -> bool:
         if self.in_flight >= self.slots + self.backlog:
             self.shed += 1
+            if self.on_shed is not None:
+                self.on_shed()
             return False
         self.in_flight += 1
         return True
