@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from fastapi import Depends, Request
 from sqlalchemy.engine import Engine
 
+from memledger.api import proving
 from memledger.api.backlog import BacklogView
 from memledger.api.follower import BlockFollower
 from memledger.api.metrics import ApiMetrics
@@ -66,11 +67,23 @@ class ApiState:
     async def start_follower(self) -> None:
         self.follower = BlockFollower(self.aio())
         self.follower.on_height.append(self.backlog.new_height)
+        views = proving.settled_views(self.settings.home)
+        if views is not None:
+            seen = [0]
+
+            def refresh(height: int) -> None:
+                if height != seen[0]:
+                    seen[0] = height
+                    views.refresh()
+            self.follower.on_height.append(refresh)
         self.follower.start()
 
     async def stop_follower(self) -> None:
         if self.follower is not None:
             await self.follower.stop()
+        views = proving.settled_views(self.settings.home)
+        if views is not None:
+            views.close()
         if self._aio is not None:
             await self._aio[1].aclose()
             self._aio = None

@@ -30,6 +30,7 @@ from memledger.sdk.core import (
     MakeTx,
     batch_outcomes,
     memory_doc,
+    prove_params,
     served_memory,
     the_memory,
 )
@@ -255,13 +256,14 @@ class AsyncClient(ClientCore):
         except MemLedgerError:
             return None
 
-    async def get(self, memory_id: str, *, verify: bool = False) -> Memory:
+    async def get(self, memory_id: str, *, verify: bool = False, fresh: bool = False
+                  ) -> Memory:
         """As `Client.get`; verification runs in a worker thread."""
         if not verify:
             return await self.get_memory(memory_id)
         try:
             doc = await self._request("GET", f"/v1/memories/{quote_id(memory_id)}",
-                                      params={"prove": "true"})
+                                      params=prove_params(fresh))
         except MemLedgerError as exc:
             if exc.status != 404:
                 raise
@@ -274,9 +276,10 @@ class AsyncClient(ClientCore):
         except ProofError as exc:
             if exc.reason != "served_differs":
                 raise
-        await asyncio.sleep(SERVED_RETRY_S)  # see Client.get
+        if fresh:
+            await asyncio.sleep(SERVED_RETRY_S)  # see Client.get
         doc = await self._request("GET", f"/v1/memories/{quote_id(memory_id)}",
-                                  params={"prove": "true"})
+                                  params=prove_params(True))
         return await asyncio.to_thread(self._verified, memory_id, served_memory(doc, memory_id),
                                        doc.get("proof"))
 
@@ -285,10 +288,16 @@ class AsyncClient(ClientCore):
         return await asyncio.to_thread(self._record_value, kind, ident, doc)
 
     async def verify_memory(self, memory: Memory) -> Memory:
-        doc = await self._request("GET", f"/v1/memories/{quote_id(memory.id)}",
-                                  params={"prove": "true"})
-        return await asyncio.to_thread(self._verified, memory.id, memory_doc(memory),
-                                       doc.get("proof"))
+        for fresh in (False, True):  # see Client.verify_memory
+            doc = await self._request("GET", f"/v1/memories/{quote_id(memory.id)}",
+                                      params=prove_params(fresh))
+            try:
+                return await asyncio.to_thread(self._verified, memory.id, memory_doc(memory),
+                                               doc.get("proof"))
+            except ProofError as exc:
+                if fresh or exc.reason != "served_differs":
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def memory_page(self, *, domain: str | None = None, status: Statuses = None,
                           type: str | None = None, author: str | None = None,  # noqa: A002

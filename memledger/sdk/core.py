@@ -186,6 +186,11 @@ class ClientCore:
         return resp.text
 
 
+def prove_params(fresh: bool) -> dict[str, str]:
+    """Query of a proven memory read: settled (no wait to verify) unless `fresh`."""
+    return {"prove": "true", "fresh": "true"} if fresh else {"prove": "true"}
+
+
 def batch_outcomes(doc: Any) -> list[TxReceipt | MemLedgerError]:
     """A POST /v1/txs batch answer as one receipt or error per tx, in the order sent."""
     out: list[TxReceipt | MemLedgerError] = []

@@ -14,9 +14,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from memledger.daemon.home import NodeHome
 from memledger.protocol.pb import tx_pb2
 from memledger.sdk import Client
 from memledger.sdk.errors import MemLedgerError
+from memledger.sdk.light import GenesisRoot
 from memledger.sdk.models import TxReceipt
 from memledger.sdk.txbuilder import TxBuilder
 from tests.support.chain import seeded_key
@@ -132,3 +134,27 @@ def test_reads_past_capacity_are_shed_and_health_and_writes_are_not(node: NodeRu
     assert all(code in (200, 503) for code, _, _ in seen)
     assert all(retry == "1" for _, _, retry in shed)
     assert sorted(t for _, t, _ in shed)[len(shed) // 2] < 0.05  # shed at once, not queued
+
+
+def test_a_verified_get_is_proven_at_a_settled_height_without_waiting(
+    node: NodeRunner, tmp_path: Path,
+) -> None:
+    erin = seeded_key("client-path-erin")
+    trust = GenesisRoot.from_file(NodeHome(node.home).cometbft / "config" / "genesis.json")
+    with Client(node.api_url, key=erin, chain_id=CHAIN, trust=trust,
+                trust_store=tmp_path / "trust") as client:
+        receipt = client.submit("settled-1", "a memory read back verified at once",
+                                wait="commit")
+        node.rpc().wait_for_height(receipt.height + 2)
+        client.get("settled-1", verify=True)  # warms the trust store
+        started = time.perf_counter()
+        proven = [client.get("settled-1", verify=True) for _ in range(10)]
+        per_read = (time.perf_counter() - started) / 10
+        top = node.rpc().latest_height()
+        assert all(m.content == "a memory read back verified at once" for m in proven)
+        assert all(m.verified_height is not None and m.verified_height < top for m in proven)
+        # proven at the latest height, each read waited ~a block (0.3 s) for its header
+        assert per_read < 0.1, per_read
+        fresh = client.get("settled-1", verify=True, fresh=True)
+        assert fresh.verified_height is not None
+        assert fresh.verified_height >= max(m.verified_height or 0 for m in proven)
