@@ -145,7 +145,7 @@ def test_a_verified_get_is_proven_at_a_settled_height_without_waiting(
                 trust_store=tmp_path / "trust") as client:
         receipt = client.submit("settled-1", "a memory read back verified at once",
                                 wait="commit")
-        node.rpc().wait_for_height(receipt.height + 2)
+        node.rpc().wait_for_height((receipt.height or 0) + 2)
         client.get("settled-1", verify=True)  # warms the trust store
         started = time.perf_counter()
         proven = [client.get("settled-1", verify=True) for _ in range(10)]
