@@ -278,6 +278,8 @@ def main() -> None:
     parser.add_argument("--reads", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--readers", type=int, nargs="+", default=[0, 50, 300])
+    parser.add_argument("--embedder", help="the node's embedder (default: the node's "
+                        "default; `none`: text search only, no vector index follower)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-client-") as tmp:
@@ -286,6 +288,8 @@ def main() -> None:
         # the thing measured, not the path
         config = json.loads((runner.home / "config.json").read_text())
         config.setdefault("extra", {})["api_rate_limit_per_s"] = "0"
+        if args.embedder is not None:
+            config["embedder"] = args.embedder
         (runner.home / "config.json").write_text(json.dumps(config))
         runner.start()
         result: dict[str, Any] = {}

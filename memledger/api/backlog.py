@@ -1,14 +1,16 @@
 """The signer-backlog admission without a round trip per tx, from results the API has.
 
 The backlog rule (docs/RULES.md, "Nonces") is the app's answer to `/mempool/backlog`:
-asking it before every broadcast doubled each submit's round trips. But within one block
-the answer for a signer that writes through this API changes only by what this API
-itself admits, under that signer's lock (signer_locks.py): each tx CheckTx accepts adds
-one pending tx. So the app is asked once per signer per block, and until the next block
-the API counts from that answer. Only a tx the count certainly lets through skips the
-question: a nonce above every nonce known for the signer, with the backlog below the
-limit. Any refusal still comes from the app, and a new block (the follower's committed
-height) drops every count, since the block took pending txs out of the mempool.
+asking it before every broadcast doubled each submit's round trips. But for a signer that
+writes through this API, the answer changes only by what this API itself admits, under
+that signer's lock (signer_locks.py): each tx CheckTx accepts adds one pending tx, and
+each block can only take pending txs away. So the API counts from the app's answer and
+CheckTx's results: the count is never below the truth, and only a tx the count certainly
+lets through skips the question (a nonce above every nonce known for the signer, so no
+newer one; the backlog within the limit). A count that reaches the limit asks the app
+again, which gives the true, smaller number; so does one older than MAX_AGE_BLOCKS. Any
+refusal comes from the app. Not counted: the same signer's txs that reach this node's
+mempool another way (gossip, another API) since the last answer.
 """
 
 from __future__ import annotations
@@ -26,23 +28,33 @@ class Room:
     limit: int
 
 
+#: blocks after which a signer's count is asked for again even below the limit
+MAX_AGE_BLOCKS = 8
+
+
 class BacklogView:
-    """signer -> Room, valid for one committed height."""
+    """signer -> Room, for MAX_AGE_BLOCKS after the app's answer."""
 
     def __init__(self) -> None:
         self._rooms: dict[bytes, Room] = {}
         self.height = 0  # the committed height the follower last saw (0: unknown)
 
     def new_height(self, height: int) -> None:
-        if height != self.height:
-            self.height = height
-            self._rooms.clear()
+        if height == self.height:
+            return
+        self.height = height
+        stale = [k for k, r in self._rooms.items() if not self._fresh(r)]
+        for k in stale:
+            del self._rooms[k]
+
+    def _fresh(self, room: Room) -> bool:
+        return self.height > 0 and 0 <= self.height - room.height <= MAX_AGE_BLOCKS
 
     def lets_through(self, signer: bytes, nonce: int) -> bool:
         """True when the app's answer would certainly be "ok" for this tx."""
         room = self._rooms.get(signer)
-        return (room is not None and self.height > 0 and room.height == self.height
-                and nonce > room.top_nonce and room.pending <= room.limit)
+        return (room is not None and self._fresh(room) and nonce > room.top_nonce
+                and room.pending <= room.limit)
 
     def answered(self, signer: bytes, nonce: int, height: int, *, pending: int,
                  newer: int, limit: int, verdict: str) -> None:

@@ -127,7 +127,7 @@ def test_backlog_view_lets_through_only_what_the_app_would(before: int, limit: i
                                                            ok: bool) -> None:
     """The app answered "ok" with `before` pending txs, CheckTx then took the tx: the
     next one passes the count while the signer's pending txs stay within the limit."""
-    from memledger.api.backlog import BacklogView
+    from memledger.api.backlog import MAX_AGE_BLOCKS, BacklogView
     from memledger.consensus.families.accounts.nonces import backlog
     view = BacklogView()
     view.new_height(9)
@@ -137,8 +137,10 @@ def test_backlog_view_lets_through_only_what_the_app_would(before: int, limit: i
     app_says = backlog([], pending, 101, window=4 * limit).verdict
     assert view.lets_through(b"k", 101) is ok is (app_says == "ok")
     assert not view.lets_through(b"k", 100)  # not above every known nonce: ask the app
-    view.new_height(10)
-    assert not view.lets_through(b"k", 101)  # a block went by: ask again
+    view.new_height(10)  # a block can only take pending txs away: the count stands
+    assert view.lets_through(b"k", 101) is ok
+    view.new_height(9 + MAX_AGE_BLOCKS + 1)
+    assert not view.lets_through(b"k", 101)  # too old: ask again
 
 
 def test_backlog_view_never_counts_from_a_refusal_or_a_behind_answer() -> None:
@@ -149,5 +151,7 @@ def test_backlog_view_never_counts_from_a_refusal_or_a_behind_answer() -> None:
     assert not view.lets_through(b"k", 6)
     view.answered(b"k", 5, 3, pending=9, newer=0, limit=4, verdict="full")
     assert not view.lets_through(b"k", 6)
-    view.answered(b"k", 5, 2, pending=0, newer=0, limit=4, verdict="ok")
-    assert not view.lets_through(b"k", 6)  # answered at another height than the follower's
+    view.answered(b"k", 5, 4, pending=0, newer=0, limit=4, verdict="ok")
+    assert not view.lets_through(b"k", 6)  # the follower has not seen that height yet
+    view.new_height(4)
+    assert view.lets_through(b"k", 6)
