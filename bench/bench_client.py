@@ -15,8 +15,10 @@ Parts, each measured against its limit in the same run on the same node:
 - `verified`: sequential `Client.get(verify=True)` with a warm trust store; and with
   `fresh=True` (the old behaviour: each read waits for the next header).
 - `isolation`: one writer submits every 0.1 s (`wait=sync`) and a probe asks /health
-  every 0.1 s while C readers run ranked searches, C = 0, 50, 300: write and /health p99,
-  read throughput, shed reads (503) and how fast they were answered.
+  every 0.1 s while C readers run ranked hybrid searches, C = 0, 50, 300 (in their own
+  process, each on its own connection, waiting Retry-After after a 503 as the SDK does):
+  write and /health p99, read throughput, shed reads (503) and how fast they were
+  answered.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import argparse
 import asyncio
 import base64
 import json
+import multiprocessing
 import statistics
 import tempfile
 import threading
@@ -38,6 +41,7 @@ from typing import Any
 import httpx
 from nacl.signing import SigningKey
 
+from memledger.api.readgate import SHED_RETRY_AFTER_S
 from memledger.daemon.home import NodeHome
 from memledger.devtools.burst import wait_mempool_empty
 from memledger.devtools.node import NodeRunner, wait_api_ready
@@ -45,6 +49,7 @@ from memledger.devtools.stats import percentile
 from memledger.sdk import Client
 from memledger.sdk.light import GenesisRoot
 from memledger.sdk.rpc import RpcClient
+from memledger.sdk.rpc_pool import PostPool
 from memledger.sdk.txbuilder import TxBuilder
 
 CHAIN = "memledger-bench-client"
@@ -197,49 +202,74 @@ def verified(runner: NodeRunner, reads: int, trust_dir: Path) -> dict[str, Any]:
     return out
 
 
-async def _isolation_round(api_url: str, readers: int, seconds: float,
-                           writer_key: SigningKey, nonce0: int) -> dict[str, Any]:
-    limits = httpx.Limits(max_connections=readers + 10, max_keepalive_connections=readers + 10)
+async def _readers(api_url: str, readers: int, seconds: float) -> list[tuple[int, float]]:
+    """C readers, each on its own kept-alive connection, ranked hybrid searches."""
     stop = time.perf_counter() + seconds
     reads: list[tuple[int, float]] = []
+    queries = ["client+path+memory", "bench+rest", "commit+wait", "verified+many+times"]
+
+    async def reader(i: int) -> None:
+        pool = PostPool(api_url + "/", timeout=120, keep=1)
+        target = f"/v1/memories?q={queries[i % len(queries)]}&mode=hybrid&limit=10"
+        while time.perf_counter() < stop:
+            t0 = time.perf_counter()
+            try:
+                code, _ = await pool.get(target)
+            except httpx.HTTPError:
+                code = 0
+            reads.append((code, time.perf_counter() - t0))
+            if code == 503:  # as the SDK does: wait what Retry-After says
+                await asyncio.sleep(SHED_RETRY_AFTER_S)
+        await pool.aclose()
+
+    await asyncio.gather(*(reader(i) for i in range(readers)))
+    return reads
+
+
+def _reader_process(api_url: str, readers: int, seconds: float, out: Any) -> None:
+    out.send(asyncio.run(_readers(api_url, readers, seconds)) if readers else [])
+
+
+def _isolation_round(api_url: str, readers: int, seconds: float, writer_key: SigningKey,
+                     nonce0: int) -> dict[str, Any]:
+    """Readers in their own process (their client's CPU is not the writer's); the writer
+    and the /health probe each on their own thread here."""
+    ctx = multiprocessing.get_context("spawn")
+    mine, theirs = ctx.Pipe()
+    proc = ctx.Process(target=_reader_process, args=(api_url, readers, seconds, theirs))
+    proc.start()
+    time.sleep(1.0 if readers else 0.0)  # the readers' process starts up
+    stop = time.perf_counter() + seconds - 1.0
     writes: list[float] = []
     health: list[float] = []
     builder = TxBuilder(writer_key, CHAIN)
-    queries = ["client path memory", "bench rest", "commit wait", "verified many times"]
-    async with httpx.AsyncClient(base_url=api_url, timeout=60, limits=limits) as http, \
-            httpx.AsyncClient(base_url=api_url, timeout=60) as own:
 
-        async def reader(i: int) -> None:
-            while time.perf_counter() < stop:
-                t0 = time.perf_counter()
-                try:
-                    r = await http.get("/v1/memories", params={
-                        "q": queries[i % len(queries)], "mode": "hybrid", "limit": 10})
-                    reads.append((r.status_code, time.perf_counter() - t0))
-                except httpx.HTTPError:
-                    reads.append((0, time.perf_counter() - t0))
-
-        async def writer() -> None:
+    def writer() -> None:
+        with httpx.Client(base_url=api_url, timeout=60) as own:
             j = 0
             while time.perf_counter() < stop:
                 tx = builder.submit(nonce0 + j, f"iso-{nonce0}-{j}", f"write under load {j}")
                 t0 = time.perf_counter()
-                r = await own.post("/v1/txs", params={"wait": "sync"},
-                                   json={"tx": base64.b64encode(tx).decode()})
+                r = own.post("/v1/txs", params={"wait": "sync"},
+                             json={"tx": base64.b64encode(tx).decode()})
                 writes.append(time.perf_counter() - t0)
                 assert r.status_code == 202, r.text
                 j += 1
-                await asyncio.sleep(0.1)
+                time.sleep(0.1)
 
-        async def prober() -> None:
+    def prober() -> None:
+        with httpx.Client(base_url=api_url, timeout=60) as own:
             while time.perf_counter() < stop:
                 t0 = time.perf_counter()
-                r = await own.get("/health")
+                r = own.get("/health")
                 health.append(time.perf_counter() - t0)
                 assert r.status_code == 200
-                await asyncio.sleep(0.1)
+                time.sleep(0.1)
 
-        await asyncio.gather(writer(), prober(), *(reader(i) for i in range(readers)))
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda f: f(), (writer, prober)))
+    reads: list[tuple[int, float]] = mine.recv()
+    proc.join()
     served = [t for code, t in reads if code == 200]
     shed = [t for code, t in reads if code == 503]
     out: dict[str, Any] = {"readers": readers, "writes": len(writes),
@@ -252,14 +282,16 @@ async def _isolation_round(api_url: str, readers: int, seconds: float,
         out["read_p50_ms"] = round(percentile(served, 50) * 1000, 1)
     out["shed"] = len(shed)
     if shed:
+        out["shed_p50_ms"] = round(percentile(shed, 50) * 1000, 1)
         out["shed_p99_ms"] = round(percentile(shed, 99) * 1000, 1)
         out["shed_max_ms"] = round(max(shed) * 1000, 1)
+        out["shed_within_50ms"] = round(sum(1 for t in shed if t <= 0.05) / len(shed), 3)
     return out
 
 
 def isolation(runner: NodeRunner, seconds: float, counts: list[int]) -> dict[str, Any]:
     key = _keys(1, "iso")[0]
-    rounds = [asyncio.run(_isolation_round(runner.api_url, c, seconds, key, 1 + 10_000 * i))
+    rounds = [_isolation_round(runner.api_url, c, seconds, key, 1 + 10_000 * i)
               for i, c in enumerate(counts)]
     out: dict[str, Any] = {"seconds": seconds, "rounds": rounds}
     base = rounds[0]
