@@ -119,6 +119,8 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     for model in (ProblemModel, TxRequest, TxBatchRequest, TxBatchOutcome):
         doc = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        for name, sub in doc.pop("$defs", {}).items():  # the models it refers to
+            components.setdefault(name, sub)
         components.setdefault(str(doc.get("title", model.__name__)), doc)
     # The two submit forms have disjoint keys and forbid extras: exactly one matches.
     body = schema["paths"]["/v1/memories"]["post"]["requestBody"]["content"]
