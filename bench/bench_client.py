@@ -6,10 +6,10 @@
 Parts, each measured against its limit in the same run on the same node:
 
 - `admission`: W writers, each with its own key, send pre-signed memory submits one
-  after another: through CometBFT's RPC `broadcast_tx_sync` (the limit), then through
-  REST `POST /v1/txs?wait=sync`, then the SDK's `submit(wait="sync")` from 64 threads
+  after another: through CometBFT's RPC `broadcast_tx_sync` (the limit) and through
+  REST `POST /v1/txs?wait=sync`; and the SDK's `submit(wait="sync")` from 64 threads
   with own keys against RPC from 64 threads. committed/s = txs / (first send until the
-  mempool is empty and every tx is in a block).
+  mempool is empty and every tx is in a block). `--rounds` pairs, the order alternating.
 - `commit`: sequential `wait=commit` submits; latency p50 against the median block
   interval of the same blocks (block times).
 - `verified`: sequential `Client.get(verify=True)` with a warm trust store; and with
@@ -109,9 +109,9 @@ def _parse_time(text: str) -> float:
     return datetime.fromisoformat(head + "+00:00").timestamp() + float(f"0.{frac or 0}")
 
 
-def admission(runner: NodeRunner, writers: int, per_key: int) -> dict[str, Any]:
-    rpc_txs = _signed(_keys(writers, "rpc"), per_key, "rpc", 1)
-    rest_txs = _signed(_keys(writers, "rest"), per_key, "rest", 1)
+def admission(runner: NodeRunner, writers: int, per_key: int, rounds: int) -> dict[str, Any]:
+    """`rounds` pairs of each comparison, the order alternating (the machine's other load
+    drifts): REST and RPC from `writers` threads, SDK and RPC from 64 threads."""
     local = threading.local()
 
     def via_rpc(tx: bytes) -> bool:
@@ -126,31 +126,43 @@ def admission(runner: NodeRunner, writers: int, per_key: int) -> dict[str, Any]:
                             json={"tx": base64.b64encode(tx).decode()})
         return r.status_code == 202
 
-    rpc = _drain(runner, rpc_txs, via_rpc)
-    rest = _drain(runner, rest_txs, via_rest)
-    out: dict[str, Any] = {"writers": writers, "per_key": per_key, "rpc": rpc, "rest": rest,
-                           "rest_over_rpc": round(rest["committed_per_s"]
-                                                  / rpc["committed_per_s"], 2)}
-    # SDK submit from 64 threads, each with its own key, against RPC from 64 threads
     threads = 64
     per = max(1, per_key * writers // threads)
-    rpc64 = _drain(runner, _signed(_keys(threads, "rpc64"), per, "rpc64", 1), via_rpc)
-    keys = _keys(threads, "sdk64")
-    clients = [Client(runner.api_url, key=k, chain_id=CHAIN) for k in keys]
+    pairs: list[dict[str, Any]] = []
+    for n in range(rounds):
+        rest_txs = _signed(_keys(writers, f"rest{n}"), per_key, f"rest{n}", 1)
+        rpc_txs = _signed(_keys(writers, f"rpc{n}"), per_key, f"rpc{n}", 1)
+        rpc64_txs = _signed(_keys(threads, f"rpc64-{n}"), per, f"rpc64-{n}", 1)
+        clients = [Client(runner.api_url, key=k, chain_id=CHAIN)
+                   for k in _keys(threads, f"sdk64-{n}")]
 
-    def via_sdk(job: bytes) -> bool:
-        w, j = (int(x) for x in job.decode().split(":"))
-        clients[w].submit(f"sdk-{w}-{j}", f"bench sdk memory {w} {j} about the client path",
-                          wait="sync")
-        return True
+        def via_sdk(job: bytes, n: int = n, clients: list[Client] = clients) -> bool:
+            w, j = (int(x) for x in job.decode().split(":"))
+            clients[w].submit(f"sdk{n}-{w}-{j}", f"bench sdk memory {w} {j} about the "
+                              "client path", wait="sync")
+            return True
 
-    jobs = [[f"{w}:{j}".encode() for j in range(per)] for w in range(threads)]
-    sdk = _drain(runner, jobs, via_sdk)
-    for c in clients:
-        c.close()
-    out.update(rpc64=rpc64, sdk64=sdk,
-               sdk64_over_rpc64=round(sdk["committed_per_s"] / rpc64["committed_per_s"], 2))
-    return out
+        jobs = [[f"{w}:{j}".encode() for j in range(per)] for w in range(threads)]
+        first, second = ("rpc", "rest") if n % 2 == 0 else ("rest", "rpc")
+        got = {}
+        for what in (first, second):
+            got[what] = _drain(runner, rpc_txs if what == "rpc" else rest_txs,
+                               via_rpc if what == "rpc" else via_rest)
+        for what in (("rpc64", "sdk64") if n % 2 == 0 else ("sdk64", "rpc64")):
+            got[what] = _drain(runner, rpc64_txs if what == "rpc64" else jobs,
+                               via_rpc if what == "rpc64" else via_sdk)
+        for c in clients:
+            c.close()
+        got["rest_over_rpc"] = round(got["rest"]["committed_per_s"]
+                                     / got["rpc"]["committed_per_s"], 2)
+        got["sdk64_over_rpc64"] = round(got["sdk64"]["committed_per_s"]
+                                        / got["rpc64"]["committed_per_s"], 2)
+        pairs.append(got)
+    return {"writers": writers, "per_key": per_key, "sdk_threads": threads,
+            "sdk_per_thread": per, "rounds": pairs,
+            "rest_over_rpc_median": statistics.median(p["rest_over_rpc"] for p in pairs),
+            "sdk64_over_rpc64_median": statistics.median(p["sdk64_over_rpc64"]
+                                                         for p in pairs)}
 
 
 def commit(runner: NodeRunner, submits: int) -> dict[str, Any]:
@@ -305,7 +317,8 @@ def main() -> None:
     parser.add_argument("--parts", nargs="+", default=["admission", "commit", "verified",
                                                        "isolation"])
     parser.add_argument("--writers", type=int, default=32)
-    parser.add_argument("--per-key", type=int, default=40)
+    parser.add_argument("--per-key", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--commits", type=int, default=40)
     parser.add_argument("--reads", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=15.0)
@@ -328,7 +341,8 @@ def main() -> None:
         try:
             wait_api_ready(runner.api_url)
             if "admission" in args.parts:
-                result["admission"] = admission(runner, args.writers, args.per_key)
+                result["admission"] = admission(runner, args.writers, args.per_key,
+                                                args.rounds)
             if "commit" in args.parts:
                 result["commit"] = commit(runner, args.commits)
             if "verified" in args.parts:
