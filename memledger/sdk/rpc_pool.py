@@ -1,4 +1,4 @@
-"""Kept-alive HTTP/1.1 POSTs (and GETs) to CometBFT's RPC on asyncio streams, for a server's hot path.
+"""Kept-alive HTTP/1.1 requests to CometBFT's RPC on asyncio streams, for a hot path.
 
 httpx's async pool looked at every pooled connection on each request (an idle check and
 a socket poll per connection): at 32 concurrent submits it was about half of the REST
