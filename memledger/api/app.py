@@ -39,7 +39,13 @@ from memledger.api.middleware import (
     RequestMetricsMiddleware,
 )
 from memledger.api.ratelimit import RateLimitMiddleware, TimeoutMiddleware
-from memledger.api.schemas import ProblemModel, TxRequest
+from memledger.api.readgate import ReadGate, ReadGateMiddleware
+from memledger.api.schemas import (
+    ProblemModel,
+    TxBatchOutcome,
+    TxBatchRequest,
+    TxRequest,
+)
 from memledger.api.settings import ApiSettings
 from memledger.daemon.home import NodeHome
 from memledger.recall.embedder import make_embedder
@@ -111,14 +117,19 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     schema = get_openapi(title=app.title, version=app.version, description=app.description,
                          routes=app.routes)
     components = schema.setdefault("components", {}).setdefault("schemas", {})
-    for model in (ProblemModel, TxRequest):
+    for model in (ProblemModel, TxRequest, TxBatchRequest, TxBatchOutcome):
         doc = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        for name, sub in doc.pop("$defs", {}).items():  # the models it refers to
+            components.setdefault(name, sub)
         components.setdefault(str(doc.get("title", model.__name__)), doc)
     # The two submit forms have disjoint keys and forbid extras: exactly one matches.
     body = schema["paths"]["/v1/memories"]["post"]["requestBody"]["content"]
     form = body["application/json"]["schema"]
     form["oneOf"] = form.pop("anyOf")
     form["title"] = "MemorySubmitRequest"
+    # POST /v1/txs: a single tx's outcome, or a batch's per-tx outcomes
+    ok = schema["paths"]["/v1/txs"]["post"]["responses"]["200"]["content"]["application/json"]
+    ok["schema"] = {"oneOf": [ok["schema"], {"$ref": "#/components/schemas/TxBatchOutcome"}]}
     app.openapi_schema = schema
     return schema
 
@@ -178,6 +189,8 @@ def create_app(source: ApiSettings | NodeHome | str | os.PathLike[str]) -> FastA
         recall=start_recall(settings, engine),
         words=start_words(settings, engine),
     )
+    state.reads = ReadGate(settings.read_slots, settings.read_backlog,
+                           on_shed=state.metrics.shed_reads.inc)
     if state.recall is not None:
         state.metrics.registry.register(RecallCollector(state.recall))
     if state.words is not None:
@@ -185,8 +198,12 @@ def create_app(source: ApiSettings | NodeHome | str | os.PathLike[str]) -> FastA
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        yield
-        state.close()
+        await state.start_follower()
+        try:
+            yield
+        finally:
+            await state.stop_follower()
+            state.close()
 
     app = FastAPI(title="memledger", version=_version(), description=DESCRIPTION,
                   lifespan=lifespan, docs_url=None, redoc_url=None)
@@ -204,6 +221,9 @@ def create_app(source: ApiSettings | NodeHome | str | os.PathLike[str]) -> FastA
                        max_wait_s=routes_txs.MAX_COMMIT_WAIT_S)
     app.add_middleware(RateLimitMiddleware, rate=settings.rate_limit_per_s,
                        burst=settings.rate_limit_burst)
+    # Outside the rate limit and the timeout: a shed read costs neither a token nor a timer;
+    # inside CORS, so a browser may read its Retry-After.
+    app.add_middleware(ReadGateMiddleware, gate=state.reads)
     if settings.cors_origins:
         app.add_middleware(ProblemCORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["GET", "HEAD", "POST"],

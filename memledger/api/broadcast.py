@@ -6,20 +6,20 @@ only when validators accept it, so a submit's outcome also carries `memory_statu
 the block made of the memory: usually `proposed`). A timeout or a dropped connection
 after the bytes went out is *unknown* — the tx may still be included — and is never
 reported as failure or success;
-the client polls GET /v1/txs/{hash}. Waiting for a block is done by polling the tx
-index with async sleeps, so slow commits hold no worker thread.
+the client polls GET /v1/txs/{hash}. Every cometbft call is made on the event loop
+(AsyncRpcClient, no worker-thread hop), and a commit wait is answered by the block
+follower (follower.py), so slow commits hold no worker thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import time
-from functools import partial
 from typing import Any
 
 import anyio
-import anyio.to_thread
 import httpx
 
 from memledger.api.deps import ApiState
@@ -81,10 +81,6 @@ def _unknown(tx_hash: str, why: str) -> dict[str, Any]:
             "log": f"{why}; poll GET /v1/txs/{tx_hash} — it may still be included"}
 
 
-async def _blocking(func: Any, *args: Any) -> Any:
-    return await anyio.to_thread.run_sync(partial(func, *args))
-
-
 def _rpc_problem(exc: RpcError, tx_hash: str) -> Problem | None:
     """Map cometbft's mempool refusals; None for 'already in cache' (not an error)."""
     text = f"{exc.message} {exc.data}".lower()
@@ -105,21 +101,27 @@ async def _admit(state: ApiState, peeked: tuple[bytes, int] | None, tx_hash: str
     """Refuse a client's tx while its signer's backlog in this node's mempool is full, or
     when it is so far behind that acknowledging it would be a promise the window may break.
 
-    The app answers from its mempool view (docs/RULES.md, "Nonces"). Anything that keeps
-    the question from being answered lets the tx through: CheckTx still judges it.
-    Called under the signer's admission lock (signer_locks.py).
+    The app answers from its mempool view (docs/RULES.md, "Nonces"), asked once per signer
+    per block: until the next block, the API counts from that answer (backlog.py). Anything
+    that keeps the question from being answered lets the tx through: CheckTx still judges
+    it. Called under the signer's admission lock (signer_locks.py).
     """
     if peeked is None:
         return
     signer, nonce = peeked
+    if state.following() is not None and state.backlog.lets_through(signer, nonce):
+        return
     try:
-        result = await _blocking(state.rpc.abci_query, BACKLOG_PATH,
-                                 f"{signer.hex()}/{nonce}".encode())
+        result = await state.aio().abci_query(BACKLOG_PATH, f"{signer.hex()}/{nonce}".encode())
         if result.code != 0:
             return
         room = json.loads(result.value)
         verdict = room.get("verdict")
-    except (httpx.HTTPError, RpcError, ValueError, AttributeError):
+        state.backlog.answered(signer, nonce, result.height, pending=int(room["pending"]),
+                               newer=int(room["newer"]), limit=int(room["limit"]),
+                               verdict=str(verdict))
+    except (httpx.HTTPError, RpcError, ValueError, AttributeError, KeyError, TypeError):
+        state.backlog.forget(signer)
         return
     if verdict == "full":
         raise tx_rejected(
@@ -156,7 +158,9 @@ async def _send(state: ApiState, tx: bytes, tx_hash: str, wait: WaitMode
         try:
             # wait=none too waits for CheckTx (milliseconds): until it has answered, the
             # next admission of this signer would not count this tx
-            checked = await _blocking(state.rpc.broadcast_tx_sync, tx)
+            checked = await state.aio().broadcast_tx_sync(tx)
+            if checked.code == 0 and peeked is not None:
+                state.backlog.admitted(*peeked)
             if wait is WaitMode.none and checked.code == 0:
                 metrics.count_tx(wait.value, "", "submitted")
                 return ACCEPTED, {"status": "submitted", "hash": tx_hash}
@@ -185,9 +189,22 @@ async def submit(state: ApiState, tx: bytes, wait: WaitMode,
                  timeout_s: float | None = None) -> tuple[int, dict[str, Any]]:
     """Broadcast `tx`; returns (HTTP status, TxOutcome body) or raises a Problem."""
     tx_hash = tx_hash_hex(tx)
-    metrics = state.metrics
     if not tx:
         raise Problem(400, "empty_tx", "the transaction is empty")
+    # registered before the broadcast: the block may come before CheckTx's answer does
+    follower = state.following() if wait is WaitMode.commit else None
+    waiter = follower.waiters.add(tx_hash) if follower is not None else None
+    try:
+        return await _submit(state, tx, tx_hash, wait, timeout_s, waiter)
+    finally:
+        if waiter is not None and follower is not None:
+            follower.waiters.discard(tx_hash, waiter)
+
+
+async def _submit(state: ApiState, tx: bytes, tx_hash: str, wait: WaitMode,
+                  timeout_s: float | None, waiter: asyncio.Future[dict[str, Any]] | None
+                  ) -> tuple[int, dict[str, Any]]:
+    metrics = state.metrics
     sent = await _send(state, tx, tx_hash, wait)
     if isinstance(sent, tuple):
         return sent
@@ -208,7 +225,8 @@ async def submit(state: ApiState, tx: bytes, wait: WaitMode,
                "an identical tx passed CheckTx here before: it is in this node's mempool")
         return ACCEPTED, {"status": "accepted", "hash": tx_hash, "code": 0, "name": "ok",
                           "log": log}
-    found = await wait_for_block(state, tx_hash, timeout_s or state.settings.commit_timeout_s)
+    found = await wait_for_block(state, tx_hash, timeout_s or state.settings.commit_timeout_s,
+                                 waiter)
     if found is None:
         metrics.count_tx(wait.value, "", "unknown")
         return ACCEPTED, _unknown(tx_hash, "not in a block before the timeout")
@@ -241,12 +259,12 @@ async def _settle_cached(state: ApiState, tx: bytes, tx_hash: str, wait: WaitMod
     deadline = time.monotonic() + CACHED_SETTLE_S
     while True:
         try:
-            return None, await _blocking(state.rpc.tx, tx_hash)
+            return None, await state.aio().tx(tx_hash)
         except (RpcError, httpx.HTTPError):
             pass  # in no block (yet)
         await anyio.sleep(0.05)
         try:
-            return await _blocking(state.rpc.broadcast_tx_sync, tx), None
+            return await state.aio().broadcast_tx_sync(tx), None
         except RpcError as exc:
             problem = _rpc_problem(exc, tx_hash)
             if problem is not None:
@@ -259,27 +277,55 @@ async def _settle_cached(state: ApiState, tx: bytes, tx_hash: str, wait: WaitMod
             return None, None
 
 
-async def wait_for_block(state: ApiState, tx_hash: str, timeout_s: float) -> dict[str, Any] | None:
-    """Poll the tx index until the tx shows up in a block, or give up (None)."""
+async def wait_for_block(state: ApiState, tx_hash: str, timeout_s: float,
+                         waiter: asyncio.Future[dict[str, Any]] | None = None
+                         ) -> dict[str, Any] | None:
+    """The tx's block outcome, or None after `timeout_s`.
+
+    With the block follower running, `waiter` (registered before the broadcast) is
+    answered from the first committed block that holds the tx; a lookup of the tx index
+    once a second is the safety net for a follower that stalls or skipped heights.
+    Without it, the tx index is polled with back-off.
+    """
     deadline = time.monotonic() + timeout_s
     delay = 0.05
-    while True:
-        try:
-            found: dict[str, Any] = await _blocking(state.rpc.tx, tx_hash)
-            return found
-        except (RpcError, httpx.HTTPError):
-            pass  # not indexed yet (or cometbft briefly unreachable): keep polling
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return None
-        await anyio.sleep(min(delay, remaining))
-        delay = min(delay * 1.5, 0.5)
+    found: dict[str, Any]
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if waiter is not None and state.following() is not None and remaining > 0:
+                try:
+                    found = await asyncio.wait_for(asyncio.shield(waiter),
+                                                   min(FOLLOWER_CHECK_S, remaining))
+                    state.metrics.commit_waits.labels("follower").inc()
+                    return found
+                except TimeoutError:
+                    pass
+            try:
+                found = await state.aio().tx(tx_hash)
+                state.metrics.commit_waits.labels("lookup").inc()
+                return found
+            except (RpcError, httpx.HTTPError):
+                pass  # not indexed yet (or cometbft briefly unreachable): keep polling
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            if waiter is None or state.following() is None:
+                await anyio.sleep(min(delay, remaining))
+                delay = min(delay * 1.5, 0.5)
+    finally:
+        if waiter is not None and state.follower is not None:
+            state.follower.waiters.discard(tx_hash, waiter)
+
+
+#: how long a commit waiter trusts the follower before it looks its tx up itself
+FOLLOWER_CHECK_S = 1.0
 
 
 async def lookup(state: ApiState, tx_hash: str) -> dict[str, Any]:
     """GET /v1/txs/{hash}: the block outcome of a tx, or a 404 if no block has it (yet)."""
     try:
-        found: dict[str, Any] = await _blocking(state.rpc.tx, tx_hash)
+        found: dict[str, Any] = await state.aio().tx(tx_hash)
     except RpcError as exc:
         if "not found" in f"{exc.message} {exc.data}".lower():
             raise Problem(404, "tx_not_found", f"no block contains tx {tx_hash} "

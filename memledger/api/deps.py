@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Annotated, Any, TypeVar
 
+import anyio
 import anyio.to_thread
 import httpx
 import sqlalchemy as sa
 from fastapi import Depends, Request
 from sqlalchemy.engine import Engine
 
+from memledger.api import proving
+from memledger.api.backlog import BacklogView
+from memledger.api.follower import BlockFollower
 from memledger.api.metrics import ApiMetrics
 from memledger.api.problems import Problem
+from memledger.api.readgate import ReadGate
 from memledger.api.settings import ApiSettings
 from memledger.api.signer_locks import SignerLocks
 from memledger.recall.indexer import Indexer
 from memledger.recall.text_indexer import TextIndexer
-from memledger.sdk.rpc import RpcClient, RpcError
+from memledger.sdk.rpc import AsyncRpcClient, RpcClient, RpcError
 from memledger.sqlite_damage import is_damaged
 
 T = TypeVar("T")
@@ -37,6 +43,50 @@ class ApiState:
     recall: Indexer | None = None  # the vector index follower, when an embedder is set
     words: TextIndexer | None = None  # the word index follower (ranked text search)
     admissions: SignerLocks = field(default_factory=SignerLocks)
+    backlog: BacklogView = field(default_factory=BacklogView)
+    reads: ReadGate = field(default_factory=lambda: ReadGate(4, 16))
+    follower: BlockFollower | None = None  # running while the app's lifespan runs
+    _aio: tuple[Any, AsyncRpcClient] | None = None
+
+    def aio(self) -> AsyncRpcClient:
+        """The async RPC client of the running event loop (a pool is bound to its loop;
+        a test client may run the app on more than one loop in turn)."""
+        loop = asyncio.get_running_loop()
+        if self._aio is None or self._aio[0] is not loop:
+            self._aio = (loop, AsyncRpcClient(self.settings.rpc_url,
+                                              timeout=self.settings.rpc_timeout_s))
+        return self._aio[1]
+
+    def following(self) -> BlockFollower | None:
+        """The block follower, when it runs on this loop and is keeping up."""
+        f = self.follower
+        if f is None or not f.healthy or self._aio is None or f.rpc is not self._aio[1]:
+            return None
+        return f
+
+    async def start_follower(self) -> None:
+        self.follower = BlockFollower(self.aio())
+        self.follower.on_height.append(self.backlog.new_height)
+        views = proving.settled_views(self.settings.home)
+        if views is not None:
+            seen = [0]
+
+            def refresh(height: int) -> None:
+                if height != seen[0]:
+                    seen[0] = height
+                    views.refresh()
+            self.follower.on_height.append(refresh)
+        self.follower.start()
+
+    async def stop_follower(self) -> None:
+        if self.follower is not None:
+            await self.follower.stop()
+        views = proving.settled_views(self.settings.home)
+        if views is not None:
+            views.close()
+        if self._aio is not None:
+            await self._aio[1].aclose()
+            self._aio = None
 
     def close(self) -> None:
         if self.recall is not None:
@@ -77,13 +127,16 @@ async def read(state: ApiState, func: Callable[..., T], *args: Any) -> T:
     Routes are async and do all their blocking work here, instead of paying a thread
     hop for every sync dependency, the endpoint and response validation separately.
     """
-    return await anyio.to_thread.run_sync(partial(_with_connection, state, func, *args))
+    return await anyio.to_thread.run_sync(partial(_with_connection, state, func, *args),
+                                          limiter=state.reads.limiter)
 
 
-async def rpc_call(func: Callable[..., T], *args: Any) -> T:
-    """Run a blocking RPC call off the event loop; unreachable cometbft becomes a 503."""
+async def rpc_call(func: Callable[..., T], *args: Any,
+                   limiter: anyio.CapacityLimiter | None = None) -> T:
+    """Run a blocking RPC call off the event loop (on the reads' threads when `limiter`
+    is theirs); unreachable cometbft becomes a 503."""
     try:
-        return await anyio.to_thread.run_sync(partial(func, *args))
+        return await anyio.to_thread.run_sync(partial(func, *args), limiter=limiter)
     except httpx.HTTPError as exc:
         raise Problem(503, "cometbft_unavailable",
                       f"cometbft RPC is not reachable: {type(exc).__name__}") from None

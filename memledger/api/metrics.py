@@ -126,6 +126,15 @@ class ApiMetrics:
             "memledger_api_request_seconds", "HTTP request latency by method and route",
             ["method", "route"], registry=self.registry,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+        self.commit_waits = Counter(
+            "memledger_api_commit_waits_total",
+            "wait=commit answers found in a block, by who found it: the block follower "
+            "(per block) or the waiter's own tx lookup (follower down or behind)",
+            ["by"], registry=self.registry)
+        self.shed_reads = Counter(
+            "memledger_api_shed_reads_total",
+            "Reads answered 503 overloaded because the read capacity was taken",
+            registry=self.registry)
         self.registry.register(_LedgerCollector(engine))
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:

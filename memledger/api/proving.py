@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from memledger.api.problems import Problem, not_found
+from memledger.consensus.store.snapshot import Snapshot
 from memledger.consensus.store.state import CanonicalStore
 from memledger.daemon.home import NodeHome
 from memledger.protocol.codes import QUERY_CODESPACE, QueryCode
@@ -61,18 +62,85 @@ def local_store(home: Path | None) -> CanonicalStore | None:
 def _local_records(store: CanonicalStore, queries: list[tuple[str, bytes]]
                    ) -> list[dict[str, Any]]:
     """Proven-record documents for (path, data) pairs, all from one snapshot."""
-    out = []
     with store.snapshot() as snap:
-        height = snap.last_height
-        for path, data in queries:
-            key = record_key(path, data)
-            value = snap.get(key)
-            ops = encode_ops(key, snap.prove(key))
-            out.append({"path": path, "key": _b64(key),
-                        "value": None if value is None else _b64(value), "height": height,
-                        "proof_ops": [{"type": o.type, "key": _b64(o.key),
-                                       "data": _b64(o.data)} for o in ops]})
+        return _records_from(snap, queries)
+
+
+def _records_from(snap: Snapshot, queries: list[tuple[str, bytes]]) -> list[dict[str, Any]]:
+    out = []
+    height = snap.last_height
+    for path, data in queries:
+        key = record_key(path, data)
+        value = snap.get(key)
+        ops = encode_ops(key, snap.prove(key))
+        out.append({"path": path, "key": _b64(key),
+                    "value": None if value is None else _b64(value), "height": height,
+                    "proof_ops": [{"type": o.type, "key": _b64(o.key),
+                                   "data": _b64(o.data)} for o in ops]})
     return out
+
+
+class SettledViews:
+    """Read views of the last few committed heights, kept open so a proof can be made at
+    the newest height H whose next header exists (the app committed H+1, so block H+1,
+    whose header carries state H's app hash, is committed). A client then verifies at
+    once instead of waiting a block for header H+1 (docs/VERIFIED_READS.md). Refreshed
+    by the block follower at each new height; at most KEEP views (LMDB read txns) open."""
+
+    KEEP = 3
+
+    def __init__(self, store: CanonicalStore) -> None:
+        self.store = store
+        self._lock = threading.Lock()  # one LMDB txn is not used by two threads at once
+        self._views: list[Snapshot] = []
+
+    def refresh(self) -> None:
+        snap = self.store.open_snapshot()
+        with self._lock:
+            if self._views and self._views[-1].last_height == snap.last_height:
+                snap.close()
+                return
+            self._views.append(snap)
+            while len(self._views) > self.KEEP:
+                self._views.pop(0).close()
+
+    def records(self, queries: list[tuple[str, bytes]]) -> list[dict[str, Any]] | None:
+        """The records proven at the newest settled height, or None (no such view)."""
+        with self.store.snapshot() as now:
+            top = now.last_height
+        with self._lock:
+            for snap in reversed(self._views):
+                if snap.last_height < top:
+                    return _records_from(snap, queries)
+        return None
+
+    def close(self) -> None:
+        with self._lock:
+            for snap in self._views:
+                snap.close()
+            self._views.clear()
+
+
+_settled: dict[Path, SettledViews] = {}
+
+
+def settled_views(home: Path | None) -> SettledViews | None:
+    """The process's settled views of the node's store, if the store is here."""
+    store = local_store(home)
+    if store is None or home is None:
+        return None
+    with _stores_lock:
+        return _settled.setdefault(NodeHome(home).state_dir, SettledViews(store))
+
+
+def _proven(store: CanonicalStore, home: Path | None, queries: list[tuple[str, bytes]],
+            fresh: bool) -> list[dict[str, Any]]:
+    if not fresh:
+        views = settled_views(home)
+        found = views.records(queries) if views is not None else None
+        if found is not None:
+            return found
+    return _local_records(store, queries)
 
 
 def _b64(data: bytes) -> str:
@@ -80,20 +148,23 @@ def _b64(data: bytes) -> str:
 
 
 def record_proof(rpc: RpcClient, path: str, data: bytes,
-                 home: Path | None = None) -> dict[str, Any]:
-    """One proven record (local store when there is one), for `?prove=true` routes."""
+                 home: Path | None = None, fresh: bool = True) -> dict[str, Any]:
+    """One proven record (local store when there is one), for `?prove=true` routes;
+    `fresh=False`: at the newest height whose next header exists (SettledViews)."""
     store = local_store(home)
     if store is not None:
-        return _local_records(store, [(path, data)])[0]
+        return _proven(store, home, [(path, data)], fresh)[0]
     return proven_record(rpc, path, data)
 
 
-def memory_proof(rpc: RpcClient, memory_id: str, home: Path | None = None) -> dict[str, Any]:
+def memory_proof(rpc: RpcClient, memory_id: str, home: Path | None = None,
+                 fresh: bool = True) -> dict[str, Any]:
     """Record and content proofs for one memory (local store when there is one)."""
     ident = memory_id.encode()
     store = local_store(home)
     if store is not None:
-        return {"records": _local_records(store, [("/memory", ident), ("/content", ident)])}
+        return {"records": _proven(store, home, [("/memory", ident), ("/content", ident)],
+                                   fresh)}
     return {"records": [proven_record(rpc, "/memory", ident),
                         proven_record(rpc, "/content", ident)]}
 

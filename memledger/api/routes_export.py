@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import anyio.to_thread
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
@@ -40,6 +39,6 @@ async def export(
         else status.value,
         type=None if type is None else type.value, author=author, tags=tuple(tag or ()),
         include_disputed=True)
-    lines = await anyio.to_thread.run_sync(exporting.open_bundle, state.engine, state.rpc,
+    lines = await state.reads.run(exporting.open_bundle, state.engine, state.rpc,
                                            state.settings.home, flt)
     return StreamingResponse(lines, media_type=BUNDLE_TYPE)

@@ -185,18 +185,24 @@ _MEMORY_LINKS = {
 async def get_memory(memory_id: MemoryId, state: State,
                      prove: Annotated[bool, Query(description=(
                          "add `proof`: the canonical record and content with proofs "
-                         "against the app hash (docs/VERIFIED_READS.md)"))] = False
+                         "against the app hash (docs/VERIFIED_READS.md)"))] = False,
+                     fresh: Annotated[bool, Query(description=(
+                         "with `prove`: prove at the latest height (its header comes with "
+                         "the next block) rather than at the newest height whose next "
+                         "header already exists"))] = False,
                      ) -> dict[str, Any]:
-    return await _the_memory(memory_id, state, prove)
+    return await _the_memory(memory_id, state, prove, fresh)
 
 
-async def _the_memory(memory_id: str, state: ApiState, prove: bool) -> dict[str, Any]:
+async def _the_memory(memory_id: str, state: ApiState, prove: bool,
+                      fresh: bool = True) -> dict[str, Any]:
     found = await read(state, reasons.get_memory, memory_id, state.settings.home)
     if found is None:
         raise not_found("memory", memory_id)
     if prove:
         found["proof"] = await rpc_call(proving.memory_proof, state.rpc, memory_id,
-                                        state.settings.home)
+                                        state.settings.home, fresh,
+                                        limiter=state.reads.limiter)
     return found
 
 

@@ -6,7 +6,6 @@ import json
 import logging
 from typing import Annotated, Any
 
-import anyio.to_thread
 import httpx
 import sqlalchemy as sa
 from fastapi import APIRouter, Path, Query
@@ -74,12 +73,13 @@ async def get_account(public_key: Annotated[str, Path(pattern=HEX_KEY)],
     by SQLAlchemy, so nanosecond-sized nonces there can be off by a few hundred.
     """
     key = public_key.lower()
-    found = await anyio.to_thread.run_sync(_account_from_app, state, key)
+    found = await state.reads.run(_account_from_app, state, key)
     if found is None:
         found = await read(state, _account_from_projection, key)
     if prove:
         found["proof"] = await rpc_call(proving.record_proof, state.rpc, "/account",
-                                        key.encode(), state.settings.home)
+                                        key.encode(), state.settings.home,
+                       limiter=state.reads.limiter)
     return found
 
 
@@ -135,7 +135,8 @@ async def record_document(state: ApiState, kind: str, label: str, ident: str,
     doc: dict[str, Any] = {"id": ident, "record": found}
     if prove:
         doc["proof"] = await rpc_call(proving.record_proof, state.rpc, f"/{kind}",
-                                      ident.encode(), state.settings.home)
+                                      ident.encode(), state.settings.home,
+                       limiter=state.reads.limiter)
     return doc
 
 
@@ -145,7 +146,8 @@ async def get_light_block(state: State, height: Annotated[int | None, Query(
         ge=1, description="block height; the latest when absent")] = None) -> dict[str, Any]:
     """Passed through from cometbft (`/commit`, `/validators`) without verification: a
     client checks the signatures itself, so it need not trust this node."""
-    return await rpc_call(proving.light_block, state.rpc, height)
+    return await rpc_call(proving.light_block, state.rpc, height,
+                       limiter=state.reads.limiter)
 
 
 #: Kinds served by GET /v1/proofs/{kind}; an account's id has a pattern of its own, so
@@ -173,5 +175,6 @@ async def get_proof(kind: Annotated[str, Path(pattern="^(" + "|".join(_NAMED_KIN
 
 async def _proven(state: ApiState, kind: str, ident: str) -> dict[str, Any]:
     record = await rpc_call(proving.proven_record, state.rpc, proving.KINDS[kind],
-                            ident.encode())
+                            ident.encode(),
+                       limiter=state.reads.limiter)
     return {"kind": kind, "id": ident, "record": record}

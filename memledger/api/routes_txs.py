@@ -14,12 +14,13 @@ import json
 import re
 from typing import Annotated, Any
 
+import anyio
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
 from google.protobuf.message import DecodeError
 
 from memledger.api import broadcast
-from memledger.api.deps import State
+from memledger.api.deps import ApiState, State
 from memledger.api.problems import (
     NESTED_TOO_DEEPLY,
     PROBLEM_RESPONSES,
@@ -29,12 +30,16 @@ from memledger.api.problems import (
 from memledger.api.routes_memories import memory_links
 from memledger.api.schemas import (
     BASE64,
+    MAX_BATCH_TXS,
     MemorySubmitForm,
     MemorySubmitRequest,
     MemorySubmitTx,
+    TxBatchItem,
+    TxBatchOutcome,
     TxOutcome,
     WaitMode,
 )
+from memledger.consensus.gate.envelope import peek_signer_nonce
 from memledger.protocol.pb import tx_pb2
 from memledger.protocol.txkinds import TX_KINDS
 
@@ -51,7 +56,9 @@ HashPath = Annotated[str, Path(pattern=r"^[0-9a-fA-F]{64}$", description="SHA-25
 _TX_BODY = {
     "required": True,
     "content": {
-        "application/json": {"schema": {"$ref": "#/components/schemas/TxRequest"}},
+        "application/json": {"schema": {"oneOf": [
+            {"$ref": "#/components/schemas/TxRequest"},
+            {"$ref": "#/components/schemas/TxBatchRequest"}]}},
         "application/octet-stream": {"schema": {"type": "string", "format": "binary",
                                                 "minLength": 1}},
     },
@@ -90,8 +97,9 @@ def _is_json(media: str) -> bool:
     return media == "application/json" or media.endswith("+json")
 
 
-async def _read_tx(request: Request) -> bytes:
-    """The tx bytes from a JSON `{"tx": base64}` body or a raw octet-stream body."""
+async def _read_tx(request: Request) -> bytes | list[bytes]:
+    """The tx bytes from a JSON `{"tx": base64}` body or a raw octet-stream body; a list
+    of them from a JSON `{"txs": [base64, ...]}` batch."""
     media = _media_type(request)
     body = await request.body()
     if media in ("application/octet-stream", "application/x-protobuf"):
@@ -105,9 +113,20 @@ async def _read_tx(request: Request) -> bytes:
         raise Problem(400, "malformed_json", f"request body is not valid JSON: {exc}") from None
     except RecursionError:  # a few KB of "[[[[" outnest the parser's stack: bad input, not a 500
         raise Problem(400, "malformed_json", NESTED_TOO_DEEPLY) from None
+    if isinstance(doc, dict) and set(doc) == {"txs"}:
+        return _batch(doc["txs"])
     if not isinstance(doc, dict) or set(doc) != {"tx"} or not isinstance(doc["tx"], str):
-        raise Problem(422, "invalid_request", "JSON body must be exactly {\"tx\": \"<base64>\"}")
+        raise Problem(422, "invalid_request", "JSON body must be exactly {\"tx\": \"<base64>\"}"
+                      " or {\"txs\": [\"<base64>\", ...]}")
     return decode_b64(doc["tx"])
+
+
+def _batch(txs: Any) -> list[bytes]:
+    if (not isinstance(txs, list) or not 1 <= len(txs) <= MAX_BATCH_TXS
+            or not all(isinstance(t, str) for t in txs)):
+        raise Problem(422, "invalid_request", f"txs must be a list of 1 to {MAX_BATCH_TXS} "
+                      "base64 strings")
+    return [decode_b64(t, f"txs[{i}]") for i, t in enumerate(txs)]
 
 
 def _respond(status: int, body: dict[str, Any]) -> JSONResponse:
@@ -120,12 +139,55 @@ def _respond(status: int, body: dict[str, Any]) -> JSONResponse:
              response_model=TxOutcome, openapi_extra={"requestBody": _TX_BODY})
 async def post_tx(request: Request, state: State, wait: WaitQuery = WaitMode.sync,
                   timeout: TimeoutQuery = None) -> JSONResponse:
-    """Raw signed tx in; a non-zero result code becomes a 4xx problem with its `code`."""
+    """Raw signed tx in; a non-zero result code becomes a 4xx problem with its `code`.
+
+    A `{"txs": [...]}` body submits a batch and answers 200 with one outcome or RFC 7807
+    problem per tx (TxBatchOutcome)."""
     tx = await _read_tx(request)
+    if isinstance(tx, list):
+        return await _submit_batch(state, tx, wait, timeout)
     status, body = await broadcast.submit(state, tx, wait, timeout)
     if body.get("memory_id") is None:
         body["memory_id"] = target_memory_id(tx)
     return _respond(status, body)
+
+
+async def _submit_batch(state: ApiState, txs: list[bytes], wait: WaitMode,
+                        timeout: float | None) -> JSONResponse:
+    """Each signer's txs in the order sent (its nonces usually rise with it); signers side
+    by side, as many parallel single submits would be."""
+    items: list[TxBatchItem | None] = [None] * len(txs)
+    by_signer: dict[bytes | None, list[int]] = {}
+    for i, tx in enumerate(txs):
+        peeked = peek_signer_nonce(tx)
+        by_signer.setdefault(peeked[0] if peeked else None, []).append(i)
+
+    async def one(i: int) -> None:
+        try:
+            status, body = await broadcast.submit(state, txs[i], wait, timeout)
+        except Problem as problem:
+            items[i] = TxBatchItem(index=i, status=problem.status,
+                                   problem=problem.body(f"/v1/txs#{i}"))
+            return
+        if body.get("memory_id") is None:
+            body["memory_id"] = target_memory_id(txs[i])
+        items[i] = TxBatchItem(index=i, status=status, outcome=TxOutcome(**body))
+
+    async def in_order(indexes: list[int]) -> None:
+        for i in indexes:
+            await one(i)
+
+    async with anyio.create_task_group() as group:
+        for signer, indexes in by_signer.items():
+            if signer is None:  # unreadable: each is refused on its own
+                for i in indexes:
+                    group.start_soon(one, i)
+            else:
+                group.start_soon(in_order, indexes)
+    results = [item for item in items if item is not None]
+    accepted = sum(1 for item in results if item.status < 300)
+    doc = TxBatchOutcome(results=results, accepted=accepted, refused=len(results) - accepted)
+    return JSONResponse(doc.model_dump(mode="json"), status_code=200)
 
 
 @router.get("/txs/{tx_hash}", summary="Outcome of a transaction by hash",

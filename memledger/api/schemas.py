@@ -99,6 +99,17 @@ class TxRequest(BaseModel):
     tx: Base64Tx
 
 
+#: the most txs one POST /v1/txs batch may carry
+MAX_BATCH_TXS = 256
+
+
+class TxBatchRequest(BaseModel):
+    """Many signed transactions in one request, for agents that write in bursts."""
+
+    model_config = ConfigDict(extra="forbid")
+    txs: list[Base64Tx] = Field(min_length=1, max_length=MAX_BATCH_TXS)
+
+
 class TxEvent(BaseModel):
     type: str
     attributes: dict[str, str]
@@ -126,6 +137,25 @@ class TxOutcome(BaseModel):
     memory_id: str | None = Field(None, description="the memory this tx is about, if any")
     memory_status: str | None = Field(
         None, description="that memory's status after the block (wait=commit)")
+
+
+class TxBatchItem(BaseModel):
+    """One tx of a batch: its HTTP status as a single submit would have had it, and the
+    outcome (2xx) or the RFC 7807 problem document (4xx/5xx)."""
+
+    index: int
+    status: int
+    outcome: TxOutcome | None = None
+    problem: dict[str, Any] | None = None
+
+
+class TxBatchOutcome(BaseModel):
+    """Per-tx outcomes of a batch, in the order sent. Txs of one signer are sent in that
+    order; different signers' txs are sent side by side."""
+
+    results: list[TxBatchItem]
+    accepted: int = Field(description="txs whose status is 2xx")
+    refused: int = Field(description="txs answered with a problem")
 
 
 class MemorySubmitTx(BaseModel):

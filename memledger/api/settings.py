@@ -37,6 +37,8 @@ class ApiSettings:
     rate_limit_per_s: float = 200.0  # per client address; 0 disables
     rate_limit_burst: int = 400
     request_timeout_s: float = 60.0
+    read_slots: int = 4  # reads served at once (their own threads); see api/readgate.py
+    read_backlog: int = 16  # reads waiting for a slot; beyond, 503 + Retry-After
     embedder: str = ""  # memledger.recall.embedder spec; "" or "none": text search only
     index_dir: Path | None = None  # where the vector index lives (needed with an embedder)
 
@@ -54,6 +56,8 @@ class ApiSettings:
                                .split(",") if o.strip()),
             rate_limit_per_s=float(config.extra.get("api_rate_limit_per_s", "200")),
             rate_limit_burst=int(config.extra.get("api_rate_limit_burst", "400")),
+            read_slots=int(config.extra.get("api_read_slots", "4")),
+            read_backlog=int(config.extra.get("api_read_backlog", "16")),
             embedder=config.embedder,
             index_dir=node_home.recall_dir,
         )

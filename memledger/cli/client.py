@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is noise here
 DEFAULT_API = "http://127.0.0.1:26680"
+#: the REST process's GIL switch interval (Python's default is 5 ms)
+API_SWITCH_INTERVAL_S = 0.001
 
 
 # ----------------------------------------------------------------------------- plumbing
@@ -930,6 +932,9 @@ def api_cmd(home: Path, host: str | None, port: int | None, voter: bool | None) 
     settings = ApiSettings.from_home(node_home)
     if voter is not None:
         settings = dataclasses.replace(settings, voter_required=voter)
+    # Reads run in worker threads; a CPU-bound one holds the GIL for up to the switch
+    # interval each time the event loop (writes, /health, shedding) asks for it.
+    sys.setswitchinterval(API_SWITCH_INTERVAL_S)
     uvicorn.run(create_app(settings), host=host or config.api_host,
                 port=port or config.api_port, log_level="info", access_log=False,
                 server_header=False)

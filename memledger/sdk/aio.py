@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -27,7 +28,9 @@ from memledger.sdk.core import (
     SERVED_RETRY_S,
     ClientCore,
     MakeTx,
+    batch_outcomes,
     memory_doc,
+    prove_params,
     served_memory,
     the_memory,
 )
@@ -184,6 +187,13 @@ class AsyncClient(ClientCore):
         make, memory_id = self._kind_maker(kind, fields, "AsyncClient.send")
         return await self._send("/v1/txs", make, wait, memory_id)
 
+    async def broadcast_many(self, txs: Sequence[bytes], *, wait: str = "sync"
+                       ) -> list[TxReceipt | MemLedgerError]:
+        """As `Client.broadcast_many`."""
+        body = {"txs": [base64.b64encode(tx).decode() for tx in txs]}
+        return batch_outcomes(await self._request("POST", "/v1/txs", params={"wait": wait},
+                                                json=body))
+
     async def broadcast(self, tx: bytes, *, wait: str = "commit") -> TxReceipt:
         """Send already-signed tx bytes."""
         return TxReceipt.from_json(await self._post_tx("/v1/txs", tx, wait))
@@ -294,13 +304,14 @@ class AsyncClient(ClientCore):
         except MemLedgerError:
             return None
 
-    async def get(self, memory_id: str, *, verify: bool = False) -> Memory:
+    async def get(self, memory_id: str, *, verify: bool = False, fresh: bool = False
+                  ) -> Memory:
         """As `Client.get`; verification runs in a worker thread."""
         if not verify:
             return await self.get_memory(memory_id)
         try:
             doc = await self._request("GET", f"/v1/memories/{quote_id(memory_id)}",
-                                      params={"prove": "true"})
+                                      params=prove_params(fresh))
         except MemLedgerError as exc:
             if exc.status != 404:
                 raise
@@ -313,9 +324,10 @@ class AsyncClient(ClientCore):
         except ProofError as exc:
             if exc.reason != "served_differs":
                 raise
-        await asyncio.sleep(SERVED_RETRY_S)  # see Client.get
+        if fresh:
+            await asyncio.sleep(SERVED_RETRY_S)  # see Client.get
         doc = await self._request("GET", f"/v1/memories/{quote_id(memory_id)}",
-                                  params={"prove": "true"})
+                                  params=prove_params(True))
         return await self._opened(await asyncio.to_thread(
             self._verified, memory_id, served_memory(doc, memory_id), doc.get("proof")))
 
@@ -324,12 +336,18 @@ class AsyncClient(ClientCore):
         return await asyncio.to_thread(self._record_value, kind, ident, doc)
 
     async def verify_memory(self, memory: Memory) -> Memory:
-        doc = await self._request("GET", f"/v1/memories/{quote_id(memory.id)}",
-                                  params={"prove": "true"})
-        served = (served_memory(doc, memory.id) if memory.epoch and not memory.sealed
-                  else memory_doc(memory))
-        return await self._opened(await asyncio.to_thread(
-            self._verified, memory.id, served, doc.get("proof")))
+        for fresh in (False, True):  # see Client.verify_memory
+            doc = await self._request("GET", f"/v1/memories/{quote_id(memory.id)}",
+                                      params=prove_params(fresh))
+            served = (served_memory(doc, memory.id) if memory.epoch and not memory.sealed
+                      else memory_doc(memory))
+            try:
+                return await self._opened(await asyncio.to_thread(
+                    self._verified, memory.id, served, doc.get("proof")))
+            except ProofError as exc:
+                if fresh or exc.reason != "served_differs":
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def memory_page(self, *, domain: str | None = None, status: Statuses = None,
                           type: str | None = None, author: str | None = None,  # noqa: A002

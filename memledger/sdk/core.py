@@ -186,6 +186,23 @@ class ClientCore:
         return resp.text
 
 
+def prove_params(fresh: bool) -> dict[str, str]:
+    """Query of a proven memory read: settled (no wait to verify) unless `fresh`."""
+    return {"prove": "true", "fresh": "true"} if fresh else {"prove": "true"}
+
+
+def batch_outcomes(doc: Any) -> list[TxReceipt | MemLedgerError]:
+    """A POST /v1/txs batch answer as one receipt or error per tx, in the order sent."""
+    out: list[TxReceipt | MemLedgerError] = []
+    for item in doc.get("results", []) if isinstance(doc, dict) else []:
+        if item.get("outcome") is not None:
+            out.append(TxReceipt.from_json(item["outcome"]))
+        else:
+            out.append(MemLedgerError.from_problem(int(item.get("status") or 0),
+                                                   item.get("problem") or {}))
+    return out
+
+
 def served_memory(doc: dict[str, Any], memory_id: str) -> dict[str, Any]:
     """The memory a proven read served, without its proof."""
     return {k: v for k, v in the_memory(doc, memory_id).items() if k != "proof"}

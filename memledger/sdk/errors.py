@@ -42,11 +42,16 @@ class MemLedgerError(Exception):
             text = resp.text.strip()[:200] or resp.reason_phrase
             return cls(f"HTTP {resp.status_code}: {text}", status=resp.status_code,
                        name=f"http_{resp.status_code}", detail=text)
+        return cls.from_problem(resp.status_code, doc)
+
+    @classmethod
+    def from_problem(cls, status: int, doc: dict[str, Any]) -> MemLedgerError:
+        """From an RFC 7807 document (a response's body, or one item of a batch)."""
         code = doc.get("code")
-        name = str(doc.get("name") or doc.get("title") or f"http_{resp.status_code}")
+        name = str(doc.get("name") or doc.get("title") or f"http_{status}")
         detail = str(doc.get("detail") or doc.get("title") or "")
         label = f"{name} (code {code})" if isinstance(code, int) else name
-        return cls(f"{label}: {detail}", status=resp.status_code,
+        return cls(f"{label}: {detail}", status=status,
                    code=code if isinstance(code, int) else None, name=name,
                    title=str(doc.get("title", "")), detail=detail, problem=doc)
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import base64
 import itertools
+import json
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from memledger.sdk.rpc_pool import PostPool
 from memledger.sdk.waiting import wait_until
 
 DEFAULT_URL = "http://127.0.0.1:26657"
@@ -99,28 +101,8 @@ class RpcClient:
 
     def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """Invoke ``method`` and return its ``result``; raise RpcError on a JSON-RPC error."""
-        body = {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params or {}}
-        resp = self._http.post(self.url, json=body)
-        try:
-            payload = resp.json()
-        except ValueError:
-            resp.raise_for_status()
-            raise RpcError(method, 0, "not a JSON-RPC answer",
-                           f"{self.url} answered {resp.text[:80]!r}") from None
-        if not isinstance(payload, dict) or ("result" not in payload
-                                             and not payload.get("error")):
-            # e.g. the REST API's address given as the RPC URL: JSON, but not JSON-RPC
-            raise RpcError(method, 0, "not a JSON-RPC answer",
-                           f"{self.url} answered {resp.text[:80]!r}")
-        if payload.get("error"):
-            err = payload["error"]
-            raise RpcError(
-                method,
-                int(err.get("code", 0)),
-                str(err.get("message", "")),
-                str(err.get("data", "")),
-            )
-        return payload["result"]
+        resp = self._http.post(self.url, json=_request(method, params))
+        return _result(method, self.url, resp)
 
     # --- info -------------------------------------------------------------------------
 
@@ -153,8 +135,7 @@ class RpcClient:
 
     def broadcast_tx_sync(self, tx: bytes) -> TxResult:
         """Submit ``tx`` and wait only for CheckTx."""
-        r = self.call("broadcast_tx_sync", {"tx": base64.b64encode(tx).decode()})
-        return TxResult(code=int(r.get("code", 0)), log=r.get("log", ""), hash=r["hash"])
+        return _tx_result(self.call("broadcast_tx_sync", {"tx": base64.b64encode(tx).decode()}))
 
     def broadcast_tx_async(self, tx: bytes) -> TxResult:
         """Submit ``tx`` without waiting for CheckTx (fire and forget)."""
@@ -203,17 +184,7 @@ class RpcClient:
     ) -> QueryResult:
         """Query the application; ``data`` is hex-encoded on the wire (HexBytes)."""
         params = {"path": path, "data": data.hex(), "height": str(height), "prove": prove}
-        r = self.call("abci_query", params)["response"]
-        return QueryResult(
-            code=int(r.get("code", 0)),
-            log=r.get("log", ""),
-            info=r.get("info", ""),
-            key=b64decode(r.get("key")),
-            value=b64decode(r.get("value")),
-            height=int(r.get("height", 0)),
-            codespace=r.get("codespace", ""),
-            raw=r,
-        )
+        return _query_result(self.call("abci_query", params)["response"])
 
     # --- waiting ----------------------------------------------------------------------
 
@@ -228,6 +199,97 @@ class RpcClient:
         return wait_until(reached, timeout, poll, what=f"{self.url} to reach height {height}",
                           ignore=(httpx.HTTPError, RpcError),
                           error=lambda msg: TimeoutError(f"{msg}, last height {last}"))[0]
+
+
+def _request(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params or {}}
+
+
+def _result(method: str, url: str, resp: httpx.Response) -> Any:
+    """The ``result`` of a JSON-RPC answer; RpcError for an error object or non-JSON-RPC."""
+    try:
+        payload = resp.json()
+    except ValueError:
+        resp.raise_for_status()
+        raise RpcError(method, 0, "not a JSON-RPC answer",
+                       f"{url} answered {resp.text[:80]!r}") from None
+    if not isinstance(payload, dict) or ("result" not in payload
+                                         and not payload.get("error")):
+        # e.g. the REST API's address given as the RPC URL: JSON, but not JSON-RPC
+        raise RpcError(method, 0, "not a JSON-RPC answer",
+                       f"{url} answered {resp.text[:80]!r}")
+    if payload.get("error"):
+        err = payload["error"]
+        raise RpcError(method, int(err.get("code", 0)), str(err.get("message", "")),
+                       str(err.get("data", "")))
+    return payload["result"]
+
+
+def _tx_result(r: dict[str, Any]) -> TxResult:
+    return TxResult(code=int(r.get("code", 0)), log=r.get("log", ""), hash=r["hash"])
+
+
+def _query_result(r: dict[str, Any]) -> QueryResult:
+    return QueryResult(code=int(r.get("code", 0)), log=r.get("log", ""), info=r.get("info", ""),
+                       key=b64decode(r.get("key")), value=b64decode(r.get("value")),
+                       height=int(r.get("height", 0)), codespace=r.get("codespace", ""), raw=r)
+
+
+class AsyncRpcClient:
+    """The calls a server makes per request, on an event loop with kept-alive
+    connections: no worker-thread hop per call, many calls in flight. Plain http (the
+    node's own cometbft) goes through PostPool, anything else through httpx."""
+
+    def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 30.0,
+                 keep: int = 64) -> None:
+        self.url = url.rstrip("/")
+        self._pool = PostPool(self.url + "/", timeout=timeout, keep=keep) \
+            if self.url.startswith("http://") else None
+        self._http = None if self._pool is not None else httpx.AsyncClient(timeout=timeout)
+
+    async def aclose(self) -> None:
+        if self._pool is not None:
+            await self._pool.aclose()
+        if self._http is not None:
+            await self._http.aclose()
+
+    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        body = json.dumps(_request(method, params)).encode()
+        if self._pool is None:
+            assert self._http is not None
+            resp = await self._http.post(self.url, content=body,
+                                         headers={"content-type": "application/json"})
+        else:
+            status, data = await self._pool.post(body)
+            resp = httpx.Response(status, content=data,
+                                  request=httpx.Request("POST", self.url))
+        return _result(method, self.url, resp)
+
+    async def broadcast_tx_sync(self, tx: bytes) -> TxResult:
+        return _tx_result(await self.call("broadcast_tx_sync",
+                                          {"tx": base64.b64encode(tx).decode()}))
+
+    async def tx(self, tx_hash: str) -> dict[str, Any]:
+        params = {"hash": base64.b64encode(bytes.fromhex(tx_hash)).decode(), "prove": False}
+        result: dict[str, Any] = await self.call("tx", params)
+        return result
+
+    async def abci_query(self, path: str, data: bytes = b"", *, height: int = 0) -> QueryResult:
+        params = {"path": path, "data": data.hex(), "height": str(height), "prove": False}
+        return _query_result((await self.call("abci_query", params))["response"])
+
+    async def app_height(self) -> int:
+        """The height the app last committed (its projection is flushed up to it)."""
+        info = (await self.call("abci_info")).get("response", {})
+        return int(info.get("last_block_height") or 0)
+
+    async def block(self, height: int) -> dict[str, Any]:
+        result: dict[str, Any] = await self.call("block", _height_params(height))
+        return result
+
+    async def block_results(self, height: int) -> dict[str, Any]:
+        result: dict[str, Any] = await self.call("block_results", _height_params(height))
+        return result
 
 
 def _height_params(height: int | None) -> dict[str, Any]:

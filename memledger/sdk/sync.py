@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import threading
 import time
@@ -27,7 +28,9 @@ from memledger.sdk.core import (
     SERVED_RETRY_S,
     ClientCore,
     MakeTx,
+    batch_outcomes,
     memory_doc,
+    prove_params,
     served_memory,
     the_memory,
 )
@@ -179,6 +182,15 @@ class Client(ClientCore):
         make, memory_id = self._kind_maker(kind, fields, "Client.send")
         return self._send("/v1/txs", make, wait, memory_id)
 
+    def broadcast_many(self, txs: Sequence[bytes], *, wait: str = "sync"
+                       ) -> list[TxReceipt | MemLedgerError]:
+        """Send many already-signed txs in one request (POST /v1/txs with `txs`): one
+        receipt or MemLedgerError per tx, in the order given; a refused tx does not stop
+        the others. Each signer's txs are sent in the order given. At most 256 per call."""
+        body = {"txs": [base64.b64encode(tx).decode() for tx in txs]}
+        return batch_outcomes(self._request("POST", "/v1/txs", params={"wait": wait},
+                                                json=body))
+
     def broadcast(self, tx: bytes, *, wait: str = "commit") -> TxReceipt:
         """Send already-signed tx bytes."""
         return TxReceipt.from_json(self._post_tx("/v1/txs", tx, wait))
@@ -303,15 +315,20 @@ class Client(ClientCore):
         except MemLedgerError:
             return None
 
-    def get(self, memory_id: str, *, verify: bool = False) -> Memory:
+    def get(self, memory_id: str, *, verify: bool = False, fresh: bool = False) -> Memory:
         """One memory; with `verify`, only if its record and content prove against a
         light-client-verified app hash and match what the node served (else
-        VerificationError saying which check failed)."""
+        VerificationError saying which check failed).
+
+        A verified read is proven at the newest height whose next header exists, so it
+        needs no wait (`verified_height` says which height); `fresh=True` proves at the
+        latest height instead and waits for the next block's header. A memory that
+        changed in the latest block is read fresh."""
         if not verify:
             return self.get_memory(memory_id)
         try:
             doc = self._request("GET", f"/v1/memories/{quote_id(memory_id)}",
-                                params={"prove": "true"})
+                                params=prove_params(fresh))
         except MemLedgerError as exc:
             if exc.status != 404:
                 raise
@@ -324,10 +341,13 @@ class Client(ClientCore):
         except ProofError as exc:
             if exc.reason != "served_differs":
                 raise
-        # The node's projection is flushed just before its store at Commit: a read in
-        # that window differs honestly. Ask once more; a second difference stands.
-        time.sleep(SERVED_RETRY_S)
-        doc = self._request("GET", f"/v1/memories/{quote_id(memory_id)}", params={"prove": "true"})
+        # The node serves its latest projection: a memory changed in the latest block
+        # (or read while the projection is flushed, just before the store at Commit)
+        # differs honestly from a settled proof. Ask once more at the latest height; a
+        # second difference stands.
+        if fresh:
+            time.sleep(SERVED_RETRY_S)
+        doc = self._request("GET", f"/v1/memories/{quote_id(memory_id)}", params=prove_params(True))
         return self.private.open(
             self._verified(memory_id, served_memory(doc, memory_id), doc.get("proof")))
 
@@ -343,11 +363,18 @@ class Client(ClientCore):
 
     def verify_memory(self, memory: Memory) -> Memory:
         """Check a memory obtained from any read (e.g. a search hit) against the chain."""
-        doc = self._request("GET", f"/v1/memories/{quote_id(memory.id)}", params={"prove": "true"})
-        # an opened private memory is checked as the node served it: the envelope
-        served = (served_memory(doc, memory.id) if memory.epoch and not memory.sealed
-                  else memory_doc(memory))
-        return self.private.open(self._verified(memory.id, served, doc.get("proof")))
+        for fresh in (False, True):
+            doc = self._request("GET", f"/v1/memories/{quote_id(memory.id)}",
+                                params=prove_params(fresh))
+            # an opened private memory is checked as the node served it: the envelope
+            served = (served_memory(doc, memory.id) if memory.epoch and not memory.sealed
+                      else memory_doc(memory))
+            try:
+                return self.private.open(self._verified(memory.id, served, doc.get("proof")))
+            except ProofError as exc:
+                if fresh or exc.reason != "served_differs":
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def memory_page(self, *, domain: str | None = None, status: Statuses = None,
                     type: str | None = None, author: str | None = None,  # noqa: A002

@@ -34,6 +34,10 @@ class Snapshot:
         self._s = store
         self._txn = txn
 
+    def close(self) -> None:
+        """End a view opened with `CanonicalStore.open_snapshot`."""
+        self._txn.abort()
+
     def get(self, key: bytes) -> bytes | None:
         value: bytes | None = self._txn.get(key, db=self._s._data)
         return value

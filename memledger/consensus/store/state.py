@@ -190,6 +190,11 @@ class CanonicalStore(StoreOffline):
         with self._env.begin() as txn:
             yield Snapshot(self, txn)
 
+    def open_snapshot(self) -> Snapshot:
+        """A read view kept open past one call (`Snapshot.close` ends it): the REST API
+        keeps the previous height's, to prove at a height whose next header exists."""
+        return Snapshot(self, self._env.begin())
+
     def get(self, key: bytes) -> bytes | None:
         with self._env.begin() as txn:
             value: bytes | None = txn.get(key, db=self._data)

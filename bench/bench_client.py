@@ -1,0 +1,361 @@
+"""The client path against the consensus path, on one node, ratios from one run (issue 36).
+
+    .venv/bin/python -m bench.bench_client                  # all parts (~3 min)
+    .venv/bin/python -m bench.bench_client --parts admission commit
+
+Parts, each measured against its limit in the same run on the same node:
+
+- `admission`: W writers, each with its own key, send pre-signed memory submits one
+  after another: through CometBFT's RPC `broadcast_tx_sync` (the limit) and through
+  REST `POST /v1/txs?wait=sync`; and the SDK's `submit(wait="sync")` from 64 threads
+  with own keys against RPC from 64 threads. committed/s = txs / (first send until the
+  mempool is empty and every tx is in a block). `--rounds` pairs, the order alternating.
+- `commit`: sequential `wait=commit` submits; latency p50 against the median block
+  interval of the same blocks (block times).
+- `verified`: sequential `Client.get(verify=True)` with a warm trust store; and with
+  `fresh=True` (the old behaviour: each read waits for the next header).
+- `isolation`: one writer submits every 0.1 s (`wait=sync`) and a probe asks /health
+  every 0.1 s while C readers run ranked hybrid searches, C = 0, 50, 300 (in their own
+  process, each on its own connection, waiting Retry-After after a 503 as the SDK does):
+  write and /health p99, read throughput, shed reads (503) and how fast they were
+  answered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import multiprocessing
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+from nacl.signing import SigningKey
+
+from memledger.api.readgate import SHED_RETRY_AFTER_S
+from memledger.daemon.home import NodeHome
+from memledger.devtools.burst import wait_mempool_empty
+from memledger.devtools.node import NodeRunner, wait_api_ready
+from memledger.devtools.stats import percentile
+from memledger.sdk import Client
+from memledger.sdk.light import GenesisRoot
+from memledger.sdk.rpc import RpcClient
+from memledger.sdk.rpc_pool import PostPool
+from memledger.sdk.txbuilder import TxBuilder
+
+CHAIN = "memledger-bench-client"
+
+
+def _keys(n: int, tag: str) -> list[SigningKey]:
+    return [SigningKey(f"{tag}-{i}".encode().ljust(32, b".")[:32]) for i in range(n)]
+
+
+def _signed(keys: list[SigningKey], per_key: int, tag: str, nonce0: int) -> list[list[bytes]]:
+    """Per writer, `per_key` memory submits signed by its own key."""
+    return [[TxBuilder(k, CHAIN).submit(nonce0 + j, f"{tag}-{w}-{j}",
+                                        f"bench {tag} memory {w} {j} about the client path")
+             for j in range(per_key)] for w, k in enumerate(keys)]
+
+
+def _drain(runner: NodeRunner, txs: list[list[bytes]], send: Callable[[bytes], bool]
+           ) -> dict[str, Any]:
+    """Each writer sends its txs in turn; committed/s until the mempool is empty."""
+    accepted = [0] * len(txs)
+
+    def writer(w: int) -> None:
+        for tx in txs[w]:
+            accepted[w] += bool(send(tx))
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(len(txs)) as pool:
+        list(pool.map(writer, range(len(txs))))
+    sent_s = time.perf_counter() - started
+    wait_mempool_empty(runner.rpc_url)
+    # wait_mempool_empty adds two blocks after the mempool emptied; take them back out
+    total_s = time.perf_counter() - started - 2 * _block_interval(runner)
+    n = sum(accepted)
+    return {"txs": sum(len(t) for t in txs), "accepted": n, "send_s": round(sent_s, 2),
+            "committed_per_s": round(n / total_s, 1)}
+
+
+_intervals: dict[str, float] = {}
+
+
+def _block_interval(runner: NodeRunner, blocks: int = 20) -> float:
+    """Median seconds between the node's last `blocks` block times."""
+    with runner.rpc() as rpc:
+        top = rpc.latest_height()
+        times = []
+        for h in range(max(1, top - blocks), top + 1):
+            t = rpc.block(h)["block"]["header"]["time"]
+            times.append(_parse_time(t))
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    value = statistics.median(gaps) if gaps else 0.3
+    _intervals[runner.rpc_url] = value
+    return value
+
+
+def _parse_time(text: str) -> float:
+    head, _, frac = text.rstrip("Z").partition(".")
+    return datetime.fromisoformat(head + "+00:00").timestamp() + float(f"0.{frac or 0}")
+
+
+def admission(runner: NodeRunner, writers: int, per_key: int, rounds: int) -> dict[str, Any]:
+    """`rounds` pairs of each comparison, the order alternating (the machine's other load
+    drifts): REST and RPC from `writers` threads, SDK and RPC from 64 threads."""
+    local = threading.local()
+
+    def via_rpc(tx: bytes) -> bool:
+        if not hasattr(local, "rpc"):
+            local.rpc = RpcClient(runner.rpc_url)
+        return bool(local.rpc.broadcast_tx_sync(tx).code == 0)
+
+    def via_rest(tx: bytes) -> bool:
+        if not hasattr(local, "rest"):
+            local.rest = httpx.Client(base_url=runner.api_url, timeout=60)
+        r = local.rest.post("/v1/txs", params={"wait": "sync"},
+                            json={"tx": base64.b64encode(tx).decode()})
+        return r.status_code == 202
+
+    threads = 64
+    per = max(1, per_key * writers // threads)
+    pairs: list[dict[str, Any]] = []
+    for n in range(rounds):
+        rest_txs = _signed(_keys(writers, f"rest{n}"), per_key, f"rest{n}", 1)
+        rpc_txs = _signed(_keys(writers, f"rpc{n}"), per_key, f"rpc{n}", 1)
+        rpc64_txs = _signed(_keys(threads, f"rpc64-{n}"), per, f"rpc64-{n}", 1)
+        clients = [Client(runner.api_url, key=k, chain_id=CHAIN)
+                   for k in _keys(threads, f"sdk64-{n}")]
+
+        def via_sdk(job: bytes, n: int = n, clients: list[Client] = clients) -> bool:
+            w, j = (int(x) for x in job.decode().split(":"))
+            clients[w].submit(f"sdk{n}-{w}-{j}", f"bench sdk memory {w} {j} about the "
+                              "client path", wait="sync")
+            return True
+
+        jobs = [[f"{w}:{j}".encode() for j in range(per)] for w in range(threads)]
+        first, second = ("rpc", "rest") if n % 2 == 0 else ("rest", "rpc")
+        got = {}
+        for what in (first, second):
+            got[what] = _drain(runner, rpc_txs if what == "rpc" else rest_txs,
+                               via_rpc if what == "rpc" else via_rest)
+        for what in (("rpc64", "sdk64") if n % 2 == 0 else ("sdk64", "rpc64")):
+            got[what] = _drain(runner, rpc64_txs if what == "rpc64" else jobs,
+                               via_rpc if what == "rpc64" else via_sdk)
+        for c in clients:
+            c.close()
+        got["rest_over_rpc"] = round(got["rest"]["committed_per_s"]
+                                     / got["rpc"]["committed_per_s"], 2)
+        got["sdk64_over_rpc64"] = round(got["sdk64"]["committed_per_s"]
+                                        / got["rpc64"]["committed_per_s"], 2)
+        pairs.append(got)
+    return {"writers": writers, "per_key": per_key, "sdk_threads": threads,
+            "sdk_per_thread": per, "rounds": pairs,
+            "rest_over_rpc_median": statistics.median(p["rest_over_rpc"] for p in pairs),
+            "sdk64_over_rpc64_median": statistics.median(p["sdk64_over_rpc64"]
+                                                         for p in pairs)}
+
+
+def commit(runner: NodeRunner, submits: int) -> dict[str, Any]:
+    key = _keys(1, "commit")[0]
+    builder = TxBuilder(key, CHAIN)
+    lat = []
+    with httpx.Client(base_url=runner.api_url, timeout=60) as api:
+        for j in range(submits):
+            tx = builder.submit(j + 1, f"commit-{j}", f"bench commit wait memory {j} here")
+            t0 = time.perf_counter()
+            r = api.post("/v1/txs", params={"wait": "commit"},
+                         json={"tx": base64.b64encode(tx).decode()})
+            lat.append(time.perf_counter() - t0)
+            assert r.status_code == 200, r.text
+        metrics = api.get("/metrics").text
+    interval = _block_interval(runner, blocks=max(20, submits))
+    p50 = percentile(lat, 50)
+    by = {row.split('"')[1]: float(row.rsplit(" ", 1)[1]) for row in metrics.splitlines()
+          if row.startswith("memledger_api_commit_waits_total{")}
+    return {"submits": submits, "p50_ms": round(p50 * 1000, 1),
+            "p99_ms": round(percentile(lat, 99) * 1000, 1),
+            "block_interval_ms": round(interval * 1000, 1),
+            "p50_minus_interval_ms": round((p50 - interval) * 1000, 1),
+            "answered_by": by}
+
+
+def verified(runner: NodeRunner, reads: int, trust_dir: Path) -> dict[str, Any]:
+    key = _keys(1, "verified")[0]
+    trust = GenesisRoot.from_file(NodeHome(runner.home).cometbft / "config" / "genesis.json")
+    out: dict[str, Any] = {"reads": reads}
+    with Client(runner.api_url, key=key, chain_id=CHAIN, trust=trust,
+                trust_store=trust_dir) as client:
+        client.submit("verified-1", "a memory read back verified many times", wait="commit")
+        time.sleep(1.0)
+        client.get("verified-1", verify=True)  # warm
+        for label, fresh, n in (("settled", False, reads), ("fresh", True, max(10, reads // 10))):
+            lat, heights = [], []
+            started = time.perf_counter()
+            for _ in range(n):
+                t0 = time.perf_counter()
+                m = client.get("verified-1", verify=True, fresh=fresh)
+                lat.append(time.perf_counter() - t0)
+                heights.append(m.verified_height)
+            wall = time.perf_counter() - started
+            out[label] = {"reads": n, "reads_per_s": round(n / wall, 1),
+                          "p50_ms": round(percentile(lat, 50) * 1000, 1),
+                          "p99_ms": round(percentile(lat, 99) * 1000, 1),
+                          "heights_proven": len(set(heights))}
+    return out
+
+
+async def _readers(api_url: str, readers: int, seconds: float) -> list[tuple[int, float]]:
+    """C readers, each on its own kept-alive connection, ranked hybrid searches."""
+    stop = time.perf_counter() + seconds
+    reads: list[tuple[int, float]] = []
+    queries = ["client+path+memory", "bench+rest", "commit+wait", "verified+many+times"]
+
+    async def reader(i: int) -> None:
+        pool = PostPool(api_url + "/", timeout=120, keep=1)
+        target = f"/v1/memories?q={queries[i % len(queries)]}&mode=hybrid&limit=10"
+        while time.perf_counter() < stop:
+            t0 = time.perf_counter()
+            try:
+                code, _ = await pool.get(target)
+            except httpx.HTTPError:
+                code = 0
+            reads.append((code, time.perf_counter() - t0))
+            if code == 503:  # as the SDK does: wait what Retry-After says
+                await asyncio.sleep(SHED_RETRY_AFTER_S)
+        await pool.aclose()
+
+    await asyncio.gather(*(reader(i) for i in range(readers)))
+    return reads
+
+
+def _reader_process(api_url: str, readers: int, seconds: float, out: Any) -> None:
+    out.send(asyncio.run(_readers(api_url, readers, seconds)) if readers else [])
+
+
+def _isolation_round(api_url: str, readers: int, seconds: float, writer_key: SigningKey,
+                     nonce0: int) -> dict[str, Any]:
+    """Readers in their own process (their client's CPU is not the writer's); the writer
+    and the /health probe each on their own thread here."""
+    ctx = multiprocessing.get_context("spawn")
+    mine, theirs = ctx.Pipe()
+    proc = ctx.Process(target=_reader_process, args=(api_url, readers, seconds, theirs))
+    proc.start()
+    time.sleep(1.0 if readers else 0.0)  # the readers' process starts up
+    stop = time.perf_counter() + seconds - 1.0
+    writes: list[float] = []
+    health: list[float] = []
+    builder = TxBuilder(writer_key, CHAIN)
+
+    def writer() -> None:
+        with httpx.Client(base_url=api_url, timeout=60) as own:
+            j = 0
+            while time.perf_counter() < stop:
+                tx = builder.submit(nonce0 + j, f"iso-{nonce0}-{j}", f"write under load {j}")
+                t0 = time.perf_counter()
+                r = own.post("/v1/txs", params={"wait": "sync"},
+                             json={"tx": base64.b64encode(tx).decode()})
+                writes.append(time.perf_counter() - t0)
+                assert r.status_code == 202, r.text
+                j += 1
+                time.sleep(0.1)
+
+    def prober() -> None:
+        with httpx.Client(base_url=api_url, timeout=60) as own:
+            while time.perf_counter() < stop:
+                t0 = time.perf_counter()
+                r = own.get("/health")
+                health.append(time.perf_counter() - t0)
+                assert r.status_code == 200
+                time.sleep(0.1)
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda f: f(), (writer, prober)))
+    reads: list[tuple[int, float]] = mine.recv()
+    proc.join()
+    served = [t for code, t in reads if code == 200]
+    shed = [t for code, t in reads if code == 503]
+    out: dict[str, Any] = {"readers": readers, "writes": len(writes),
+                           "write_p50_ms": round(percentile(writes, 50) * 1000, 1),
+                           "write_p99_ms": round(percentile(writes, 99) * 1000, 1),
+                           "health_p99_ms": round(percentile(health, 99) * 1000, 1),
+                           "reads_per_s": round(len(served) / seconds, 1),
+                           "other_answers": sum(1 for c, _ in reads if c not in (200, 503))}
+    if served:
+        out["read_p50_ms"] = round(percentile(served, 50) * 1000, 1)
+    out["shed"] = len(shed)
+    if shed:
+        out["shed_p50_ms"] = round(percentile(shed, 50) * 1000, 1)
+        out["shed_p99_ms"] = round(percentile(shed, 99) * 1000, 1)
+        out["shed_max_ms"] = round(max(shed) * 1000, 1)
+        out["shed_within_50ms"] = round(sum(1 for t in shed if t <= 0.05) / len(shed), 3)
+    return out
+
+
+def isolation(runner: NodeRunner, seconds: float, counts: list[int]) -> dict[str, Any]:
+    key = _keys(1, "iso")[0]
+    rounds = [_isolation_round(runner.api_url, c, seconds, key, 1 + 10_000 * i)
+              for i, c in enumerate(counts)]
+    out: dict[str, Any] = {"seconds": seconds, "rounds": rounds}
+    base = rounds[0]
+    for r in rounds[1:]:
+        r["write_p99_over_unloaded"] = round(r["write_p99_ms"] / base["write_p99_ms"], 2)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", nargs="+", default=["admission", "commit", "verified",
+                                                       "isolation"])
+    parser.add_argument("--writers", type=int, default=32)
+    parser.add_argument("--per-key", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--commits", type=int, default=40)
+    parser.add_argument("--reads", type=int, default=200)
+    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--readers", type=int, nargs="+", default=[0, 50, 300])
+    parser.add_argument("--embedder", help="the node's embedder (default: the node's "
+                        "default; `none`: text search only, no vector index follower)")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-client-") as tmp:
+        runner = NodeRunner(Path(tmp) / "home", chain_id=CHAIN)
+        # one address sends everything here: the per-address rate limit (200/s) would be
+        # the thing measured, not the path
+        config = json.loads((runner.home / "config.json").read_text())
+        config.setdefault("extra", {})["api_rate_limit_per_s"] = "0"
+        if args.embedder is not None:
+            config["embedder"] = args.embedder
+        (runner.home / "config.json").write_text(json.dumps(config))
+        runner.start()
+        result: dict[str, Any] = {}
+        try:
+            wait_api_ready(runner.api_url)
+            if "admission" in args.parts:
+                result["admission"] = admission(runner, args.writers, args.per_key,
+                                                args.rounds)
+            if "commit" in args.parts:
+                result["commit"] = commit(runner, args.commits)
+            if "verified" in args.parts:
+                result["verified"] = verified(runner, args.reads, Path(tmp) / "trust")
+            if "isolation" in args.parts:
+                result["isolation"] = isolation(runner, args.seconds, args.readers)
+        finally:
+            runner.stop()
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Reads past their capacity are shed at once with 503 + Retry-After; writes and probes
+are never counted against it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+from fastapi import FastAPI
+
+from memledger.api import problems
+from memledger.api.readgate import ReadGate, ReadGateMiddleware, is_read
+
+
+def _app(gate: ReadGate, release: asyncio.Event) -> FastAPI:
+    app = FastAPI()
+    problems.install(app)
+
+    @app.get("/v1/memories")
+    async def slow_read() -> dict[str, str]:
+        await release.wait()
+        return {"ok": "read"}
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/v1/txs")
+    async def write() -> dict[str, str]:
+        return {"ok": "write"}
+
+    app.add_middleware(ReadGateMiddleware, gate=gate)
+    return app
+
+
+def test_reads_beyond_capacity_are_shed_fast_and_probes_and_writes_pass() -> None:
+    async def go() -> None:
+        gate = ReadGate(slots=2, backlog=1)
+        release = asyncio.Event()
+        transport = httpx.ASGITransport(app=_app(gate, release))
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            held = [asyncio.create_task(client.get("/v1/memories")) for _ in range(3)]
+            while gate.in_flight < 3:
+                await asyncio.sleep(0.001)
+            started = time.perf_counter()
+            shed = await client.get("/v1/memories")
+            took = time.perf_counter() - started
+            assert shed.status_code == 503 and took < 0.05
+            assert shed.headers["retry-after"] == "1"
+            assert shed.headers["content-type"].startswith("application/problem+json")
+            assert shed.json()["name"] == "overloaded"
+            assert (await client.get("/health")).status_code == 200
+            assert (await client.post("/v1/txs")).status_code == 200
+            release.set()
+            assert [r.status_code for r in await asyncio.gather(*held)] == [200] * 3
+            assert gate.in_flight == 0 and gate.shed == 1
+            assert (await client.get("/v1/memories")).status_code == 200
+    asyncio.run(go())
+
+
+def test_what_counts_as_a_read() -> None:
+    def scope(method: str, path: str) -> dict[str, str]:
+        return {"method": method, "path": path}
+    assert is_read(scope("GET", "/v1/memories"))  # type: ignore[arg-type]
+    assert is_read(scope("GET", "/v1/light"))  # type: ignore[arg-type]
+    for method, path in (("POST", "/v1/memories"), ("GET", "/v1/txs/ab"), ("GET", "/health"),
+                         ("GET", "/ready"), ("GET", "/v1/status"), ("GET", "/metrics")):
+        assert not is_read(scope(method, path))  # type: ignore[arg-type]
