@@ -64,7 +64,11 @@ class LocalIndex:
         self.docs: dict[str, _Doc] = {}
         self.postings: dict[str, dict[str, int]] = {}
         self._total_len = 0
-        self._matrix: tuple[list[str], Any] | None = None  # NumPy vectors, rebuilt on add
+        # NumPy's unit float32 rows (one per id), stacked into one matrix at the first
+        # query after an add; Python vectors are kept only where NumPy is missing (100k
+        # lists of floats would cost seconds to build and long garbage-collector pauses)
+        self._matrix: tuple[list[str], Any] | None = None
+        self._pending: list[tuple[list[str], Any]] = []
         self._champions: dict[str, list[tuple[str, float]]] = {}  # per term, until an add
 
     def __len__(self) -> int:
@@ -72,28 +76,43 @@ class LocalIndex:
 
     def add(self, memories: Iterable[Memory]) -> int:
         fresh = [m for m in memories if m.content is not None and not m.sealed]
-        vectors: Sequence[Any] = [None] * len(fresh)
-        if self.embed is not None and fresh:
-            vectors = _normalised(self.embed([m.content or "" for m in fresh]))
-        for memory, vector in zip(fresh, vectors, strict=True):
+        new: dict[str, Memory] = {}
+        for memory in fresh:
             if memory.id in self.docs:
                 self.docs[memory.id].memory = memory  # status may have moved
-                continue
+            else:
+                new[memory.id] = memory
+        vectors = self._vectors(list(new.values()))
+        for (mid, memory), vector in zip(new.items(), vectors, strict=True):
             bag = Counter(words(memory.content or ""))
             for term, count in bag.items():
-                self.postings.setdefault(term, {})[memory.id] = count
+                self.postings.setdefault(term, {})[mid] = count
             length = sum(bag.values())
-            self.docs[memory.id] = _Doc(memory, length, vector)
+            self.docs[mid] = _Doc(memory, length, vector)
             self._total_len += length
-        if fresh:
-            self._matrix = None
+        if new:
             # the touched words' champion lists, built now rather than by a query
-            touched = {t for m in fresh for t in words(m.content or "")}
+            touched = {t for m in new.values() for t in words(m.content or "")}
             for term in touched:
                 self._champions.pop(term, None)
             for term in sorted(touched):
                 self._champions_of(term)
         return len(fresh)
+
+    def _vectors(self, memories: list[Memory]) -> Sequence[Any]:
+        """The new memories' unit vectors: Python lists without NumPy; with it, one
+        float32 block queued for the matrix (and None per memory)."""
+        if self.embed is None or not memories:
+            return [None] * len(memories)
+        raw = self.embed([m.content or "" for m in memories])
+        _np = _numpy()
+        if _np is None:
+            return _normalised(raw)
+        block = _np.asarray(raw, dtype=_np.float32).reshape(len(memories), -1)
+        norms = _np.linalg.norm(block, axis=1, keepdims=True)
+        block /= _np.where(norms > 0, norms, 1.0)
+        self._pending.append(([m.id for m in memories], block))
+        return [None] * len(memories)
 
     def _bm25(self, q: str) -> dict[str, float]:
         """BM25 of the documents holding a query word. A word in more than half the
@@ -130,31 +149,45 @@ class LocalIndex:
         scored; the filter runs on the best only, widening until enough pass)."""
         if self.embed is None or not self.docs:
             return []
-        (qv,) = _normalised(self.embed([q]))
         _np = _numpy()
-        if _np is not None:  # one matrix product where NumPy is installed
-            if self._matrix is None:
-                ids = [mid for mid, d in self.docs.items() if d.vector is not None]
-                self._matrix = (ids, _np.asarray([self.docs[m].vector for m in ids],
-                                                 dtype=_np.float32))
-            ids, matrix = self._matrix
-            if not ids:
-                return []
-            scores = -(matrix @ _np.asarray(qv, dtype=_np.float32))
-            take = 4 * want
-            while True:  # the best `take` by partition, widened until `want` pass `keep`
-                if take >= len(ids):
-                    order = _np.argsort(scores, kind="stable")
-                else:
-                    part = _np.argpartition(scores, take)[:take]
-                    order = part[_np.argsort(scores[part], kind="stable")]
-                kept = _first_kept(self, [ids[int(i)] for i in order], keep, want)
-                if len(kept) >= want or take >= len(ids):
-                    return kept
-                take *= 4
+        if _np is not None and (self._pending or self._matrix):
+            return self._by_matrix(_np, q, keep, want)
+        (qv,) = _normalised(self.embed([q]))
         scored = sorted(((-sum(a * b for a, b in zip(qv, d.vector, strict=True)), mid)
                          for mid, d in self.docs.items() if d.vector is not None))
         return _first_kept(self, [mid for _, mid in scored], keep, want)
+
+    def _by_matrix(self, _np: Any, q: str, keep: Callable[[Memory], bool],
+                   want: int) -> list[str]:
+        """One product of the unit matrix with the query (einsum: NumPy's own
+        single-threaded loop, whose tail stays short on a busy machine where a threaded
+        BLAS waits for its threads), then the best by partition, widened until `want`
+        pass `keep`."""
+        if self._pending:
+            ids = list(self._matrix[0]) if self._matrix else []
+            blocks = [self._matrix[1]] if self._matrix else []
+            for block_ids, block in self._pending:
+                ids.extend(block_ids)
+                blocks.append(block)
+            self._matrix = (ids, _np.concatenate(blocks) if len(blocks) > 1 else blocks[0])
+            self._pending = []
+        assert self._matrix is not None
+        ids, matrix = self._matrix
+        if not ids:
+            return []
+        (raw,) = self.embed([q]) if self.embed is not None else ([],)
+        scores = _np.einsum("ij,j->i", matrix, _np.asarray(raw, dtype=_np.float32))
+        take = 4 * want
+        while True:
+            if take >= len(ids):
+                order = _np.argsort(-scores, kind="stable")
+            else:
+                part = _np.argpartition(scores, len(ids) - take)[len(ids) - take:]
+                order = part[_np.argsort(-scores[part], kind="stable")]
+            kept = _first_kept(self, [ids[int(i)] for i in order], keep, want)
+            if len(kept) >= want or take >= len(ids):
+                return kept
+            take *= 4
 
     def search(self, q: str, limit: int, keep: Callable[[Memory], bool]) -> list[Memory]:
         """The `limit` best memories `keep` accepts: words, fused with meaning (RRF) when

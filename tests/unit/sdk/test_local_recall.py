@@ -63,3 +63,18 @@ def test_statuses_as_the_node_defaults_them() -> None:
     assert wanted_statuses(None, False) == {"committed"}
     assert wanted_statuses(None, True) == {"committed", "challenged"}
     assert wanted_statuses(["proposed"], False) == {"proposed"}
+
+
+def test_meaning_matrix_grows_with_each_add_and_widens_past_filtered_hits() -> None:
+    """Adds after a query join the matrix; a re-added memory keeps one row; a filter that
+    rejects the nearest rows widens the partition until enough pass."""
+    def embed(texts: list[str]) -> Sequence[Sequence[float]]:
+        return [[float(t.count("x")), 1.0] for t in texts]
+
+    index = LocalIndex(embed)
+    index.add([mem(f"n{i}", "x" * i, status="proposed") for i in range(300)])
+    assert [h.id for h in index.search("xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", 1, lambda m: True)]
+    index.add([mem("far", "x" * 1000), mem("n0", "", status="committed")])
+    assert len(index) == 301
+    hits = index.search("x" * 1000, 2, lambda m: m.status == "committed")
+    assert [h.id for h in hits] == ["far", "n0"]
