@@ -114,9 +114,12 @@ def median_ci(samples: list[float]) -> tuple[float, float]:
     return ordered[lo], ordered[hi]
 
 
-async def _in_process(node: NodeRunner, agent: Agent, runs: int, state: Path) -> dict[str, Any]:
+async def _in_process(node: NodeRunner, agent: Agent, runs: int, state: Path,
+                      remembers: int = 0) -> dict[str, Any]:
     """The server's own cost without a transport: its call_tool against the SDK's recall,
-    in one process (what stdio adds on top is the JSON-RPC round trip between two)."""
+    in one process (what stdio adds on top is the JSON-RPC round trip between two); with
+    `remembers`, also its remember against the SDK's submit, each started after a block
+    ({"recall": ..., "remember": ...})."""
     from memledger.mcp.cursors import CursorStore
     from memledger.mcp.ledger import Ledger
     from memledger.mcp.render import Budget
@@ -129,8 +132,25 @@ async def _in_process(node: NodeRunner, agent: Agent, runs: int, state: Path) ->
     row = await _pairs(
         runs, lambda i: server.call_tool("recall", {"query": _query(i)}),
         lambda i: client.recall(_query(i), limit=5, status="committed"))
+    if remembers:
+        row = {"recall": row, "remember": await _pairs(
+            remembers,
+            lambda i: server.call_tool("remember", {
+                "content": f"In-process note {i} via MCP about {TOPICS[i % 8]}.",
+                "wait": "included"}),
+            lambda i: client.submit(None, f"In-process note {i} via REST about "
+                                          f"{TOPICS[i % 8]}.", domain=DOMAIN,
+                                    type="observation", confidence=0.8, wait="commit"),
+            lambda: _after_block(client))}
     await tools.ledger.aclose()
     return row
+
+
+async def _after_block(client: AsyncClient) -> None:
+    """Returns just after the node reports a new block (see `_pairs`' `align`)."""
+    start = (await client.status()).height
+    while (await client.status()).height <= start:
+        await asyncio.sleep(0.005)
 
 
 def _query(i: int) -> str:
@@ -158,11 +178,6 @@ async def _measure(node: NodeRunner, agent: Agent, args: argparse.Namespace,
             # call starts just after a new block, so both wait about one block interval
             # and the pair's difference is the overhead, not where in the interval each
             # call happened to start (~0-300 ms either way)
-            async def after_block() -> None:
-                start = (await rest.status()).height
-                while (await rest.status()).height <= start:
-                    await asyncio.sleep(0.005)
-
             out["remember"] = await _pairs(
                 args.remembers,
                 lambda i: mcp.call_tool("remember", {
@@ -171,7 +186,7 @@ async def _measure(node: NodeRunner, agent: Agent, args: argparse.Namespace,
                 lambda i: rest.submit(None, f"Bench note {i} via REST about {TOPICS[i % 8]}.",
                                       domain=DOMAIN, type="observation", confidence=0.8,
                                       wait="commit"),
-                after_block)
+                lambda: _after_block(rest))
             out["remember"]["started_after_a_block"] = True
     await rest.aclose()
     return out
@@ -240,8 +255,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             else:
                 time.sleep(3)  # let the voter commit and the index catch up
             result.update(asyncio.run(_measure(node, agent, args, env)))
-            result["recall_in_process"] = asyncio.run(
-                _in_process(node, agent, args.recalls, root / "cursors"))
+            both = asyncio.run(_in_process(node, agent, args.recalls, root / "cursors",
+                                           args.remembers))
+            result["recall_in_process"] = both["recall"] if args.remembers else both
+            if args.remembers:
+                result["remember_in_process"] = both["remember"]
             result["session_start_hook"] = _hooks(node, env, args.hooks)
             result["memories"] = args.memories + args.fill
         finally:
