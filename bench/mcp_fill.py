@@ -5,8 +5,14 @@ The domain belongs to `owner` (its first writer, docs/RULES.md); `owner` grants 
 to a few fresh filler keys. Each filler's txs are signed before the clock starts and sent
 in nonce order, one thread per filler, as JSON-RPC batches of `broadcast_tx_sync`
 straight to CometBFT (which takes at most 10 calls a batch). A tx the mempool turns away
-(full) is sent again, in order, after a pause. Then it waits until the validators
-decided every memory and the recall index holds them all, reading the node's /metrics.
+(full) is sent again, in order, after a pause. Then it waits until nothing is proposed
+and the recall index holds every memory, reading the node's /metrics.
+
+By default each memory is a co-commit of two filler keys (`cocommit=True`): committed
+by its block's inclusion (docs/RULES.md, Co-commits), so a 100k fill does not wait for
+the auto-voter to decide 100k ballots one vote at a time (it decided ~47 a second under
+that backlog, BENCHMARKS.md §12). `cocommit=False` sends plain submits, decided by the
+voter.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from nacl.signing import SigningKey
 
 from memledger.sdk import Client
 from memledger.sdk.keys import Agent
-from memledger.sdk.txbuilder import TxBuilder
+from memledger.sdk.txbuilder import TxBuilder, cocommit_core, sign_cocommit
 
 SUBJECTS = ("deploys", "backups", "caches", "alerts", "reviews", "builds", "tests", "keys",
             "migrations", "dashboards", "queues", "certificates", "releases", "quotas")
@@ -59,8 +65,10 @@ class FillReport:
 
 def fill(api_url: str, rpc_url: str, chain_id: str, owner: Agent, domain: str, count: int,
          *, fillers: int = 4, batch: int = 10, settle_timeout: float = 1800,
-         ) -> FillReport:
+         cocommit: bool = True) -> FillReport:
     """`count` memories in `domain` (owned by `owner`, who must have written there)."""
+    if cocommit and fillers < 2:
+        raise ValueError("a co-commit needs two filler keys")
     keys = [SigningKey.generate() for _ in range(fillers)]
     with Client(api_url, key=owner) as client:
         for key in keys:
@@ -70,11 +78,15 @@ def fill(api_url: str, rpc_url: str, chain_id: str, owner: Agent, domain: str, c
     report = FillReport(count, fillers)
     before = metrics(api_url).get("memledger_recall_index_vectors", 0.0)
     signed: list[list[bytes]] = [[] for _ in keys]
+    builders = [TxBuilder(key, chain_id) for key in keys]
     for i in range(count):
         k = i % fillers
-        builder = TxBuilder(keys[k], chain_id)
-        signed[k].append(builder.submit(len(signed[k]) + 1, f"fill-{i}", content(i),
-                                        domain=domain, memory_type="fact"))
+        if cocommit:
+            signed[k].append(_cocommit(builders[k], keys[k], keys[(k + 1) % fillers],
+                                       len(signed[k]) + 1, chain_id, domain, i))
+        else:
+            signed[k].append(builders[k].submit(len(signed[k]) + 1, f"fill-{i}", content(i),
+                                                domain=domain, memory_type="fact"))
     lock = threading.Lock()
     errors: list[BaseException] = []
 
@@ -103,6 +115,15 @@ def fill(api_url: str, rpc_url: str, chain_id: str, owner: Agent, domain: str, c
                              settle_timeout)
     report.settle_s = time.monotonic() - start
     return report
+
+
+def _cocommit(builder: TxBuilder, key: SigningKey, other: SigningKey, nonce: int,
+              chain_id: str, domain: str, i: int) -> bytes:
+    """Memory `i` as a co-commit of `key` (the submitter) and `other`, window always open."""
+    pair = sorted([key, other], key=lambda k: bytes(k.verify_key))
+    core = cocommit_core(chain_id, content(i), [bytes(k.verify_key) for k in pair],
+                         domain=domain, memory_type="fact", agreement_nonce=i + 1)
+    return builder.cocommit(nonce, core, [sign_cocommit(k, core) for k in pair])
 
 
 def _send_in_order(rpc_url: str, txs: list[bytes], batch: int) -> tuple[int, dict[str, int]]:

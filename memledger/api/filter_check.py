@@ -50,8 +50,10 @@ class FilterCheck:
             listed = memories.c.id.in_(sa.select(sa.column("value")).select_from(
                 sa.func.json_each(sa.bindparam("ids"))))
         columns = MEMORY_COLUMNS if rows is not None else [memories.c.id]
-        self._query = apply_filters(sa.select(*columns), flt).where(listed)
-        self._query_at_height = apply_filters(sa.select(*columns, _HEIGHT), flt).where(listed)
+        by_id = not self._postgres  # SQLite: look the ids up, not walk the filter's index
+        self._query = apply_filters(sa.select(*columns), flt, listed_ids=by_id).where(listed)
+        self._query_at_height = apply_filters(sa.select(*columns, _HEIGHT), flt,
+                                              listed_ids=by_id).where(listed)
 
     def height(self) -> int:
         """The projection height: the one the check's first statement read, else read

@@ -108,19 +108,33 @@ def memory_exists(conn: sa.Connection, memory_id: str) -> bool:
     return conn.execute(_EXISTS, {"memory_id": memory_id}).first() is not None
 
 
-def apply_filters(query: Any, flt: MemoryFilter) -> Any:
+def apply_filters(query: Any, flt: MemoryFilter, *, listed_ids: bool = False) -> Any:
     """`query` (a select over memories) narrowed by every filter of `flt` except `q`:
-    shared by the page listing and the ranked search modes (ranked.py)."""
+    shared by the page listing and the ranked search modes (ranked.py).
+
+    `listed_ids`: `query` also keeps only a short list of ids (a ranked search's filter
+    check, SQLite only). SQLite keeps no statistics on the projection, so it took the
+    status (or domain, author) index for the outer loop and walked every memory having
+    that value, ~100-150 ms on a 100k-memory ledger, instead of looking up the few ids
+    by primary key (0.3 ms). Here those terms are kept off their indexes (SQLite's unary
+    `+`) and tags are checked per row, by the tag table's primary key."""
+    def column(col: Any) -> Any:
+        return sa.literal_column(f"+memories.{col.name}", col.type) if listed_ids else col
+
     if flt.domain is not None:
-        query = query.where(memories.c.domain == flt.domain)
-    query = query.where(memories.c.status.in_(flt.statuses()))
+        query = query.where(column(memories.c.domain) == flt.domain)
+    query = query.where(column(memories.c.status).in_(flt.statuses()))
     if flt.type is not None:
         query = query.where(memories.c.type == flt.type)
     if flt.author is not None:
-        query = query.where(memories.c.author == flt.author.lower())
+        query = query.where(column(memories.c.author) == flt.author.lower())
     for tag in dict.fromkeys(flt.tags):
-        query = query.where(memories.c.id.in_(
-            sa.select(memory_tags.c.memory_id).where(memory_tags.c.tag == tag)))
+        if listed_ids:
+            query = query.where(sa.exists().where(memory_tags.c.memory_id == memories.c.id,
+                                                  memory_tags.c.tag == tag))
+        else:
+            query = query.where(memories.c.id.in_(
+                sa.select(memory_tags.c.memory_id).where(memory_tags.c.tag == tag)))
     return query
 
 

@@ -304,12 +304,55 @@ def _projection_ranked(conn: sa.Connection, flt: MemoryFilter, text: str, n: int
     raise Problem(501, "search_unsupported", f"ranked search is not available on {dialect}")
 
 
+#: ids a narrow filter's first read takes: most narrow filters pass fewer, and are read
+#: in that one statement
+NARROW_FIRST_READ = 1000
+
+
+def filtered_ids(conn: sa.Connection, flt: MemoryFilter
+                 ) -> Callable[[int], list[str] | None]:
+    """narrow(cap): every id `flt` passes when at most `cap` do, else None; each answer
+    is kept for the search (the graph walk asks again past its widest window).
+
+    A filter that names a domain is tried exactly first (recall.hybrid), and a domain may
+    hold most of the ledger: reading cap + 1 (20,001) ids only to learn that it is not
+    narrow cost ~100 ms of a 100k-memory search, every search (the session-start hook's
+    domain query, BENCHMARKS.md §12). So up to NARROW_FIRST_READ ids are read; past that,
+    SQL is asked whether a (cap+1)-th row exists (it steps an index, hands no rows to
+    Python), and only a filter that passes at most `cap` is read whole."""
+    answers: dict[int, list[str] | None] = {}
+    ids = apply_filters(sa.select(memories.c.id), flt)
+
+    def narrow(cap: int) -> list[str] | None:
+        if cap not in answers:
+            answers[cap] = _ids_up_to(conn, flt, ids, cap)
+        return answers[cap]
+    return narrow
+
+
+def _ids_up_to(conn: sa.Connection, flt: MemoryFilter, ids: Any, cap: int
+               ) -> list[str] | None:
+    rows = conn.execute(ids.limit(min(cap, NARROW_FIRST_READ) + 1)).scalars().all()
+    if len(rows) > cap:
+        return None
+    if len(rows) > NARROW_FIRST_READ:
+        beyond = apply_filters(sa.select(sa.literal(1)).select_from(memories), flt)
+        if conn.execute(beyond.limit(1).offset(cap)).first() is not None:
+            return None
+        rows = conn.execute(ids.limit(cap + 1)).scalars().all()
+        if len(rows) > cap:  # a block came between the two reads
+            return None
+    return [str(r) for r in rows]
+
+
 def semantic(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
              indexer: Indexer, keep: FilterCheck | None = None, vector: Any = None,
-             first: Ranked | None = None, since: int | None = None) -> Ranked:
+             first: Ranked | None = None, since: int | None = None,
+             narrow: Callable[[int], list[str] | None] | None = None) -> Ranked:
     """Top `n` memories by meaning among those `flt` passes (`vector`: the text's
     embedding and `first` the index's first window for it, when the caller has them, with
-    `since` the watermark read before that fetch), the ones committed since the index's
+    `since` the watermark read before that fetch; `narrow`: the filter's `filtered_ids`,
+    when the caller has asked it already), the ones committed since the index's
     watermark included (read-your-writes). The watermark is read before the index is
     searched: a follower step in between would otherwise move memories into the index
     after the search and above the watermark the search reads, and out of both."""
@@ -318,12 +361,7 @@ def semantic(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
     if vector is None:
         vector = indexer.embedder.embed([text])[0]
     keep = keep or FilterCheck(conn, flt)
-
-    def narrow(cap: int) -> list[str] | None:
-        rows = conn.execute(apply_filters(sa.select(memories.c.id), flt)
-                            .limit(cap + 1)).scalars().all()
-        return None if len(rows) > cap else [str(r) for r in rows]
-
+    narrow = narrow or filtered_ids(conn, flt)
     hits = semantic_ranked(indexer.index, vector, n, keep, narrow, first,
                            exact_first=narrowed(flt))
     return with_unindexed(hits, vector, indexer.unindexed(conn, keep.height(), since),
@@ -346,13 +384,18 @@ def hybrid(conn: sa.Connection, flt: MemoryFilter, text: str, want: int,
     if rare and words_index is not None and words_index.serving:
         words_first = words_index.first_hits(content_words(rare), fetch, any_word=True)
     since = indexer.index.meta.indexed_height  # before the index is searched: see semantic
-    if not narrowed(flt) and len(indexer.index):  # a narrow filter scores its own set
+    narrow = filtered_ids(conn, flt)
+    # a narrow filter scores its own set; one that names a field but passes more than
+    # PREFILTER_CAP (a domain holding most of the ledger) walks the graph as a broad one
+    exact = narrowed(flt) and narrow(PREFILTER_CAP) is not None
+    if not exact and len(indexer.index):
         meaning_first = nearest(indexer.index, vector, SEMANTIC_WINDOWS[0])
     check([m for m, _ in (words_first.hits if words_first else [])[:chunk]] +
           [m for m, _ in (meaning_first or [])[:chunk]])  # answers kept for both legs
     words = text_ranked(conn, flt, rare, depth, any_word=True, words_index=words_index,
                         check=check, first=words_first) if rare else []
-    meaning = semantic(conn, flt, text, depth, indexer, check, vector, meaning_first, since)
+    meaning = semantic(conn, flt, text, depth, indexer, check, vector, meaning_first, since,
+                       narrow)
     return fuse_in_windows([[m for m, _ in words], [m for m, _ in meaning]], HYBRID_WINDOWS,
                            want, weights=(TEXT_WEIGHT, 1.0))
 

@@ -22,6 +22,7 @@ from memledger.projection.background import BackgroundRebuild
 from memledger.projection.mapping import Batch, add_change
 from memledger.projection.rebuild import CommittedRecords, RecordSource, rebuild
 from memledger.projection.schema import (
+    add_indexes,
     install_search,
     make_engine,
     memories,
@@ -95,6 +96,7 @@ class Projection:
         """Schema and search set up, and the receipts read once: a damaged SQLite file
         shows here (or in the PRAGMAs of the first connection), not at the first flush."""
         metadata.create_all(self.engine)
+        add_indexes(self.engine)
         use_byte_order(self.engine)
         install_search(self.engine)
         self.last_receipt()
