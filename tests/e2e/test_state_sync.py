@@ -18,7 +18,7 @@ from tests.support.node import memledger
 
 pytestmark = pytest.mark.cometbft
 MEMORIES = 50_000
-APP_STATE = {"app_version": 3, "params": {"gov_voting_period": 30}}
+APP_STATE = {"app_version": 3, "params": {"gov_voting_period": 200}}
 SNAPSHOT_INTERVAL = 25
 
 
