@@ -12,6 +12,8 @@ from __future__ import annotations
 import bisect
 import json
 import os
+import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,9 @@ class TrustedStore:
         self._heights: list[int] = []
         #: the trust root the blocks were verified from (LightClient's root_identity)
         self.root: str | None = None
+        #: verified reads run in worker threads: one save at a time keeps the blocks and
+        #: the file whole
+        self._saving = threading.Lock()
         if path is not None:
             self._load(path)
 
@@ -75,20 +80,26 @@ class TrustedStore:
                                      "verify with another trust store, or delete it")
 
     def save(self, lb: LightBlock) -> None:
-        self._put(lb)
-        if self.path is not None and lb.raw is not None:
-            self._write()
+        with self._saving:
+            self._put(lb)
+            if self.path is not None and lb.raw is not None:
+                self._write()
 
     def _write(self) -> None:
-        """Replace the file whole (a temp file beside it, only the user may read)."""
+        """Replace the file whole (a temp file of its own beside it, only the user may
+        read: other processes, e.g. several MCP servers, may share the store)."""
         assert self.path is not None
         doc = {"root": self.root, "blocks": [self._blocks[h].raw for h in self._heights
                           if self._blocks[h].raw is not None]}
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(json.dumps(doc))
-        os.replace(tmp, self.path)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name + ".",
+                                   suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as out:
+                out.write(json.dumps(doc))
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
     def get(self, height: int) -> LightBlock | None:
         return self._blocks.get(height)

@@ -83,3 +83,19 @@ def test_a_store_file_keeps_its_root(tmp_path: Path) -> None:
     path.write_text(json.dumps({"root": "root-a", "blocks": []}))
     store = TrustedStore(path)
     assert store.root == "root-a" and len(store) == 0
+
+
+def test_stores_saving_at_once_to_one_file_each_leave_it_whole(tmp_path: Path) -> None:
+    """Verified reads save from worker threads, and several processes (MCP servers) may
+    share a store file: no save may lose another's temp file or leave one behind."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = tmp_path / "trusted.json"
+    stores = [TrustedStore(path) for _ in range(4)]
+    for store in stores:
+        store.bind("root-a")
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: stores[i % 4].save(_block(i + 1)), range(200)))
+    doc = json.loads(path.read_text())
+    assert doc["root"] == "root-a" and doc["blocks"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trusted.json"]
