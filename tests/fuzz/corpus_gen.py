@@ -28,6 +28,9 @@ from tests.support.chain import CHAIN_ID, seeded_key
 CORPUS_DIR = Path(__file__).parent / "corpus"
 VALIDATORS = [seeded_key(f"validator-{i}") for i in range(4)]
 NONCE = 1_000_000  # above every nonce the world used
+#: a sealed epoch key as consensus sees it: 80 opaque bytes (a real one is random, and the
+#: corpus must regenerate byte for byte)
+SEALED = bytes(range(80))
 
 
 def seeds() -> dict[str, bytes]:
@@ -68,6 +71,14 @@ def seeds() -> dict[str, bytes]:
         "gov_propose-pause": vb[2].propose(NONCE + 1, scope_proposal("pause", "ops")),
         "gov_vote-accept": vb[3].gov_vote(NONCE + 1, "p2", "accept"),
         "gov_cancel-proposer": vb[1].gov_cancel(NONCE + 2, "p2"),
+        # v10 kinds: the world runs v1, where they are unknown; test_fuzz_tx_gate applies
+        # them on a v10 chain
+        "domain_private-stranger": b["stranger"].build(
+            "domain_private", NONCE, domain="hideout",
+            keys=((bytes(world.STRANGER.verify_key), SEALED),)),
+        "domain_keys-stranger": b["stranger"].build(
+            "domain_keys", NONCE + 1, domain="hideout", epoch=2,
+            keys=((bytes(world.STRANGER.verify_key), SEALED),)),
     }
     return out
 
