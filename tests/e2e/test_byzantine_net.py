@@ -51,6 +51,16 @@ def _write(net: Testnet, stop: threading.Event, via: tuple[int, ...] = (0,)) -> 
         stop.wait(0.3)
 
 
+def _tear_down(net: Testnet, stop: threading.Event, writer: threading.Thread) -> None:
+    """Stop the writer, then every node (the ones a test started by hand too)."""
+    stop.set()
+    if writer.is_alive():
+        writer.join(10)
+    net.down(timeout=20)
+    for node in net.nodes:
+        node.kill()
+
+
 def test_validator_with_a_differing_state_machine_halts_alone(tmp_path: Path,
                                                               cometbft_bin: Path) -> None:
     net = Testnet.create(tmp_path / "net", 4, chain_id=CHAIN, voter=False)
@@ -80,12 +90,7 @@ def test_validator_with_a_differing_state_machine_halts_alone(tmp_path: Path,
         report = net.check(honest, projections=False)
         assert report.divergence is None and not report.unreachable, report
     finally:
-        stop.set()
-        if writer.is_alive():
-            writer.join(10)
-        net.down(timeout=20)
-        for node in net.nodes:
-            node.kill()
+        _tear_down(net, stop, writer)
 
 
 def _misbehaviour_events(rpc: RpcClient, low: int, high: int) -> list[dict[str, str]]:
@@ -130,9 +135,4 @@ def test_double_signing_validator_is_removed_by_the_chain(tmp_path: Path,
         assert len(keys) == 3 and liar_key not in keys, keys
         assert net.check(honest, projections=False).divergence is None
     finally:
-        stop.set()
-        if writer.is_alive():
-            writer.join(10)
-        net.down(timeout=20)
-        for node in net.nodes:
-            node.kill()
+        _tear_down(net, stop, writer)
