@@ -150,6 +150,13 @@ async def get_light_block(state: State, height: Annotated[int | None, Query(
                        limiter=state.reads.limiter)
 
 
+#: `fresh=false` proves at the newest settled height (its next header exists, so a client
+#: verifies at once); the default proves at the latest height, whose header comes with the
+#: next block. A writer looking up a domain before sealing uses the settled one.
+_Fresh = Annotated[bool, Query(description=(
+    "prove at the latest height (true, the default; its header comes with the next block) "
+    "or at the newest height whose next header already exists (false)"))]
+
 #: Kinds served by GET /v1/proofs/{kind}; an account's id has a pattern of its own, so
 #: it has its own operation (declared first: a concrete path matches before the template).
 _NAMED_KINDS = tuple(kind for kind in proving.KINDS if kind != "account")
@@ -158,8 +165,9 @@ _NAMED_KINDS = tuple(kind for kind in proving.KINDS if kind != "account")
 @router.get("/proofs/account", response_model=ProvenDocument, tags=["verified reads"],
             summary="One account record with its proof of inclusion or absence")
 async def get_account_proof(state: State, id: Annotated[str, Query(  # noqa: A002
-        pattern=ACCOUNT_ID, description="account key, hex")] = "") -> dict[str, Any]:
-    return await _proven(state, "account", id)
+        pattern=ACCOUNT_ID, description="account key, hex")] = "",
+        fresh: _Fresh = True) -> dict[str, Any]:
+    return await _proven(state, "account", id, fresh)
 
 
 @router.get("/proofs/{kind}", response_model=ProvenDocument, tags=["verified reads"],
@@ -169,12 +177,17 @@ async def get_proof(kind: Annotated[str, Path(pattern="^(" + "|".join(_NAMED_KIN
                     id: Annotated[str, Query(  # noqa: A002
                         pattern=r"^[A-Za-z0-9._:/@-]{0,128}$",
                         description="memory/content/domain/scope/proposal/co-commit id; "
-                                    "empty for validators")] = "") -> dict[str, Any]:
-    return await _proven(state, kind, id)
+                                    "empty for validators")] = "",
+                    fresh: _Fresh = True) -> dict[str, Any]:
+    return await _proven(state, kind, id, fresh)
 
 
-async def _proven(state: ApiState, kind: str, ident: str) -> dict[str, Any]:
-    record = await rpc_call(proving.proven_record, state.rpc, proving.KINDS[kind],
-                            ident.encode(),
-                       limiter=state.reads.limiter)
+async def _proven(state: ApiState, kind: str, ident: str, fresh: bool) -> dict[str, Any]:
+    path, data = proving.KINDS[kind], ident.encode()
+    if fresh:
+        record = await rpc_call(proving.proven_record, state.rpc, path, data,
+                                limiter=state.reads.limiter)
+    else:
+        record = await rpc_call(proving.record_proof, state.rpc, path, data,
+                                state.settings.home, False, limiter=state.reads.limiter)
     return {"kind": kind, "id": ident, "record": record}

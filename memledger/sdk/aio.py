@@ -57,7 +57,12 @@ from memledger.sdk.models import (
     page_of,
 )
 from memledger.sdk.paths import account_path, quote_id, tx_path
-from memledger.sdk.private_client import SHARED_BY_DEFAULT, PrivateDomains
+from memledger.sdk.private_client import (
+    RESEAL_CODES,
+    SHARED_BY_DEFAULT,
+    PrivateDomains,
+    domain_query,
+)
 from memledger.sdk.retry import RESIGN_CODES, NonceSource, Resigning, RetryPolicy
 from memledger.sdk.txbuilder import DECISIONS, LEVELS, TxBuilder
 
@@ -81,10 +86,11 @@ class AsyncClient(ClientCore):
         self.private = PrivateDomains(self._key, None,
                                       self._record_value if trust is not None else None)
 
-    async def _give_domain(self, domain: str) -> None:
+    async def _give_domain(self, domain: str, fresh: bool = True) -> None:
         """Fetch a domain's record for the next private-domain step (see Client)."""
         try:
-            doc = await self._request("GET", "/v1/proofs/domain", params={"id": domain})
+            doc = await self._request("GET", "/v1/proofs/domain",
+                                      params=domain_query(domain, fresh))
         except MemLedgerError as err:
             if self._trust[0] is not None or err.status != 404:
                 raise
@@ -207,19 +213,24 @@ class AsyncClient(ClientCore):
         in a private domain)."""
         self._submit_maker(memory_id, content, domain, type, confidence, tags, supersedes,
                            origin)
-        if domain not in SHARED_BY_DEFAULT:
-            await self._give_domain(domain)
-        memory_id, content, epoch = self.private.seal(domain, memory_id, content, tags,
-                                                      self.public_key or "")
-        mid, make, fields = self._submit_maker(memory_id, content, domain, type, confidence,
-                                               tags, supersedes, origin, epoch)
-        try:
-            receipt = await self._send("/v1/memories", make,
-                                       "commit" if wait == "decided" else wait, mid)
-        except MemLedgerError as refused:
-            if refused.code != Code.MEMORY_TERMINAL:
-                raise
-            return self._earlier_write(refused, await self._memory_or_none(mid), fields)
+        given_id, plain = memory_id, content
+        for fresh in (False, True):  # settled lookup first, as Client.submit
+            if domain not in SHARED_BY_DEFAULT:
+                await self._give_domain(domain, fresh)
+            memory_id, content, epoch = self.private.seal(domain, given_id, plain, tags,
+                                                          self.public_key or "", fresh)
+            mid, make, fields = self._submit_maker(memory_id, content, domain, type,
+                                                   confidence, tags, supersedes, origin, epoch)
+            try:
+                receipt = await self._send("/v1/memories", make,
+                                           "commit" if wait == "decided" else wait, mid)
+                break
+            except MemLedgerError as refused:
+                if refused.code in RESEAL_CODES and not fresh:
+                    continue
+                if refused.code != Code.MEMORY_TERMINAL:
+                    raise
+                return self._earlier_write(refused, await self._memory_or_none(mid), fields)
         if wait != "decided" or not receipt.included:
             return receipt
         try:

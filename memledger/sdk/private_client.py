@@ -18,6 +18,7 @@ from typing import Any
 from nacl.exceptions import CryptoError
 from nacl.signing import SigningKey
 
+from memledger.protocol.codes import Code
 from memledger.sdk.checks import derive_memory_id
 from memledger.sdk.errors import MemLedgerError
 from memledger.sdk.models import Memory
@@ -33,10 +34,17 @@ from memledger.sdk.private import (
 
 #: the chain's default shared domain: never private (while governance keeps it shared)
 SHARED_BY_DEFAULT = frozenset({"general"})
+#: refusals of a submit whose domain lookup was one block behind: seal again, send again
+RESEAL_CODES = frozenset({Code.PRIVATE_CONTENT_NOT_SEALED, Code.PRIVATE_EPOCH_NOT_CURRENT})
 #: GET a domain's record: (path, params) -> the proof document
 Fetch = Callable[[str, dict[str, str]], Any]
 #: the verifying decoder of a proof document, when the client has a trust root
 Verify = Callable[[str, str, Any], tuple[Any, int]] | None
+
+
+def domain_query(domain: str, fresh: bool) -> dict[str, str]:
+    """Query of GET /v1/proofs/domain: at the latest height, or the newest settled one."""
+    return {"id": domain} if fresh else {"id": domain, "fresh": "false"}
 
 
 class PrivateDomains:
@@ -57,16 +65,18 @@ class PrivateDomains:
         step that needs it instead of a fetch of its own."""
         self._given[domain] = record
 
-    def record(self, domain: str) -> dict[str, Any] | None:
+    def record(self, domain: str, fresh: bool = True) -> dict[str, Any] | None:
         """The domain's record from the chain: verified when the client has a trust root
         (use one for private domains: an unverified node could claim a domain is public
-        and see the next write's plaintext refused by consensus only after it saw it)."""
+        and see the next write's plaintext refused by consensus only after it saw it).
+        `fresh=False` reads it at the newest settled height, which verifies without
+        waiting for the next block (see `seal`)."""
         if domain in self._given:
             return self._given.pop(domain)
         if self._fetch is None:
             raise LookupError(f"no record of domain {domain!r} given")
         try:
-            doc = self._fetch("/v1/proofs/domain", {"id": domain})
+            doc = self._fetch("/v1/proofs/domain", domain_query(domain, fresh))
         except MemLedgerError as err:
             if self._verify is not None or err.status != 404:
                 raise
@@ -84,8 +94,8 @@ class PrivateDomains:
         found: dict[str, Any] = json.loads(base64.b64decode(raw))
         return found
 
-    def current(self, domain: str) -> tuple[int, dict[str, Any] | None]:
-        record = self.record(domain)
+    def current(self, domain: str, fresh: bool = True) -> tuple[int, dict[str, Any] | None]:
+        record = self.record(domain, fresh)
         epoch = current_epoch(record)
         self._tried = {t for t in self._tried if t[0] != domain}
         if epoch:
@@ -95,12 +105,18 @@ class PrivateDomains:
 
     # --- writes ---------------------------------------------------------------------
     def seal(self, domain: str, memory_id: str | None, content: str, tags: Any,
-             author: str) -> tuple[str | None, str, int]:
+             author: str, fresh: bool = False) -> tuple[str | None, str, int]:
         """(memory id, content to sign, epoch): unchanged outside private domains. The
-        default shared domain is not looked up (a shared domain cannot be private)."""
+        default shared domain is not looked up (a shared domain cannot be private).
+
+        The domain is looked up at the newest settled height unless `fresh`: a write
+        then waits for no block to verify it. A domain made private, or given a new
+        epoch, in the newest block is refused by consensus (RESEAL_CODES); the client
+        seals again from a fresh lookup and sends once more. That is the same race any
+        write has with a domain turning private while it is in flight."""
         if domain in SHARED_BY_DEFAULT:
             return memory_id, content, 0
-        epoch, _ = self.current(domain)
+        epoch, _ = self.current(domain, fresh)
         if not epoch:
             return memory_id, content, 0
         if tags:

@@ -58,7 +58,7 @@ from memledger.sdk.models import (
     page_of,
 )
 from memledger.sdk.paths import account_path, quote_id, tx_path
-from memledger.sdk.private_client import PrivateDomains
+from memledger.sdk.private_client import RESEAL_CODES, PrivateDomains
 from memledger.sdk.retry import RESIGN_CODES, NonceSource, Resigning, RetryPolicy
 from memledger.sdk.txbuilder import DECISIONS, LEVELS, TxBuilder
 
@@ -219,17 +219,22 @@ class Client(ClientCore):
         # every input check first (nothing is sent for a bad input), then sealing
         self._submit_maker(memory_id, content, domain, type, confidence, tags, supersedes,
                            origin)
-        memory_id, content, epoch = self.private.seal(domain, memory_id, content, tags,
-                                                      self.public_key or "")
-        mid, make, fields = self._submit_maker(memory_id, content, domain, type, confidence,
-                                               tags, supersedes, origin, epoch)
-        try:
-            receipt = self._send("/v1/memories", make, "commit" if wait == "decided" else wait,
-                                 mid)
-        except MemLedgerError as refused:
-            if refused.code != Code.MEMORY_TERMINAL:
-                raise
-            return self._earlier_write(refused, self._memory_or_none(mid), fields)
+        given_id, plain = memory_id, content
+        for fresh in (False, True):
+            memory_id, content, epoch = self.private.seal(domain, given_id, plain, tags,
+                                                          self.public_key or "", fresh)
+            mid, make, fields = self._submit_maker(memory_id, content, domain, type,
+                                                   confidence, tags, supersedes, origin, epoch)
+            try:
+                receipt = self._send("/v1/memories", make,
+                                     "commit" if wait == "decided" else wait, mid)
+                break
+            except MemLedgerError as refused:
+                if refused.code in RESEAL_CODES and not fresh:
+                    continue  # the domain changed in the newest block: look it up afresh
+                if refused.code != Code.MEMORY_TERMINAL:
+                    raise
+                return self._earlier_write(refused, self._memory_or_none(mid), fields)
         if wait != "decided" or not receipt.included:
             return receipt
         try:

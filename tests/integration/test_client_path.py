@@ -159,3 +159,23 @@ def test_a_verified_get_is_proven_at_a_settled_height_without_waiting(
         fresh = client.get("settled-1", verify=True, fresh=True)
         assert fresh.verified_height is not None
         assert fresh.verified_height >= max(m.verified_height or 0 for m in proven)
+
+
+def test_a_domain_record_is_proven_settled_for_a_writer(node: NodeRunner, tmp_path: Path) -> None:
+    """`fresh=false` proves a record at a height whose next header exists (a writer's
+    domain lookup verifies without waiting a block); the default is the latest height."""
+    frank = seeded_key("client-path-frank")
+    trust = GenesisRoot.from_file(NodeHome(node.home).cometbft / "config" / "genesis.json")
+    with Client(node.api_url, key=frank, chain_id=CHAIN, trust=trust,
+                trust_store=tmp_path / "trust") as client:
+        receipt = client.submit(None, "a write into a domain of its own", domain="frank/notes")
+        node.rpc().wait_for_height((receipt.height or 0) + 2)
+        with httpx.Client(base_url=node.api_url, timeout=30) as api:
+            settled = api.get("/v1/proofs/domain", params={"id": "frank/notes", "fresh": "false"})
+            top = node.rpc().latest_height()
+            latest = api.get("/v1/proofs/domain", params={"id": "frank/notes"})
+        assert settled.status_code == 200 and latest.status_code == 200, settled.text
+        assert settled.json()["record"]["height"] < top <= latest.json()["record"]["height"]
+        assert settled.json()["record"]["value"] is not None
+        record, height = client._record_value("domain", "frank/notes", settled.json())
+        assert record["owner"] == client.public_key and height < top

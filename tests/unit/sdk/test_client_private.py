@@ -92,3 +92,53 @@ def test_the_async_client_seals_and_opens_alike() -> None:
     asyncio.run(run())
     assert sealed.is_sealed(node.txs[-1].memory_submit.content)
     assert all(SECRET.encode() not in sent for sent in node.sent)
+
+
+class TurningNode(Node):
+    """A domain made private in the newest block: its settled record (fresh=false) still
+    says public, so the first submit is plaintext, refused by consensus (code 110)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lookups: list[str] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/proofs/domain":
+            fresh = request.url.params.get("fresh", "true")
+            self.lookups.append(fresh)
+            if fresh == "false":
+                self.sent.append(request.url.query)
+                return httpx.Response(200, json={"kind": "domain", "id": DOMAIN,
+                                                 "record": {"value": None, "height": 2}})
+        if request.method == "POST" and not self.txs:
+            raw = base64.b64decode(json.loads(request.content)["tx"])
+            self.txs.append(tx_pb2.TxBody.FromString(tx_pb2.Tx.FromString(raw).body))
+            return httpx.Response(422, json={
+                "type": "urn:memledger:problem:private_content_not_sealed",
+                "title": "refused", "status": 422, "detail": "refused",
+                "name": "private_content_not_sealed", "code": 110})
+        return super().__call__(request)
+
+
+def test_a_write_looks_the_domain_up_settled_and_reseals_when_it_just_turned() -> None:
+    """The lookup before sealing is at the settled height (verifies with no wait for a
+    block); a refusal saying the domain changed in the newest block seals again from a
+    fresh lookup, once, in both clients."""
+    node = TurningNode()
+    with Client("http://node", key=OWNER, chain_id="c",
+                transport=httpx.MockTransport(node)) as ml:
+        receipt = ml.submit(None, "first words", domain=DOMAIN)
+    assert receipt.included and node.lookups == ["false", "true"]
+    assert [bool(t.memory_submit.epoch) for t in node.txs] == [False, True]
+    assert sealed.is_sealed(node.txs[-1].memory_submit.content)
+
+    node = TurningNode()
+
+    async def run() -> None:
+        async with AsyncClient("http://node", key=OWNER, chain_id="c",
+                               transport=httpx.MockTransport(node)) as aml:
+            await aml.submit(None, "first words", domain=DOMAIN)
+
+    asyncio.run(run())
+    assert node.lookups == ["false", "true"]
+    assert sealed.is_sealed(node.txs[-1].memory_submit.content)
