@@ -9,11 +9,15 @@ CometBFT data, the canonical store, the projection (SQL + recall indexes), snaps
 logs. Each series gets a least-squares slope per hour, over the whole run and over its
 second half (past the warm-up); the JSON and PNG plots go to bench/results/.
 
-There is no block pruning to switch on: the app answers Commit with retain_height=0 and
-CometBFT v0.38 has no retain setting of its own, so this measures "pruning off" (state
-sync snapshots are pruned, keep 10 in a test net). See BENCHMARKS.md §16.
+Block pruning is off unless ``--retain-blocks N`` sets every node's `retain_blocks`
+(memledger.consensus.retain: keep the last N blocks, never above the oldest snapshot;
+a test net snapshots every 25 blocks and keeps 10). CometBFT's data is split further
+(block store, state store, tx index, consensus WAL) and each node's lowest block
+(`/status` earliest_block_height) is sampled, to show what pruning bounds and what it
+does not. See BENCHMARKS.md §16.
 
     .venv/bin/python -m bench.bench_soak [--duration 1800] [--rate 50] [--every 10]
+        [--retain-blocks N] [--label pruning_on]
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from memledger.testnet.net import Testnet, TestnetNode
 RESULTS = Path(__file__).resolve().parent / "results"
 MIB = 1024 * 1024
 ROLES = ("supervisor", "app", "api", "voter", "cometbft")
+CMT_PARTS = ("cmt_blockstore", "cmt_state", "cmt_tx_index", "cmt_wal")
 
 
 # --- pure helpers (tests/unit/tooling/test_bench_soak.py) -----------------------------
@@ -97,8 +102,13 @@ def disk_bytes(*paths: Path) -> int:
 def disk_split(home: Path) -> dict[str, float]:
     """MiB of a node home by part; "total" is the whole home."""
     data = home / "data"
+    cmt = home / "cometbft" / "data"
     parts = {
-        "cometbft": disk_bytes(home / "cometbft" / "data"),
+        "cometbft": disk_bytes(cmt),
+        "cmt_blockstore": disk_bytes(cmt / "blockstore.db"),
+        "cmt_state": disk_bytes(cmt / "state.db"),
+        "cmt_tx_index": disk_bytes(cmt / "tx_index.db"),
+        "cmt_wal": disk_bytes(cmt / "cs.wal"),
         "canonical": disk_bytes(data / "state"),
         "projection": disk_bytes(*sorted(data.glob("projection.db*")), data / "recall"),
         "snapshots": disk_bytes(data / "snapshots"),
@@ -126,6 +136,22 @@ def node_sample(node: TestnetNode) -> dict[str, Any]:
     return {"rss_mib": rss, "fds": fds, "disk_mib": disk_split(node.home)}
 
 
+def earliest_height(node: TestnetNode) -> int | None:
+    """The node's lowest block (`/status` earliest_block_height); None if it is down."""
+    try:
+        with node.rpc(5) as rpc:
+            return int(rpc.status()["sync_info"]["earliest_block_height"])
+    except Exception:  # noqa: BLE001 - a busy node misses one sample, not the run
+        return None
+
+
+def set_retain_blocks(net: Testnet, retain_blocks: int) -> None:
+    for node in net.nodes:
+        config = node.node_home.load()
+        config.retain_blocks = retain_blocks
+        node.node_home.save(config)
+
+
 def series(samples: list[dict[str, Any]], node: str, metric: str, key: str) -> list[float]:
     return [float(s["nodes"][node][metric][key]) for s in samples]
 
@@ -145,9 +171,10 @@ def all_slopes(samples: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 # --- the run ---------------------------------------------------------------------------
 
 def soak(duration: float, rate: float, every: float, agents: int,
-         log: Any = sys.stderr) -> dict[str, Any]:
+         retain_blocks: int = 0, log: Any = sys.stderr) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         net = Testnet.create(Path(tmp) / "net", 4, chain_id="bench-soak")
+        set_retain_blocks(net, retain_blocks)
         try:
             net.up(api=True, voter=True, timeout=180)
             net.wait_height(3, timeout=120)
@@ -164,6 +191,7 @@ def soak(duration: float, rate: float, every: float, agents: int,
                     "height": max((h for h in heights.values() if h is not None), default=0),
                     "committed": len(gen.committed()),
                     "load1": round(os.getloadavg()[0], 2),
+                    "earliest": {n.name: earliest_height(n) for n in net},
                     "nodes": {n.name: node_sample(n) for n in net},
                 }
                 samples.append(sample)
@@ -174,7 +202,8 @@ def soak(duration: float, rate: float, every: float, agents: int,
                       + " fds=" + ",".join(str(v["fds"]["total"])
                                            for v in sample["nodes"].values())
                       + " disk=" + ",".join(f"{v['disk_mib']['total']:.1f}"
-                                            for v in sample["nodes"].values()),
+                                            for v in sample["nodes"].values())
+                      + " earliest=" + ",".join(str(h) for h in sample["earliest"].values()),
                       file=log, flush=True)
                 if t >= duration:
                     break
@@ -192,7 +221,9 @@ def soak(duration: float, rate: float, every: float, agents: int,
     loads = [s["load1"] for s in samples]
     return {
         "nodes": 4, "rate": rate, "duration_s": duration, "every_s": every,
-        "agents": agents, "pruning": "off (none exists: Commit retain_height=0)",
+        "agents": agents, "retain_blocks": retain_blocks,
+        "pruning": (f"on: retain_blocks {retain_blocks}, never above the oldest snapshot"
+                    if retain_blocks else "off (retain_blocks 0)"),
         "load": report,
         "committed_per_s": round(report["committed"] / duration, 2),
         "committed_per_s_second_half": round(
@@ -246,11 +277,14 @@ def plot(result: dict[str, Any], out_dir: Path, label: str) -> list[Path]:
     written.append(path)
 
     node = nodes[0]
-    fig, axes = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
-    splits = (("rss_mib", ROLES, "RSS by process (MiB)"),
-              ("fds", ROLES, "open fds by process"),
-              ("disk_mib", ("cometbft", "canonical", "projection", "snapshots", "logs"),
-               "disk by part (MiB)"))
+    splits: tuple[tuple[str, Sequence[str], str], ...] = (
+        ("rss_mib", ROLES, "RSS by process (MiB)"),
+        ("fds", ROLES, "open fds by process"),
+        ("disk_mib", ("cometbft", "canonical", "projection", "snapshots", "logs"),
+         "disk by part (MiB)"))
+    if "cmt_blockstore" in samples[0]["nodes"][node]["disk_mib"]:  # runs before it had none
+        splits += (("disk_mib", CMT_PARTS, "CometBFT data by store (MiB)"),)
+    fig, axes = plt.subplots(len(splits), 1, figsize=(8, 3 * len(splits)), sharex=True)
     for ax, (metric, keys, title) in zip(axes, splits, strict=True):
         for key in keys:
             ax.plot(minutes, series(samples, node, metric, key), label=key)
@@ -274,6 +308,8 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=10)
     parser.add_argument("--agents", type=int, default=8)
     parser.add_argument("--label", default="pruning_off")
+    parser.add_argument("--retain-blocks", type=int, default=0,
+                        help="every node's retain_blocks (0 = no block pruning)")
     parser.add_argument("--json", type=Path, default=None,
                         help="default bench/results/soak_LABEL.json")
     parser.add_argument("--plots", type=Path, default=RESULTS / "soak")
@@ -284,7 +320,7 @@ def main() -> None:
     if args.replot:
         result = json.loads(path.read_text())
     else:
-        result = soak(args.duration, args.rate, args.every, args.agents)
+        result = soak(args.duration, args.rate, args.every, args.agents, args.retain_blocks)
         result["command"] = "python -m bench.bench_soak " + " ".join(sys.argv[1:])
         path.write_text(json.dumps(result, indent=1) + "\n")
         print(f"wrote {path}", file=sys.stderr)

@@ -23,7 +23,7 @@ from memledger.consensus.store.state import CanonicalStore
 from memledger.daemon.home import NodeHome
 from memledger.protocol.codes import QUERY_CODESPACE, QueryCode
 from memledger.protocol.proofs import encode_ops, record_key
-from memledger.sdk.light.provider import fetch_rpc_light_block
+from memledger.sdk.light.provider import fetch_rpc_light_block, pruned_lowest
 from memledger.sdk.light.reads import record_from_query
 from memledger.sdk.rpc import RpcClient, RpcError
 
@@ -176,4 +176,11 @@ def light_block(rpc: RpcClient, height: int | None) -> dict[str, Any]:
         height = latest
     elif height > latest:
         raise not_found("light block", str(height))
-    return fetch_rpc_light_block(rpc, height)
+    try:
+        return fetch_rpc_light_block(rpc, height)
+    except RpcError as exc:
+        lowest = pruned_lowest(exc)
+        if lowest is None:
+            raise
+        raise Problem(410, "height_pruned", f"this node pruned block {height} (block pruning: "
+                      f"its lowest block is {lowest})", lowest_height=lowest) from None

@@ -243,7 +243,7 @@ def app(home: Path, exit_before_commit_height: int, fail_flush_height: int,
     serve(node_home.state_dir, node_home.db_url(config), config.abci_address, faults, supported,
           verify_helper=helper, snapshots_dir=node_home.snapshots_dir,
           snapshot_interval=config.snapshot_interval, snapshot_keep=config.snapshot_keep,
-          state_map_bytes=config.state_max_gib << 30)
+          retain_blocks=config.retain_blocks, state_map_bytes=config.state_max_gib << 30)
 
 
 @main.command(hidden=True)

@@ -31,6 +31,7 @@ from memledger.consensus.gate.sigverify import SignatureVerifier
 from memledger.consensus.gate.txcache import DecodedTxCache
 from memledger.consensus.gate.verifypool import VerifyPool
 from memledger.consensus.query import BACKLOG_PATH, QueryService, answer
+from memledger.consensus.retain import retain_height
 from memledger.consensus.store.sinks import CommitSink
 from memledger.consensus.store.snapshots import SnapshotStore, SnapshotTaker
 from memledger.consensus.store.state import BlockOverlay, CanonicalStore
@@ -77,6 +78,7 @@ class MemLedgerApp(BaseApplication, Generic[SinkT]):
         verify_helper: bool = False,
         snapshots: SnapshotStore | None = None,
         snapshot_interval: int = 0,
+        retain_blocks: int = 0,
     ) -> None:
         self.supported_versions = supported_versions
         pool = None
@@ -102,6 +104,8 @@ class MemLedgerApp(BaseApplication, Generic[SinkT]):
         self.queries = QueryService(store)
         self.snapshot_taker = (None if snapshots is None
                                else SnapshotTaker(store, snapshots, snapshot_interval))
+        self.snapshots = snapshots
+        self.retain_blocks = retain_blocks
 
     # ----------------------------------------------------------------- helpers
     def _load_chain_id(self) -> str:
@@ -339,7 +343,14 @@ class MemLedgerApp(BaseApplication, Generic[SinkT]):
             self.snapshot_taker.after_commit(pending.height)
         if pending.height == self._genesis_height:
             self._genesis = None
-        return pb.ResponseCommit(retain_height=0)
+        return pb.ResponseCommit(retain_height=self._retain_height(pending.height))
+
+    def _retain_height(self, height: int) -> int:
+        """Node-local block pruning (consensus.retain); never part of the app hash."""
+        if self.retain_blocks <= 0:
+            return 0
+        oldest = None if self.snapshots is None else self.snapshots.oldest_height()
+        return retain_height(height, self.retain_blocks, oldest)
 
     # ----------------------------------------------------------------- state sync
     def list_snapshots(self, req: pb.RequestListSnapshots) -> pb.ResponseListSnapshots:

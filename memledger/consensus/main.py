@@ -29,6 +29,7 @@ def serve(
     snapshots_dir: Path | None = None,
     snapshot_interval: int = 0,
     snapshot_keep: int = 2,
+    retain_blocks: int = 0,
     state_map_bytes: int = DEFAULT_MAP_SIZE,
 ) -> None:
     """Block serving ABCI on `address` until SIGINT/SIGTERM."""
@@ -38,7 +39,7 @@ def serve(
     snapshots = None if snapshots_dir is None else SnapshotStore(snapshots_dir, snapshot_keep)
     app = MemLedgerApp(store, sink, faults=faults, supported_versions=supported_versions,
                        verify_helper=verify_helper, snapshots=snapshots,
-                       snapshot_interval=snapshot_interval)
+                       snapshot_interval=snapshot_interval, retain_blocks=retain_blocks)
     try:
         run(app, address)
     finally:

@@ -28,6 +28,7 @@ def serve(
     snapshots_dir: Path | None = None,
     snapshot_interval: int = 0,
     snapshot_keep: int = 2,
+    retain_blocks: int = 0,
     state_map_bytes: int = DEFAULT_MAP_SIZE,
 ) -> None:
     """Block serving ABCI on `address`, flushing to the projection at `db_url`, until
@@ -36,7 +37,7 @@ def serve(
         state_dir, lambda store: open_projection(db_url, store), address, faults,
         supported_versions, verify_helper=verify_helper, snapshots_dir=snapshots_dir,
         snapshot_interval=snapshot_interval, snapshot_keep=snapshot_keep,
-        state_map_bytes=state_map_bytes)
+        retain_blocks=retain_blocks, state_map_bytes=state_map_bytes)
 
 
 def open_projection(db_url: str, store: CanonicalStore) -> Projection:

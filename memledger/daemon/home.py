@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
 
+from memledger.consensus.retain import MIN_RETAIN_BLOCKS
 from memledger.daemon.nearcopy import DEFAULT_NEAR_COPY_COSINE
 from memledger.durable import write_atomic
 from memledger.recall.defaults import DEFAULT_EMBEDDER
@@ -68,6 +69,11 @@ class NodeConfig:
     voter_interval_s: float = 0.5
     snapshot_interval: int = 1000  # blocks between state sync snapshots; 0 = none
     snapshot_keep: int = 2
+    #: block pruning: keep CometBFT's last N blocks, never above the oldest snapshot
+    #: (memledger.consensus.retain); 0 = keep every block. 0 by default: a pruned node
+    #: cannot serve block 1 to a new light client trusting the genesis, nor old blocks
+    #: to a node catching up without state sync (docs/OPERATIONS.md, "Block pruning")
+    retain_blocks: int = 0
     #: the most the canonical state (LMDB) may grow to, GiB; raise it when the node halts
     #: with "canonical state is full" (~1.2 KB per memory: 64 GiB holds ~50M)
     state_max_gib: int = 64
@@ -116,6 +122,10 @@ class NodeConfig:
                   "snapshots)")
         if not _is_int(self.snapshot_keep) or self.snapshot_keep < 1:
             wrong("snapshot_keep", "an integer, 1 or more")
+        if not _is_int(self.retain_blocks) or not (
+                self.retain_blocks == 0 or self.retain_blocks >= MIN_RETAIN_BLOCKS):
+            wrong("retain_blocks", f"0 (keep every block) or an integer number of blocks, "
+                  f"{MIN_RETAIN_BLOCKS} or more")
         if not _is_int(self.state_max_gib) or not 1 <= self.state_max_gib <= STATE_MAX_GIB:
             wrong("state_max_gib", f"an integer number of GiB in 1..{STATE_MAX_GIB}")
         if not isinstance(self.extra, dict):

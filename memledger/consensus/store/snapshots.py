@@ -205,6 +205,16 @@ class SnapshotStore:
         return sorted(int(p.name) for p in self.root.iterdir()
                       if p.is_dir() and p.name.isdigit())
 
+    def oldest_height(self) -> int | None:
+        """The lowest snapshot height on disk (None: none; 0 when the directory cannot be
+        read, so nothing is pruned). Block pruning stays at or below it; a snapshot
+        pruned meanwhile only makes the answer lower than the truth, never unsafe."""
+        try:
+            heights = self._heights()
+        except OSError:
+            return 0  # cannot tell: keep every block this time
+        return heights[0] if heights else None
+
     def _prune(self) -> None:
         for height in self._heights()[:-self.keep]:
             shutil.rmtree(self.root / str(height), ignore_errors=True)

@@ -10,6 +10,7 @@ from memledger.sdk.light.errors import (
     HeaderError,
     ProofError,
     ProviderError,
+    PrunedError,
     TrustError,
     VerificationError,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "PinnedRoot",
     "ProofError",
     "ProviderError",
+    "PrunedError",
     "TrustError",
     "TrustOptions",
     "TrustRoot",

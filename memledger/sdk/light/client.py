@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from memledger.sdk.light.encoding import time_ns
-from memledger.sdk.light.errors import CommitError, HeaderError, ProviderError, TrustError
+from memledger.sdk.light.errors import (
+    CommitError,
+    HeaderError,
+    ProviderError,
+    PrunedError,
+    TrustError,
+)
 from memledger.sdk.light.header import LightBlock, ValidatorSet, genesis_validators
 from memledger.sdk.light.provider import Provider
 from memledger.sdk.light.store import TrustedStore
@@ -146,6 +152,8 @@ class LightClient:
         while True:
             try:
                 lb = self.provider.light_block(height)
+            except PrunedError:
+                raise  # gone for good: waiting would not bring it back
             except ProviderError:
                 if time.monotonic() >= deadline:
                     raise
@@ -167,7 +175,10 @@ class LightClient:
         if isinstance(root, GenesisRoot):  # before any fetch: nothing served can renew it
             check_fresh(root.genesis_time_ns, f"the genesis at height {height}", self.now_ns(),
                         self.options)
-        lb = self._fetch(height)
+        try:
+            lb = self._fetch(height)
+        except PrunedError as exc:
+            raise TrustError("root_pruned", self._pruned_root(height, exc.lowest)) from exc
         if isinstance(root, PinnedRoot):
             if lb.header.hash() != root.hash:
                 raise TrustError("pinned_hash_mismatch", f"header at height {height} does not "
@@ -183,6 +194,15 @@ class LightClient:
         check_not_expired(lb.header, self.now_ns(), self.options)
         self.store.save(lb)
         return lb
+
+    def _pruned_root(self, height: int, lowest: int) -> str:
+        """Why a root on a pruning node cannot be checked, and what to do instead."""
+        what = "the genesis header" if isinstance(self.root, GenesisRoot) else \
+            f"the pinned header at height {height}"
+        return (f"this node pruned {what} (its lowest block is {lowest}, `retain_blocks` "
+                "in its config): verify against a node that keeps every block, pin a header "
+                f"at height {lowest} or above (PinnedRoot), or use a trust store that already "
+                "holds the root")
 
     def _check_stored_root(self, known: LightBlock) -> None:
         """A stored header at the root's height is the root's own (or the store is not

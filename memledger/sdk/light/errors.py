@@ -48,3 +48,14 @@ class TrustError(VerificationError):
 
 class ProviderError(Exception):
     """A light block could not be fetched (transport, missing height): not a verdict."""
+
+
+class PrunedError(ProviderError):
+    """The node pruned the height asked for (block pruning, `retain_blocks`): it will not
+    come back, so it is not waited for. `lowest` is the node's lowest height."""
+
+    def __init__(self, height: int, lowest: int) -> None:
+        super().__init__(f"light block {height}: this node pruned it (its lowest block is "
+                         f"{lowest})")
+        self.height = height
+        self.lowest = lowest

@@ -5,11 +5,12 @@ Both are untrusted: a provider only fetches and parses; the light client verifie
 
 from __future__ import annotations
 
+import re
 from typing import Any, Protocol
 
 import httpx
 
-from memledger.sdk.light.errors import ProviderError
+from memledger.sdk.light.errors import ProviderError, PrunedError
 from memledger.sdk.light.header import LightBlock, parse_light_block
 from memledger.sdk.rpc import RpcClient, RpcError
 
@@ -18,6 +19,16 @@ class Provider(Protocol):
     def light_block(self, height: int) -> LightBlock: ...
 
     def latest_height(self) -> int: ...
+
+
+#: CometBFT's answer (`/commit`, `/validators`, `/block`...) for a height below its base
+_PRUNED = re.compile(r"height (\d+) is not available, lowest height is (\d+)")
+
+
+def pruned_lowest(exc: RpcError) -> int | None:
+    """The node's lowest height when `exc` says the height asked for was pruned."""
+    found = _PRUNED.search(f"{exc.message} {exc.data}")
+    return None if found is None else int(found[2])
 
 
 #: CometBFT's bound on a validator set (MaxVotesCount) and its largest /validators page.
@@ -75,7 +86,12 @@ class RpcProvider:
     def light_block(self, height: int) -> LightBlock:
         try:
             doc = fetch_rpc_light_block(self.rpc, height)
-        except (httpx.HTTPError, RpcError, KeyError, TypeError, ValueError) as exc:
+        except RpcError as exc:
+            lowest = pruned_lowest(exc)
+            if lowest is not None:
+                raise PrunedError(height, lowest) from exc
+            raise ProviderError(f"light block {height}: {exc}") from exc
+        except (httpx.HTTPError, KeyError, TypeError, ValueError) as exc:
             raise ProviderError(f"light block {height}: {exc}") from exc
         return parse_light_block(doc["signed_header"], doc["validators"])
 
@@ -100,6 +116,8 @@ class RestProvider:
             resp = self._http.get(f"{self.base_url}/v1/light", params=params)
         except httpx.HTTPError as exc:
             raise ProviderError(f"light block {height}: {exc}") from exc
+        if resp.status_code == 410 and height is not None:  # the node pruned it
+            raise PrunedError(height, _lowest_of(resp))
         if resp.status_code != 200:
             raise ProviderError(f"light block {height}: HTTP {resp.status_code}")
         try:
@@ -121,3 +139,11 @@ class RestProvider:
             return int(doc["signed_header"]["header"]["height"])
         except (KeyError, TypeError, ValueError) as exc:
             raise ProviderError(f"latest light block: {exc}") from exc
+
+
+def _lowest_of(resp: httpx.Response) -> int:
+    """`lowest_height` of a 410 problem document (0 when it does not say)."""
+    try:
+        return int(resp.json().get("lowest_height") or 0)
+    except (ValueError, TypeError, AttributeError):
+        return 0

@@ -76,6 +76,10 @@ def _error_line(result: Result) -> str:
     ("snapshot_interval", -1, "got -1"),
     ("snapshot_interval", 10.5, "got 10.5"),
     ("snapshot_keep", 0, "snapshot_keep must be an integer, 1 or more, got 0"),
+    ("retain_blocks", 99, "retain_blocks must be 0 (keep every block) or an integer number "
+                          "of blocks, 100 or more, got 99"),
+    ("retain_blocks", -1, "got -1"),
+    ("retain_blocks", True, "got true (a boolean)"),
     ("state_max_gib", 0, "state_max_gib must be an integer number of GiB in 1..1048576, "
                          "got 0"),
     ("state_max_gib", (1 << 20) + 1, "in 1..1048576, got 1048577"),
@@ -110,6 +114,8 @@ def test_good_values_load_and_every_problem_is_named_at_once(tmp_path: Path) -> 
                    extra={"api_rate_limit_per_s": "0"}).load()
     assert config.voter_interval_s == 2.0 and isinstance(config.voter_interval_s, float)
     assert config.snapshot_interval == 0 and config.api_port == 1
+    assert config.retain_blocks == 0  # the default: keep every block
+    assert _home(tmp_path / "pruned", retain_blocks=100).load().retain_blocks == 100
     message = _load_error(_home(tmp_path / "two", api_port=-1, snapshot_keep="2"))
     assert "api_port must be" in message and "snapshot_keep must be" in message
 

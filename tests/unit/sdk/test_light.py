@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import httpx
 import pytest
 from nacl.signing import SigningKey
 
@@ -23,6 +25,7 @@ from memledger.sdk.light.errors import (
     CommitError,
     HeaderError,
     ProviderError,
+    PrunedError,
     TrustError,
     VerificationError,
 )
@@ -39,9 +42,10 @@ from memledger.sdk.light.header import (
     address_of,
     merkle_root,
 )
-from memledger.sdk.light.provider import fetch_rpc_light_block
+from memledger.sdk.light.provider import RestProvider, fetch_rpc_light_block, pruned_lowest
 from memledger.sdk.light.store import TrustedStore
 from memledger.sdk.light.verify import verify_commit_full
+from memledger.sdk.rpc import RpcError
 
 CHAIN = "light-test"
 T0 = 1_700_000_000
@@ -543,3 +547,52 @@ def test_the_cli_keeps_reading_a_store_file_named_the_old_way(tmp_path: Path) ->
     assert default_trust_store(tmp_path, root) == old  # the only file there is
     fresh.write_text("{}")
     assert default_trust_store(tmp_path, root) == fresh
+
+
+# --- a node that pruned its old blocks (retain_blocks) -----------------------------------
+
+
+class _PrunedProvider(FakeProvider):
+    """A node whose lowest block is `lowest`, as CometBFT answers after pruning."""
+
+    def __init__(self, chain: Chain, lowest: int) -> None:
+        super().__init__(chain)
+        self.lowest = lowest
+
+    def light_block(self, height: int) -> LightBlock:
+        if height < self.lowest:
+            self.fetched.append(height)
+            raise PrunedError(height, self.lowest)
+        return super().light_block(height)
+
+
+def test_a_genesis_root_on_a_pruned_node_fails_at_once_and_says_what_to_do() -> None:
+    chain = Chain({1: keys("a", 4)}, 30)
+    provider = _PrunedProvider(chain, 20)
+    lc = LightClient(provider, genesis(chain.blocks[1].validators), wait_s=30,
+                     now_ns=lambda: (T0 + 200) * SEC)
+    started = time.monotonic()
+    with pytest.raises(TrustError) as err:
+        lc.verify_to(25)
+    assert time.monotonic() - started < 5  # not retried for wait_s like a height to come
+    assert err.value.reason == "root_pruned" and provider.fetched == [1]
+    assert "lowest block is 20" in err.value.message and "PinnedRoot" in err.value.message
+    # A header pinned at or above the node's lowest block verifies as before.
+    pinned = LightClient(provider, PinnedRoot(20, chain.blocks[20].header.hash()), wait_s=0,
+                         now_ns=lambda: (T0 + 200) * SEC)
+    assert pinned.verify_to(25).header == chain.blocks[25].header
+
+
+def test_providers_recognise_cometbfts_pruned_answer() -> None:
+    said = RpcError("commit", -32603, "Internal error",
+                    "height 1 is not available, lowest height is 51")
+    assert pruned_lowest(said) == 51
+    assert pruned_lowest(RpcError("commit", -32603, "Internal error", "other")) is None
+
+    def gone(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(410, json={"name": "height_pruned", "lowest_height": 51})
+
+    rest = RestProvider("http://node", http=httpx.Client(transport=httpx.MockTransport(gone)))
+    with pytest.raises(PrunedError) as err:
+        rest.light_block(3)
+    assert (err.value.height, err.value.lowest) == (3, 51)
