@@ -37,6 +37,7 @@ from memledger.consensus.store.state import BlockOverlay, CanonicalStore
 from memledger.consensus.store.statesync import StateSync
 from memledger.consensus.versions import INITIAL_APP_VERSION, SUPPORTED_APP_VERSIONS
 from memledger.consensus.wire.interface import BaseApplication
+from memledger.consensus.wire.phases import PHASES_PATH, PhaseCpu
 from memledger.protocol import records
 from memledger.protocol.codes import CODESPACE, QueryCode
 from memledger.protocol.pb import abci_pb2 as pb
@@ -85,6 +86,7 @@ class MemLedgerApp(BaseApplication, Generic[SinkT]):
             pool.start()
         self.verifier = SignatureVerifier(pool=pool)
         self.decoded = DecodedTxCache()
+        self.phase_cpu = PhaseCpu()  # charged by the ABCI server, read by benches
         self.store = store
         self.projection = projection
         self.faults = faults or FaultPlan()
@@ -363,6 +365,9 @@ class MemLedgerApp(BaseApplication, Generic[SinkT]):
     def query(self, req: pb.RequestQuery) -> pb.ResponseQuery:
         if req.path == BACKLOG_PATH and not req.prove:
             return self._backlog(bytes(req.data))
+        if req.path == PHASES_PATH and not req.prove:
+            return pb.ResponseQuery(value=self.phase_cpu.to_json(),
+                                    height=self.store.last_height)
         return self.queries.query(req)
 
     def _backlog(self, data: bytes) -> pb.ResponseQuery:
