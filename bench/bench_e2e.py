@@ -71,9 +71,13 @@ def _per_tx(nodes: list[_NodeCpu], before: list[dict[str, Any]],
         if node.app is not None:
             row["app_cpu_us_per_tx"] = round((a["app"] - b["app"]) * 1e6 / per, 1)
             row["helper_cpu_us_per_tx"] = round((a["helper"] - b["helper"]) * 1e6 / per, 1)
+            was = b["phases"]
             row["phases_us_per_tx"] = {
-                phase: round((v["cpu_ns"] - b["phases"].get(phase, {}).get("cpu_ns", 0))
-                             / 1e3 / per, 1)
+                phase: round((v["cpu_ns"] - was.get(phase, {}).get("cpu_ns", 0)) / 1e3 / per,
+                             1)
+                for phase, v in a["phases"].items()}
+            row["phase_calls_per_tx"] = {
+                phase: round((v["calls"] - was.get(phase, {}).get("calls", 0)) / per, 3)
                 for phase, v in a["phases"].items()}
         out.append(row)
     return out
@@ -134,11 +138,16 @@ def run_kvstore(nodes: int, rate: float, duration: float, agents: int) -> dict[s
                 p.stop()
 
 
-def run(node_counts: list[int], rate: float, duration: float, agents: int) -> dict[str, Any]:
+def run(node_counts: list[int], rate: float, duration: float, agents: int,
+        kvstore: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {"rate": rate, "duration_s": duration, "agents": agents, "nets": {}}
     for n in node_counts:
         started = time.monotonic()
         ml = run_memledger(n, rate, duration, agents)
+        if not kvstore:  # the per-node CPU figures alone
+            out["nets"][f"{n}-node"] = {"memledger": ml,
+                                        "wall_s": round(time.monotonic() - started, 1)}
+            continue
         kv = run_kvstore(n, rate, duration, agents)
         out["nets"][f"{n}-node"] = {
             "memledger": ml,
@@ -157,8 +166,11 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=20)
     parser.add_argument("--agents", type=int, default=32)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--no-kvstore", action="store_true",
+                        help="memledger only (no ratio): for its per-node CPU figures")
     args = parser.parse_args()
-    result = run(args.nodes, args.rate, args.duration, args.agents)
+    result = run(args.nodes, args.rate, args.duration, args.agents,
+                 kvstore=not args.no_kvstore)
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:
