@@ -54,7 +54,9 @@ class RecordingView(CommittedView):
 
     def get(self, key: bytes) -> bytes | None:
         self._keys.add(key)
-        return super().get(key)
+        if key in self._pending:  # CommittedView.get, inline: this runs per read
+            return self._pending[key]
+        return self._store.get(key)
 
     def iter_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         self._ranged = True

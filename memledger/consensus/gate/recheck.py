@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 class _Checked:
     height: int
     app_version: int
-    reads: frozenset[bytes]
+    reads: AbstractSet[bytes]
 
 
 class RecheckMemo:
@@ -46,10 +47,13 @@ class RecheckMemo:
         return len(self._entries)
 
     def remember(self, tx_hash: bytes, height: int, app_version: int,
-                 reads: Iterable[bytes]) -> None:
-        """A full check of this tx passed against committed `height`, reading `reads`."""
-        self._entries[tx_hash] = _Checked(height, app_version, frozenset(reads))
-        self._entries.move_to_end(tx_hash)
+                 reads: AbstractSet[bytes]) -> None:
+        """A full check of this tx passed against committed `height`, reading `reads`
+        (kept as given: the caller hands it over)."""
+        entries = self._entries
+        if tx_hash in entries:
+            entries.move_to_end(tx_hash)
+        entries[tx_hash] = _Checked(height, app_version, reads)
         while len(self._entries) > self._max_entries:
             self._entries.popitem(last=False)
 

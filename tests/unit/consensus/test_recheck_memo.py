@@ -112,8 +112,8 @@ def test_memo_entries_hold_for_the_next_height_and_version_only() -> None:
     assert not memo.unchanged(b"t1", 8, 9)  # a height skipped
     memo.committed(7, [b"mem/x"])
     assert not memo.unchanged(b"t1", 7, 9)  # the block wrote what it read
-    memo.remember(b"t2", 6, 9, ())
-    memo.remember(b"t3", 6, 9, ())
-    memo.remember(b"t4", 6, 9, ())
+    memo.remember(b"t2", 6, 9, set())
+    memo.remember(b"t3", 6, 9, set())
+    memo.remember(b"t4", 6, 9, set())
     assert len(memo) == 2 and not memo.unchanged(b"t2", 7, 9)  # evicted
     assert memo.unchanged(b"t4", 7, 9) and memo.skipped == 3
