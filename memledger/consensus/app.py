@@ -20,13 +20,14 @@ import lmdb
 
 from memledger.consensus import versions
 from memledger.consensus.block import genesis, lifecycle
-from memledger.consensus.block.committed import CommittedView
-from memledger.consensus.block.execute import TxOutcome, process_tx
+from memledger.consensus.block.committed import CommittedView, RecordingView
+from memledger.consensus.block.execute import TxOutcome, process_tx, recheck_nonce
 from memledger.consensus.block.proposal import order_by_nonce
 from memledger.consensus.families.accounts import nonces
 from memledger.consensus.families.context import BlockInfo, TxBuffer
 from memledger.consensus.faults import FaultPlan, halt
 from memledger.consensus.gate.pending import PendingNonces
+from memledger.consensus.gate.recheck import RecheckMemo
 from memledger.consensus.gate.sigverify import SignatureVerifier
 from memledger.consensus.gate.txcache import DecodedTxCache
 from memledger.consensus.gate.verifypool import VerifyPool
@@ -38,6 +39,7 @@ from memledger.consensus.store.state import BlockOverlay, CanonicalStore
 from memledger.consensus.store.statesync import StateSync
 from memledger.consensus.versions import INITIAL_APP_VERSION, SUPPORTED_APP_VERSIONS
 from memledger.consensus.wire.interface import BaseApplication
+from memledger.consensus.wire.phases import PHASES_PATH, PhaseCpu
 from memledger.protocol import records
 from memledger.protocol.codes import CODESPACE, QueryCode
 from memledger.protocol.pb import abci_pb2 as pb
@@ -87,6 +89,7 @@ class MemLedgerApp(BaseApplication, Generic[SinkT]):
             pool.start()
         self.verifier = SignatureVerifier(pool=pool)
         self.decoded = DecodedTxCache()
+        self.phase_cpu = PhaseCpu()  # charged by the ABCI server, read by benches
         self.store = store
         self.projection = projection
         self.faults = faults or FaultPlan()
@@ -98,6 +101,7 @@ class MemLedgerApp(BaseApplication, Generic[SinkT]):
         self._pending: _PendingBlock | None = None
         self._genesis_version = INITIAL_APP_VERSION
         self.mempool_nonces = PendingNonces()
+        self.rechecks = RecheckMemo()
         self._chain_id = self._load_chain_id()
         self.statesync = StateSync(store, projection, snapshots, on_restored=self._restored,
                                    checkpoint=lambda p, h: self.faults.maybe_kill(p, h))
@@ -117,6 +121,7 @@ class MemLedgerApp(BaseApplication, Generic[SinkT]):
         CheckTx let in before (under no chain id) are judged again under the real one."""
         self._chain_id = self._load_chain_id()
         self.decoded = DecodedTxCache()
+        self.rechecks.clear()
 
     @property
     def app_version(self) -> int:
@@ -180,10 +185,17 @@ class MemLedgerApp(BaseApplication, Generic[SinkT]):
         )
         pending = self.mempool_nonces if versions.active("nonce_window", version) else None
         recheck = req.type == pb.RECHECK
-        view = CommittedView(self.store, self._genesis)
-        outcome = process_tx(view, block, req.tx, apply=False,
-                             check=self.verifier, decoded=self.decoded, pending=pending,
-                             recheck=recheck)
+        outcome = self._recheck_unchanged(req.tx, block, pending) if recheck else None
+        if outcome is None:
+            view = RecordingView(self.store, self._genesis)
+            outcome = process_tx(view, block, req.tx, apply=False,
+                                 check=self.verifier, decoded=self.decoded, pending=pending,
+                                 recheck=recheck)
+            reads = view.reads
+            if outcome.code == 0 and reads is not None:
+                # the signer's account feeds the nonce rule alone, which every recheck runs
+                reads.discard(records.account_key(outcome.signer_key))
+                self.rechecks.remember(outcome.tx_hash, self.store.last_height, version, reads)
         if pending is not None and outcome.code == 0:
             pending.add(outcome.signer_key, outcome.nonce)
         if recheck and outcome.code:
@@ -196,6 +208,20 @@ class MemLedgerApp(BaseApplication, Generic[SinkT]):
             codespace=CODESPACE if outcome.code else "",
             gas_wanted=1,
         )
+
+    def _recheck_unchanged(self, raw: bytes, block: BlockInfo,
+                           pending: PendingNonces | None) -> TxOutcome | None:
+        """A recheck of a tx whose last full check read nothing the block wrote: the
+        nonce rule alone (memledger.consensus.gate.recheck); None when it needs the full
+        check."""
+        signed = self.decoded.get(raw, self._chain_id)
+        if signed is None or not self.rechecks.unchanged(signed.tx_hash, self.store.last_height,
+                                                         block.app_version):
+            return None
+        outcome = recheck_nonce(CommittedView(self.store, self._genesis), block, signed, pending)
+        if outcome.code:
+            self.rechecks.forget(signed.tx_hash)
+        return outcome
 
     # ----------------------------------------------------------------- proposals
     def prepare_proposal(self, req: pb.RequestPrepareProposal) -> pb.ResponsePrepareProposal:
@@ -339,6 +365,7 @@ class MemLedgerApp(BaseApplication, Generic[SinkT]):
         self._pending = None
         self._last_time_ns = pending.time_ns
         self.mempool_nonces.clear()  # CometBFT rechecks what is left before new txs
+        self.rechecks.committed(pending.height, (key for key, _ in changes))
         if self.snapshot_taker is not None:
             self.snapshot_taker.after_commit(pending.height)
         if pending.height == self._genesis_height:
@@ -374,6 +401,9 @@ class MemLedgerApp(BaseApplication, Generic[SinkT]):
     def query(self, req: pb.RequestQuery) -> pb.ResponseQuery:
         if req.path == BACKLOG_PATH and not req.prove:
             return self._backlog(bytes(req.data))
+        if req.path == PHASES_PATH and not req.prove:
+            return pb.ResponseQuery(value=self.phase_cpu.to_json(),
+                                    height=self.store.last_height)
         return self.queries.query(req)
 
     def _backlog(self, data: bytes) -> pb.ResponseQuery:

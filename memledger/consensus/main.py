@@ -7,6 +7,7 @@ the projection in; consensus itself imports nothing from the serving side.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +18,24 @@ from memledger.consensus.store.snapshots import SnapshotStore
 from memledger.consensus.store.state import DEFAULT_MAP_SIZE, CanonicalStore
 from memledger.consensus.versions import SUPPORTED_APP_VERSIONS
 from memledger.consensus.wire.server import run
+
+#: young-generation allocations between cyclic collections in the app process (default 700)
+GC_YOUNG_THRESHOLD = 20_000
+
+
+def tune_gc() -> None:
+    """Make the cyclic garbage collector cheap for a long-lived ABCI process.
+
+    Why: every tx allocates hundreds of short-lived objects, so at the default thresholds
+    the collector runs thousands of times a second and regularly walks the whole heap,
+    caches included: 10-15% of the app's CPU under load. Startup objects (modules,
+    protobuf descriptors) are moved out of its reach and collections are spaced out.
+    Nothing the app computes depends on when garbage is collected.
+    """
+    gc.collect()
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, max(older, 20), max(oldest, 20))
 
 
 def serve(
@@ -40,6 +59,7 @@ def serve(
     app = MemLedgerApp(store, sink, faults=faults, supported_versions=supported_versions,
                        verify_helper=verify_helper, snapshots=snapshots,
                        snapshot_interval=snapshot_interval, retain_blocks=retain_blocks)
+    tune_gc()
     try:
         run(app, address)
     finally:

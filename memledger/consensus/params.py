@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from memledger.consensus import versions
+from memledger.consensus.store import codec
 from memledger.protocol import records
 from memledger.protocol.codes import Code, TxError
 
@@ -56,15 +57,46 @@ class ParamError(ValueError):
     """A genesis parameter that cannot be accepted."""
 
 
+class _Decoded:
+    """The last `sys/params` bytes read and what they decode to.
+
+    Every tx reads the params (the nonce window, the shared domains) and they change only
+    by governance, so decoding is keyed on the exact bytes: the same bytes give the same
+    record, whichever block or CheckTx reads them, and a proposal that passes writes new
+    bytes. Callers get copies, never this record.
+    """
+
+    raw: bytes | None = None
+    record: dict[str, Any] = {}
+
+
+def _stored(state: RecordView) -> dict[str, Any] | None:
+    get = getattr(state, "get", None)
+    if get is None:  # a record-only view: nothing to key the memo on
+        record = state.get_record(records.PARAMS)
+        return None if record is None else dict(record)
+    raw = get(records.PARAMS)
+    if raw is None:
+        return None
+    if raw != _Decoded.raw:
+        _Decoded.record = dict(codec.decode(raw))
+        _Decoded.raw = bytes(raw)
+    return _Decoded.record
+
+
 def current(state: RecordView) -> dict[str, Any]:
     """The stored parameters (before genesis wrote them: the base defaults)."""
-    record = state.get_record(records.PARAMS)
-    return genesis_defaults() if record is None else dict(record)
+    record = _stored(state)
+    return genesis_defaults() if record is None else {
+        name: _copy(v) for name, v in record.items()}
 
 
 def value(state: RecordView, name: str) -> Any:
     """One parameter: its stored value, else its default."""
-    return current(state).get(name, PARAMS[name].default)
+    record = _stored(state)
+    found = PARAMS[name].default if record is None else record.get(name,
+                                                                    PARAMS[name].default)
+    return _copy(found)
 
 
 def genesis_defaults() -> dict[str, Any]:
@@ -129,5 +161,5 @@ def json_type(value: Any) -> str:
         type(value), type(value).__name__)
 
 
-def _copy(default: int | list[str]) -> int | list[str]:
+def _copy(default: Any) -> Any:
     return list(default) if isinstance(default, list) else default

@@ -18,6 +18,9 @@ covers them, and a proof of inclusion or exclusion in `proof_ops`
 mempool view, not committed state, and is answered by the app itself. The REST API asks it
 before it lets a client's tx in (`memledger.consensus.families.accounts.nonces.backlog`).
 
+`/debug/phase_cpu` (no data) is answered by the app too: the CPU time its thread spent
+per ABCI method since start (memledger.consensus.wire.phases), for benches; never proven.
+
 A query never takes the node down: any failure inside is answered with `FAILED`.
 """
 

@@ -14,7 +14,12 @@ from typing import Any
 from memledger.consensus.families import registry
 from memledger.consensus.families.accounts import nonces
 from memledger.consensus.families.context import BlockInfo, KeyValueView, TxBuffer, TxContext
-from memledger.consensus.gate.envelope import SignatureCheck, check_fields_version, decode_tx
+from memledger.consensus.gate.envelope import (
+    SignatureCheck,
+    SignedTx,
+    check_fields_version,
+    decode_tx,
+)
 from memledger.consensus.gate.pending import PendingNonces
 from memledger.consensus.gate.txcache import DecodedTxCache
 from memledger.protocol.codes import Code, TxError
@@ -31,6 +36,7 @@ class TxOutcome:
     signer: str = ""
     signer_key: bytes = b""
     nonce: int = 0
+    tx_hash: bytes = b""
 
 
 Handler = Callable[[TxContext, Any], None]
@@ -86,4 +92,20 @@ def process_tx(
                       ("nonce", str(signed.nonce))])]
     events.extend(ctx.events)
     return TxOutcome(Code.OK, "", events, signed.kind, signed.signer_hex, signed.signer,
-                     signed.nonce)
+                     signed.nonce, signed.tx_hash)
+
+
+def recheck_nonce(view: KeyValueView, block: BlockInfo, signed: SignedTx,
+                  pending: PendingNonces | None) -> TxOutcome:
+    """The part of a recheck that can change when the block left the tx's reads alone
+    (memledger.consensus.gate.recheck): the nonce rule against what the mempool holds now.
+    Gate and handler are not run again; nothing is written."""
+    try:
+        nonces.check_nonce(
+            TxBuffer(view), signed.signer, signed.nonce, block.app_version,
+            None if pending is None else nonces.Mempool(pending.for_signer(signed.signer),
+                                                        recheck=True))
+    except TxError as err:
+        return TxOutcome(err.code, err.log, kind=signed.kind, signer=signed.signer_hex)
+    return TxOutcome(Code.OK, "", [], signed.kind, signed.signer_hex, signed.signer,
+                     signed.nonce, signed.tx_hash)

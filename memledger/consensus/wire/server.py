@@ -22,6 +22,7 @@ import signal
 import socket
 import stat
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
@@ -29,6 +30,7 @@ from typing import NoReturn
 from google.protobuf.message import DecodeError, Message
 
 from memledger.consensus.wire.interface import Application
+from memledger.consensus.wire.phases import PhaseCpu
 from memledger.protocol.pb import abci_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -158,6 +160,8 @@ class ABCIServer:
         self._conns: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
         self._unix_inode: int | None = None
+        phases = getattr(app, "phase_cpu", None)
+        self._phases: PhaseCpu | None = phases if isinstance(phases, PhaseCpu) else None
 
     # ---- lifecycle
 
@@ -314,11 +318,17 @@ class ABCIServer:
         if kind is None:
             return pb.Response(exception=pb.ResponseException(error="request has no method"))
         resp = pb.Response()
+        phases = self._phases
+        started = time.thread_time_ns() if phases is not None else 0
         try:
             result = self._handlers[kind](getattr(req, kind))
             getattr(resp, kind).CopyFrom(result)  # TypeError if the app returned the wrong type
         except Exception:
             _die_app_bug(kind)
+        if phases is not None:
+            phase = "recheck_tx" if kind == "check_tx" and req.check_tx.type == pb.RECHECK \
+                else kind
+            phases.add(phase, time.thread_time_ns() - started)
         return resp
 
 

@@ -118,8 +118,9 @@ def check_nonce(state: TxBuffer, signer: bytes, nonce: int, app_version: int,
             raise TxError(Code.NONCE_REPLAYED,
                           f"nonce {nonce} <= last committed nonce {account.floor}")
         return account
+    window = window_size(state)
     if versions.active("nonce_window_trimmed_check", app_version):
-        account = trimmed(account, window_size(state))
+        account = trimmed(account, window)
     if nonce <= account.floor:
         raise TxError(Code.NONCE_BELOW_WINDOW,
                       f"nonce {nonce} <= window floor {account.floor}: sign again with a "
@@ -129,7 +130,7 @@ def check_nonce(state: TxBuffer, signer: bytes, nonce: int, app_version: int,
     if at < len(recent) and recent[at] == nonce:
         raise TxError(Code.NONCE_REPLAYED, f"nonce {nonce} already used by this signer")
     if mempool is not None:
-        _check_against_pending(nonce, recent, mempool, window_size(state))
+        _check_against_pending(nonce, recent, mempool, window)
     return account
 
 
