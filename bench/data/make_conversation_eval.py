@@ -809,7 +809,8 @@ def build(conv: Conversation, rng: random.Random) -> tuple[list[dict], dict[str,
     return memories, where
 
 
-def main() -> None:
+def make() -> dict:
+    """The whole set, as written to conversation_eval.json."""
     rng = random.Random(SEED)
     memories: list[dict] = []
     queries: list[dict] = []
@@ -829,8 +830,13 @@ def main() -> None:
                             m["id"].startswith(f"{conv.cid}/s{i:02d}/") for m in turns)}
                             for i, d in enumerate(conv.dates, start=1)],
                         "turns": len(turns)})
-    out = {"about": "bench/data/make_conversation_eval.py writes this file; do not edit",
-           "conversations": summary, "memories": memories, "queries": queries}
+    return {"about": "bench/data/make_conversation_eval.py writes this file; do not edit",
+            "conversations": summary, "memories": memories, "queries": queries}
+
+
+def main() -> None:
+    out = make()
+    memories, queries, summary = out["memories"], out["queries"], out["conversations"]
     path = Path(__file__).with_name("conversation_eval.json")
     path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
     kinds: dict[str, int] = {}
