@@ -9,12 +9,18 @@ node's Commit path and SQL projection); the REST app (TestClient) then serves
 GET /v1/memories?q=...&mode=...&limit=5 exactly as a node does, with the embedder's
 vector index fed by the follower.
 
-recall@5 = |relevant in top 5| / min(|relevant|, 5); MRR = 1 / rank of the first relevant
-hit (0 if none in the top 10). Also: index build rate and per-query latency.
+`--set conversation` runs the long-conversation set instead
+(bench/data/make_conversation_eval.py): two conversations of 22-24 sessions and over 400
+turns each, every turn a memory, and 100 questions (single-hop, multi-hop, temporal,
+open-domain) labelled by their evidence turns. Both conversations share one ledger.
+
+recall@k = |relevant in top k| / min(|relevant|, k) (k = 5, 10); MRR = 1 / rank of the
+first relevant hit (0 if none in the top 10). Also: index build rate and per-query latency.
 
     .venv/bin/python bench/bench_recall.py                       # the default embedder
     .venv/bin/python bench/bench_recall.py --embedders wordllama minilm
     .venv/bin/python bench/bench_recall.py --embedders minilm minilm-int8
+    .venv/bin/python bench/bench_recall.py --set conversation
 """
 
 from __future__ import annotations
@@ -44,7 +50,13 @@ from memledger.recall.embedder import DEFAULT_EMBEDDER  # noqa: E402
 
 EVAL = ROOT / "bench" / "data" / "recall_eval.json"
 MODES = ("text", "semantic", "hybrid")
-KINDS = ("paraphrase", "keyword", "mixed", "conversation")
+#: each evaluation set: its file and its query kinds
+SETS = {
+    "recall": (EVAL, ("paraphrase", "keyword", "mixed", "conversation")),
+    "conversation": (ROOT / "bench" / "data" / "conversation_eval.json",
+                     ("single-hop", "multi-hop", "temporal", "open-domain")),
+}
+KINDS = SETS["recall"][1]
 
 
 def build_chain(folder: Path, memories: list[dict[str, Any]]) -> LocalChain:
@@ -60,19 +72,29 @@ def build_chain(folder: Path, memories: list[dict[str, Any]]) -> LocalChain:
     return chain
 
 
-def score(ranked: list[str], relevant: list[str]) -> tuple[float, float]:
-    top5 = ranked[:5]
-    rec = len(set(top5) & set(relevant)) / min(len(relevant), 5)
+def score(ranked: list[str], relevant: list[str]) -> tuple[float, float, float]:
+    """(recall@5, recall@10, reciprocal rank within the top 10)"""
+    rec5 = len(set(ranked[:5]) & set(relevant)) / min(len(relevant), 5)
+    rec10 = len(set(ranked[:10]) & set(relevant)) / min(len(relevant), 10)
     rr = 0.0
     for rank, mid in enumerate(ranked[:10], start=1):
         if mid in relevant:
             rr = 1.0 / rank
             break
-    return rec, rr
+    return rec5, rec10, rr
+
+
+def _row(vals: list[tuple[float, float, float]]) -> dict[str, Any]:
+    if not vals:
+        return {"n": 0}
+    return {"n": len(vals),
+            "recall@5": round(statistics.fmean(v[0] for v in vals), 3),
+            "recall@10": round(statistics.fmean(v[1] for v in vals), 3),
+            "mrr": round(statistics.fmean(v[2] for v in vals), 3)}
 
 
 def evaluate(chain: LocalChain, folder: Path, embedder: str,
-             queries: list[dict[str, Any]]) -> dict[str, Any]:
+             queries: list[dict[str, Any]], kinds: tuple[str, ...] = KINDS) -> dict[str, Any]:
     settings = ApiSettings(db_url=chain.db_url, rpc_url="http://127.0.0.1:9", chain_id="x",
                            embedder=embedder, index_dir=folder / f"recall-{embedder}")
     started = time.perf_counter()
@@ -86,7 +108,8 @@ def evaluate(chain: LocalChain, folder: Path, embedder: str,
                            "memories": len(indexer.index), "modes": {}}
     with TestClient(app) as client:
         for mode in MODES:
-            per_kind: dict[str, list[tuple[float, float]]] = {k: [] for k in KINDS}
+            per_kind: dict[str, list[tuple[float, float, float]]] = {k: [] for k in kinds}
+            per_conv: dict[str, list[tuple[float, float, float]]] = {}
             lat: list[float] = []
             for query in queries:
                 t0 = time.perf_counter()
@@ -97,16 +120,14 @@ def evaluate(chain: LocalChain, folder: Path, embedder: str,
                 lat.append(time.perf_counter() - t0)
                 resp.raise_for_status()
                 ranked = [m["id"] for m in resp.json()["items"]]
-                per_kind[query["kind"]].append(score(ranked, query["relevant"]))
-            table = {}
-            for kind, vals in per_kind.items():
-                table[kind] = {"n": len(vals),
-                               "recall@5": round(statistics.fmean(v[0] for v in vals), 3),
-                               "mrr": round(statistics.fmean(v[1] for v in vals), 3)}
-            every = [v for vals in per_kind.values() for v in vals]
-            table["all"] = {"n": len(every),
-                            "recall@5": round(statistics.fmean(v[0] for v in every), 3),
-                            "mrr": round(statistics.fmean(v[1] for v in every), 3)}
+                got = score(ranked, query["relevant"])
+                per_kind[query["kind"]].append(got)
+                if "conversation" in query:
+                    per_conv.setdefault(query["conversation"], []).append(got)
+            table: dict[str, Any] = {kind: _row(vals) for kind, vals in per_kind.items()}
+            table["all"] = _row([v for vals in per_kind.values() for v in vals])
+            if per_conv:
+                table["by_conversation"] = {c: _row(v) for c, v in sorted(per_conv.items())}
             lat.sort()
             table["latency_ms"] = {"p50": round(percentile(lat, 50) * 1000, 2),
                                    "p99": round(percentile(lat, 99) * 1000, 2)}
@@ -384,6 +405,9 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--embedders", nargs="+", default=[DEFAULT_EMBEDDER])
+    parser.add_argument("--set", choices=sorted(SETS), default="recall",
+                        help="the evaluation set: recall_eval.json (default) or the long "
+                             "conversations of conversation_eval.json")
     parser.add_argument("--out", default=None, help="also write the JSON report here")
     parser.add_argument("--scale", type=int, default=0,
                         help="instead: latency, build rate, RAM and disk at this many "
@@ -423,13 +447,15 @@ def main() -> None:
             Path(args.out).write_text(text + "\n")
         print(text)
         return
-    data = json.loads(EVAL.read_text())
+    path, kinds = SETS[args.set]
+    data = json.loads(path.read_text())
     report: dict[str, Any] = {
         "command": "bench/bench_recall.py " + " ".join(sys.argv[1:]),
         "machine": {"python": platform.python_version(), "cpus": 2},
-        "eval_set": {"memories": len(data["memories"]), "queries": len(data["queries"]),
+        "eval_set": {"file": str(path.relative_to(ROOT)),
+                     "memories": len(data["memories"]), "queries": len(data["queries"]),
                      "by_kind": {k: sum(q["kind"] == k for q in data["queries"])
-                                 for k in KINDS}},
+                                 for k in kinds}},
         "results": [],
     }
     with tempfile.TemporaryDirectory(prefix="bench-recall-") as tmp:
@@ -439,7 +465,8 @@ def main() -> None:
         report["chain_fill_s"] = round(time.perf_counter() - t0, 2)
         try:
             for embedder in args.embedders:
-                report["results"].append(evaluate(chain, folder, embedder, data["queries"]))
+                report["results"].append(evaluate(chain, folder, embedder, data["queries"],
+                                                  kinds))
         finally:
             chain.close()
     text = json.dumps(report, indent=1)
