@@ -10,6 +10,10 @@ Parts, each measured against its limit in the same run on the same node:
   REST `POST /v1/txs?wait=sync`; and the SDK's `submit(wait="sync")` from 64 threads
   with own keys against RPC from 64 threads. committed/s = txs / (first send until the
   mempool is empty and every tx is in a block). `--rounds` pairs, the order alternating.
+  Each leg also reports the CPU each process spent per accepted tx (`cpu_ms_per_tx`:
+  the ABCI app, cometbft, the REST process, this bench). `--client light` sends the RPC
+  and REST legs through one minimal kept-alive client (PostPool on asyncio, one
+  connection per writer) instead of httpx, so the two legs differ only on the node.
 - `commit`: sequential `wait=commit` submits; latency p50 against the median block
   interval of the same blocks (block times).
 - `verified`: sequential `Client.get(verify=True)` with a warm trust store; and with
@@ -28,6 +32,7 @@ import asyncio
 import base64
 import json
 import multiprocessing
+import resource
 import statistics
 import tempfile
 import threading
@@ -45,6 +50,7 @@ from memledger.api.readgate import SHED_RETRY_AFTER_S
 from memledger.daemon.home import NodeHome
 from memledger.devtools.burst import wait_mempool_empty
 from memledger.devtools.node import NodeRunner, wait_api_ready
+from memledger.devtools.proccpu import tree_cpu_seconds
 from memledger.devtools.stats import percentile
 from memledger.sdk import Client
 from memledger.sdk.light import GenesisRoot
@@ -66,25 +72,88 @@ def _signed(keys: list[SigningKey], per_key: int, tag: str, nonce0: int) -> list
              for j in range(per_key)] for w, k in enumerate(keys)]
 
 
-def _drain(runner: NodeRunner, txs: list[list[bytes]], send: Callable[[bytes], bool]
-           ) -> dict[str, Any]:
+def _roles(runner: NodeRunner) -> dict[str, float]:
+    """CPU seconds so far of the node's processes by role, and of this bench."""
+    out = {"app": 0.0, "cometbft": 0.0, "api": 0.0}
+    assert runner.proc is not None
+    for pid, seconds in tree_cpu_seconds(runner.proc.pid).items():
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = [a.decode(errors="replace") for a in argv]
+        role = ("cometbft" if any(w.endswith("cometbft") for w in words[:1])
+                else "api" if "api" in words else "app" if "app" in words else None)
+        if role is not None:
+            out[role] += seconds
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    out["bench"] = usage.ru_utime + usage.ru_stime
+    return out
+
+
+def _drain(runner: NodeRunner, txs: list[list[Any]], send: Callable[[Any], bool] | None,
+           light: Callable[[list[list[Any]]], int] | None = None) -> dict[str, Any]:
     """Each writer sends its txs in turn; committed/s until the mempool is empty."""
     accepted = [0] * len(txs)
 
     def writer(w: int) -> None:
+        assert send is not None
         for tx in txs[w]:
             accepted[w] += bool(send(tx))
 
+    cpu0 = _roles(runner)
     started = time.perf_counter()
-    with ThreadPoolExecutor(len(txs)) as pool:
-        list(pool.map(writer, range(len(txs))))
+    if light is not None:
+        accepted = [light(txs)]
+    else:
+        with ThreadPoolExecutor(len(txs)) as pool:
+            list(pool.map(writer, range(len(txs))))
     sent_s = time.perf_counter() - started
     wait_mempool_empty(runner.rpc_url)
     # wait_mempool_empty adds two blocks after the mempool emptied; take them back out
     total_s = time.perf_counter() - started - 2 * _block_interval(runner)
+    cpu1 = _roles(runner)
     n = sum(accepted)
     return {"txs": sum(len(t) for t in txs), "accepted": n, "send_s": round(sent_s, 2),
-            "committed_per_s": round(n / total_s, 1)}
+            "committed_per_s": round(n / total_s, 1),
+            "cpu_ms_per_tx": {role: round((cpu1[role] - cpu0[role]) * 1e3 / max(1, n), 2)
+                              for role in cpu1}}
+
+
+def _light_sender(url: str, body: Callable[[bytes], bytes], ok: Callable[[int, bytes], bool]
+                  ) -> Callable[[list[list[Any]]], int]:
+    """All writers on one event loop, each on its own kept-alive connection."""
+    def run(txs: list[list[Any]]) -> int:
+        async def writer(mine: list[bytes]) -> int:
+            pool = PostPool(url, timeout=120, keep=1)
+            n = 0
+            for tx in mine:
+                status, data = await pool.post(body(tx))
+                n += ok(status, data)
+            await pool.aclose()
+            return n
+
+        async def every() -> int:
+            return sum(await asyncio.gather(*(writer(w) for w in txs)))
+        return asyncio.run(every())
+    return run
+
+
+def _rpc_body(tx: bytes) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "broadcast_tx_sync",
+                       "params": {"tx": base64.b64encode(tx).decode()}}).encode()
+
+
+def _rest_body(tx: bytes) -> bytes:
+    return json.dumps({"tx": base64.b64encode(tx).decode()}).encode()
+
+
+def _rpc_ok(status: int, data: bytes) -> bool:
+    return status == 200 and json.loads(data).get("result", {}).get("code") == 0
+
+
+def _rest_ok(status: int, data: bytes) -> bool:
+    return status == 202
 
 
 _intervals: dict[str, float] = {}
@@ -109,9 +178,11 @@ def _parse_time(text: str) -> float:
     return datetime.fromisoformat(head + "+00:00").timestamp() + float(f"0.{frac or 0}")
 
 
-def admission(runner: NodeRunner, writers: int, per_key: int, rounds: int) -> dict[str, Any]:
+def admission(runner: NodeRunner, writers: int, per_key: int, rounds: int,
+              client: str = "httpx") -> dict[str, Any]:
     """`rounds` pairs of each comparison, the order alternating (the machine's other load
-    drifts): REST and RPC from `writers` threads, SDK and RPC from 64 threads."""
+    drifts): REST and RPC from `writers` threads (`client="light"`: coroutines on one
+    PostPool-based client), SDK and RPC from 64 threads."""
     local = threading.local()
 
     def via_rpc(tx: bytes) -> bool:
@@ -146,8 +217,13 @@ def admission(runner: NodeRunner, writers: int, per_key: int, rounds: int) -> di
         first, second = ("rpc", "rest") if n % 2 == 0 else ("rest", "rpc")
         got = {}
         for what in (first, second):
+            light = None
+            if client == "light":
+                light = (_light_sender(runner.rpc_url + "/", _rpc_body, _rpc_ok)
+                         if what == "rpc" else
+                         _light_sender(runner.api_url + "/v1/txs", _rest_body, _rest_ok))
             got[what] = _drain(runner, rpc_txs if what == "rpc" else rest_txs,
-                               via_rpc if what == "rpc" else via_rest)
+                               via_rpc if what == "rpc" else via_rest, light)
         for what in (("rpc64", "sdk64") if n % 2 == 0 else ("sdk64", "rpc64")):
             got[what] = _drain(runner, rpc64_txs if what == "rpc64" else jobs,
                                via_rpc if what == "rpc64" else via_sdk)
@@ -158,7 +234,7 @@ def admission(runner: NodeRunner, writers: int, per_key: int, rounds: int) -> di
         got["sdk64_over_rpc64"] = round(got["sdk64"]["committed_per_s"]
                                         / got["rpc64"]["committed_per_s"], 2)
         pairs.append(got)
-    return {"writers": writers, "per_key": per_key, "sdk_threads": threads,
+    return {"client": client, "writers": writers, "per_key": per_key, "sdk_threads": threads,
             "sdk_per_thread": per, "rounds": pairs,
             "rest_over_rpc_median": statistics.median(p["rest_over_rpc"] for p in pairs),
             "sdk64_over_rpc64_median": statistics.median(p["sdk64_over_rpc64"]
@@ -319,6 +395,8 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=32)
     parser.add_argument("--per-key", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--client", choices=["httpx", "light"], default="httpx",
+                        help="the RPC and REST legs' client (the SDK leg is the SDK)")
     parser.add_argument("--commits", type=int, default=40)
     parser.add_argument("--reads", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=15.0)
@@ -342,7 +420,7 @@ def main() -> None:
             wait_api_ready(runner.api_url)
             if "admission" in args.parts:
                 result["admission"] = admission(runner, args.writers, args.per_key,
-                                                args.rounds)
+                                                args.rounds, args.client)
             if "commit" in args.parts:
                 result["commit"] = commit(runner, args.commits)
             if "verified" in args.parts:
