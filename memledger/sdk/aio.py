@@ -57,6 +57,7 @@ from memledger.sdk.models import (
     page_of,
 )
 from memledger.sdk.paths import account_path, quote_id, tx_path
+from memledger.sdk.private import EpochKeyMissing
 from memledger.sdk.private_client import (
     RESEAL_CODES,
     SHARED_BY_DEFAULT,
@@ -217,8 +218,14 @@ class AsyncClient(ClientCore):
         for fresh in (False, True):  # settled lookup first, as Client.submit
             if domain not in SHARED_BY_DEFAULT:
                 await self._give_domain(domain, fresh)
-            memory_id, content, epoch = self.private.seal(domain, given_id, plain, tags,
-                                                          self.public_key or "", fresh)
+            try:
+                memory_id, content, epoch = self.private.seal(domain, given_id, plain,
+                                                              tags, self.public_key or "",
+                                                              fresh)
+            except EpochKeyMissing:
+                if fresh:
+                    raise
+                continue  # the grant handing this key over may be in the newest block
             mid, make, fields = self._submit_maker(memory_id, content, domain, type,
                                                    confidence, tags, supersedes, origin, epoch)
             try:

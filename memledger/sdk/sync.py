@@ -58,6 +58,7 @@ from memledger.sdk.models import (
     page_of,
 )
 from memledger.sdk.paths import account_path, quote_id, tx_path
+from memledger.sdk.private import EpochKeyMissing
 from memledger.sdk.private_client import RESEAL_CODES, PrivateDomains
 from memledger.sdk.retry import RESIGN_CODES, NonceSource, Resigning, RetryPolicy
 from memledger.sdk.txbuilder import DECISIONS, LEVELS, TxBuilder
@@ -221,8 +222,14 @@ class Client(ClientCore):
                            origin)
         given_id, plain = memory_id, content
         for fresh in (False, True):
-            memory_id, content, epoch = self.private.seal(domain, given_id, plain, tags,
-                                                          self.public_key or "", fresh)
+            try:
+                memory_id, content, epoch = self.private.seal(domain, given_id, plain,
+                                                              tags, self.public_key or "",
+                                                              fresh)
+            except EpochKeyMissing:
+                if fresh:
+                    raise
+                continue  # the grant handing this key over may be in the newest block
             mid, make, fields = self._submit_maker(memory_id, content, domain, type,
                                                    confidence, tags, supersedes, origin, epoch)
             try:

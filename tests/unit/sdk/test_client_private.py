@@ -142,3 +142,47 @@ def test_a_write_looks_the_domain_up_settled_and_reseals_when_it_just_turned() -
     asyncio.run(run())
     assert node.lookups == ["false", "true"]
     assert sealed.is_sealed(node.txs[-1].memory_submit.content)
+
+
+class GrantedNode(Node):
+    """This key was granted the epoch key in the newest block: its settled record
+    (fresh=false) names the epoch but holds no sealed copy for it yet."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lookups: list[str] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/proofs/domain":
+            fresh = request.url.params.get("fresh", "true")
+            self.lookups.append(fresh)
+            if fresh == "false":
+                before = json.loads(json.dumps(RECORD))
+                before["private"]["epochs"][0]["keys"] = {}
+                value = base64.b64encode(json.dumps(before).encode()).decode()
+                return httpx.Response(200, json={"kind": "domain", "id": DOMAIN,
+                                                 "record": {"value": value, "height": 2}})
+        return super().__call__(request)
+
+
+def test_a_write_just_after_its_grant_looks_the_key_up_afresh() -> None:
+    """A member writing right after the grant that hands it the epoch key: the settled
+    lookup has no key for it yet, so the client looks again at the newest height instead
+    of failing with EpochKeyMissing (both clients)."""
+    node = GrantedNode()
+    with Client("http://node", key=OWNER, chain_id="c",
+                transport=httpx.MockTransport(node)) as ml:
+        receipt = ml.submit(None, "first words", domain=DOMAIN)
+    assert receipt.included and node.lookups == ["false", "true"]
+    assert sealed.is_sealed(node.txs[-1].memory_submit.content)
+
+    node = GrantedNode()
+
+    async def run() -> None:
+        async with AsyncClient("http://node", key=OWNER, chain_id="c",
+                               transport=httpx.MockTransport(node)) as aml:
+            await aml.submit(None, "first words", domain=DOMAIN)
+
+    asyncio.run(run())
+    assert node.lookups == ["false", "true"]
+    assert sealed.is_sealed(node.txs[-1].memory_submit.content)
