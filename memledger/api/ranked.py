@@ -60,6 +60,7 @@ from memledger.recall.hybrid import (
     with_unindexed,
 )
 from memledger.recall.indexer import Indexer
+from memledger.recall.stopwords import STOPWORDS
 from memledger.recall.text_index import TextIndex, WordBag, analysed_terms, terms_query
 from memledger.recall.text_indexer import FirstHits, TextIndexer
 
@@ -95,19 +96,6 @@ def parse_offset(cursor: str | None) -> int:
     if cursor is None:
         return 0
     return int(cursor.partition("~")[0])
-
-
-#: Question and function words, dropped from hybrid's any-word leg (where "what", "the"
-#: or "do" would rank every memory that has them); kept when nothing else is left.
-STOPWORDS = frozenset("""
-a about above after again all am an and any are as at be because been before being below
-between both but by can could did do does doing down during each few for from further had
-has have having he her here hers him his how i if in into is it its itself just me more most
-my myself no nor not now of off on once only or other our ours out over own same she should
-so some such than that the their theirs them then there these they this those through to
-too under until up very was we were what when where which while who whom why will with
-would you your yours
-""".split())
 
 
 def content_words(text: str) -> list[str]:
