@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -151,3 +152,77 @@ def test_the_reranker_computes_what_the_store_lacks_and_keeps_it(
     assert np.array_equal(stored["port"], late.candidate_rows(fresh[0]))
     assert reranker.store.model == model_key(minilm_int8)
     reranker.close()
+
+
+def test_rest_rerank_orders_by_maxsim_filters_by_min_score_and_says_when_it_cannot(
+        tmp_path: Path) -> None:
+    """GET /v1/memories?rerank=true: the first stage's hits reordered by MaxSim, each
+    scored by it (the scores the Reranker gives), from rows the follower stored;
+    min_score leaves out the lower ones; the 422s name why a search cannot rerank."""
+    from fastapi.testclient import TestClient
+
+    from memledger.api import ApiSettings, create_app
+    from memledger.devtools.chain import LocalChain, seeded_key
+
+    chain = LocalChain(tmp_path / "chain")
+    key = seeded_key("rerank-unit")
+    b = chain.builder(key)
+    notes = {"port": "The staging database listens on port 5433",
+             "cat": "Our cat Miso is allergic to chicken, so buy salmon food",
+             "budget": "The marketing budget for the third quarter is 40,000 euros",
+             "deploy": "Deploys go out on Tuesdays after the staging checks pass",
+             "trip": "Anna flies to Lisbon on the 14th for the design review"}
+    chain.block([b.submit(chain.next_nonce(key), m, text) for m, text in notes.items()] +
+                [b.submit(chain.next_nonce(key), f"z-{i}", f"zebra note number {i}")
+                 for i in range(40)])
+    app = create_app(ApiSettings(db_url=chain.db_url, rpc_url="http://127.0.0.1:9",
+                                 chain_id="x", embedder="minilm-int8:128",
+                                 index_dir=tmp_path / "recall"))
+    indexer = app.state.memledger.recall
+    assert indexer.wait_caught_up(60)
+    assert indexer.late.store.count() == 45  # stored by the follower, from its pass
+    question = "which port does the staging db use?"
+    with TestClient(app, raise_server_exceptions=False) as api:
+        def get(**params: Any) -> dict[str, Any]:
+            resp = api.get("/v1/memories", params={"q": question, **params})
+            return {"status": resp.status_code, **resp.json()}
+
+        plain = get(mode="hybrid", limit=30)
+        reranked = get(mode="hybrid", rerank=True, limit=30)
+        assert reranked["status"] == 200 and reranked["items"][0]["id"] == "port"
+        assert {m["id"] for m in reranked["items"]} == {m["id"] for m in plain["items"]}
+        scores = [m["score"] for m in reranked["items"]]
+        assert scores == sorted(scores, reverse=True) and all(-1 <= s <= 1 for s in scores)
+        _, query = indexer.late.query(question)
+        direct = indexer.late.scores(query, [(m, notes.get(m)) for m in notes])
+        assert reranked["items"][0]["score"] == pytest.approx(direct["port"], abs=1e-5)
+        # pages of a reranked search are slices of its one order, up to 30 hits
+        first, second = get(rerank=True, limit=3), get(rerank=True, limit=3, cursor="3~ranked")
+        assert [m["id"] for m in first["items"] + second["items"]] == \
+            [m["id"] for m in reranked["items"][:6]]
+        assert get(rerank=True, limit=3, cursor="27~ranked")["next_cursor"] is None
+        semantic = get(mode="semantic", rerank=True, limit=5)
+        assert semantic["items"][0]["id"] == "port"
+        # min_score: only the hits the rerank scores at least that high
+        floor = (scores[0] + scores[1]) / 2
+        kept = get(rerank=True, min_score=floor, limit=30)["items"]
+        assert [m["id"] for m in kept] == ["port"]
+        assert get(rerank=True, min_score=1.0)["items"] == []
+        # what cannot rerank says why
+        cases: list[tuple[dict[str, Any], str]] = [
+            ({"mode": "text", "rerank": True}, "rerank_needs_meaning"),
+            ({"mode": "words", "rerank": True}, "rerank_needs_meaning"),
+            ({"min_score": 0.5}, "min_score_needs_rerank")]
+        for params, name in cases:
+            got = get(**params)
+            assert (got["status"], got["name"]) == (422, name), params
+        assert api.get("/v1/memories", params={"rerank": True}).json()["name"] == \
+            "rerank_needs_meaning"
+        assert get(rerank=True, min_score=2)["status"] == 422  # outside -1..1
+    words_only = create_app(ApiSettings(db_url=chain.db_url, rpc_url="http://127.0.0.1:9",
+                                        chain_id="x", embedder="wordllama",
+                                        index_dir=tmp_path / "recall-wordllama"))
+    with TestClient(words_only, raise_server_exceptions=False) as api:
+        resp = api.get("/v1/memories", params={"q": question, "rerank": True})
+        assert (resp.status_code, resp.json()["name"]) == (422, "rerank_unsupported")
+    chain.close()
