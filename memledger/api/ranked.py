@@ -9,6 +9,10 @@
 - `hybrid`: reciprocal rank fusion of an any-word BM25 ranking and the semantic
   ranking; score = the fused RRF score.
 
+`rerank=true` (hybrid and semantic; off by default) rescores the first RERANK_DEPTH hits
+by MaxSim over token states (memledger.recall.rerank); score = that relevance, -1..1,
+and `min_score` filters on it (docs/RECALL.md, "Rerank").
+
 Every filter (domain, status, type, author, tags, include_disputed) is applied before the
 top-k cut in every mode. Ranked pages use an offset cursor `<offset>~ranked`, meant for
 the same query and mode; at most MAX_RANKED results are reachable.
