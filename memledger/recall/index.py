@@ -40,9 +40,9 @@ from memledger.sqlite_damage import is_damaged, remove_database
 from memledger.sqlite_uri import readonly_uri
 
 FORMAT = 2
-#: keep_states(memory ids, their token states): where `add` hands the token states of the
-#: memories it embeds (the rerank store, memledger.recall.rerank)
-KeepStates = Callable[[Sequence[str], Sequence[TokenStates]], None]
+#: keep_states(memory ids, their texts, their token states): where `add` hands the token
+#: states of the memories it embeds (the rerank store, memledger.recall.rerank)
+KeepStates = Callable[[Sequence[str], Sequence[str], Sequence[TokenStates]], None]
 DTYPE = "i8"
 #: Graph degree. 6 keeps a 1M-memory index at 128 dims in ~270 MB of RSS (16 took
 #: ~520 MB at 256 dims); the wider search below buys back most of the lost ANN recall
@@ -268,7 +268,7 @@ class VectorIndex:
         texts = [items[i][1] for i in todo]
         if todo and keep_states is not None and getattr(self.embedder, "token_states", False):
             vectors[todo], states = self.embedder.embed_with_states(texts, threads=threads)
-            keep_states([items[i][0] for i in todo], states)
+            keep_states([items[i][0] for i in todo], texts, states)
         elif todo:
             vectors[todo] = self.embedder.embed(texts, threads=threads)
         for i, (mid, _) in enumerate(items):

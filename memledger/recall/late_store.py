@@ -4,16 +4,20 @@ candidates (~2 ms a query instead of ~40 ms, bench/bench_rerank_probe.py).
 
 Derived serving data, never consensus: rebuildable from the projection at any time, and
 only ever a cache. `late.sqlite` in the recall folder holds one row per memory:
-`(memory_id, model, ntok, states)`, `states` being `ntok` x 128 int8 values. A row is
-used only when its `model` is the reading embedder's (name, version and the row format,
-`late.FORMAT`) and its length matches `ntok`: a row from another model, a torn one or a
-missing one is recomputed by the caller, never misread. A damaged file is deleted and
-made again empty. So no write here needs to be durable: WAL with `synchronous=NORMAL`
-(no fsync per commit); what a crash loses is recomputed when next needed.
+`(memory_id, model, digest, ntok, states)`, `states` being `ntok` x 128 int8 values and
+`digest` a hash of the content they were made from. A row is used only when its `model`
+is the reading embedder's (name, version and the row format, `late.FORMAT`), its digest
+the content's the reader holds (a projection replaced by another chain's may reuse an
+id for other content) and its length matches `ntok`: a row from another model or
+content, a torn one or a missing one is recomputed by the caller, never misread. A
+damaged file is deleted and made again empty. So no write here needs to be durable: WAL
+with `synchronous=NORMAL` (no fsync per commit); what a crash loses is recomputed when
+next needed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import sqlite3
 import threading
@@ -29,7 +33,13 @@ log = logging.getLogger("memledger.recall")
 
 FILE = "late.sqlite"
 _SCHEMA = ("CREATE TABLE IF NOT EXISTS states (memory_id TEXT PRIMARY KEY, "
-           "model TEXT NOT NULL, ntok INTEGER NOT NULL, states BLOB NOT NULL)")
+           "model TEXT NOT NULL, digest BLOB NOT NULL, ntok INTEGER NOT NULL, "
+           "states BLOB NOT NULL)")
+
+
+def digest(content: str) -> bytes:
+    """What a row records of the content it was made from."""
+    return hashlib.blake2b(content.encode(), digest_size=16).digest()
 
 
 class LateStore:
@@ -88,45 +98,50 @@ class LateStore:
         return True
 
     # ------------------------------------------------------------------ rows
-    def get(self, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """int8 [ntok, AXES] rows of the given memories that hold this model's rows; the
-        others (missing, another model's, torn) are left out, for the caller to make."""
-        if not memory_ids:
+    def get(self, items: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
+        """int8 [ntok, AXES] rows of the given (memory id, content) pairs that hold this
+        model's rows of this content; the others (missing, another model's or content's,
+        torn) are left out, for the caller to make."""
+        if not items:
             return {}
+        wanted = {m: digest(c) for m, c in items}
+        memory_ids = list(wanted)
         try:
             rows = []
             for i in range(0, len(memory_ids), 500):
                 chunk = list(memory_ids[i:i + 500])
                 marks = ",".join("?" * len(chunk))
                 rows += self._reader().execute(
-                    f"SELECT memory_id, ntok, states FROM states WHERE model = ? AND "
+                    f"SELECT memory_id, digest, ntok, states FROM states WHERE model = ? AND "
                     f"memory_id IN ({marks})", [self.model, *chunk]).fetchall()
         except sqlite3.DatabaseError as exc:
             if self._damaged(exc):
                 return {}
             raise
         out: dict[str, np.ndarray] = {}
-        for memory_id, ntok, blob in rows:
-            if ntok > 0 and len(blob) == ntok * late.AXES:
+        for memory_id, made_from, ntok, blob in rows:
+            if made_from == wanted.get(memory_id) and ntok > 0 and \
+                    len(blob) == ntok * late.AXES:
                 out[str(memory_id)] = np.frombuffer(blob, dtype=np.int8).reshape(
                     ntok, late.AXES)
         return out
 
-    def put(self, items: Sequence[tuple[str, np.ndarray]]) -> None:
-        """Store (memory id, int8 rows) pairs for this model, replacing any row they had:
-        one transaction. A write that fails (a busy or damaged file) is logged and
+    def put(self, items: Sequence[tuple[str, str, np.ndarray]]) -> None:
+        """Store (memory id, content, its int8 rows) for this model, replacing any row the
+        ids had: one transaction. A write that fails (a busy or damaged file) is logged and
         dropped: the rows are made again when next needed."""
         if not items:
             return
-        params = [(mid, self.model, int(rows.shape[0]),
-                   np.ascontiguousarray(rows, dtype=np.int8).tobytes()) for mid, rows in items]
+        params = [(mid, self.model, digest(content), int(rows.shape[0]),
+                   np.ascontiguousarray(rows, dtype=np.int8).tobytes())
+                  for mid, content, rows in items]
         with self._write_lock:
             try:
                 conn = self._write_conn()
                 conn.execute("BEGIN")
                 try:
-                    conn.executemany("INSERT OR REPLACE INTO states (memory_id, model, ntok, "
-                                     "states) VALUES (?, ?, ?, ?)", params)
+                    conn.executemany("INSERT OR REPLACE INTO states (memory_id, model, "
+                                     "digest, ntok, states) VALUES (?, ?, ?, ?, ?)", params)
                 except BaseException:
                     conn.execute("ROLLBACK")
                     raise

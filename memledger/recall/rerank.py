@@ -49,10 +49,11 @@ class Reranker:
         self.embedder = embedder
         self.store = LateStore(folder, model_key(embedder))
 
-    def keep(self, memory_ids: Sequence[str], states: Sequence[TokenStates]) -> None:
+    def keep(self, memory_ids: Sequence[str], texts: Sequence[str],
+             states: Sequence[TokenStates]) -> None:
         """Store the rows of memories the follower just embedded (from the same pass)."""
-        self.store.put([(m, late.candidate_rows(s))
-                        for m, s in zip(memory_ids, states, strict=True)])
+        self.store.put([(m, t, late.candidate_rows(s))
+                        for m, t, s in zip(memory_ids, texts, states, strict=True)])
 
     def query(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """The query's vector (as `embedder.embed` makes it, for the first stage) and its
@@ -64,14 +65,15 @@ class Reranker:
         """Each candidate's rows: stored, else computed from its content (each text in its
         own encoder call, as the follower does, so the rows are the same) and stored.
         A candidate without content, or sealed (ciphertext), has none."""
-        have = self.store.get([m for m, _ in candidates])
-        todo = [(m, c) for m, c in candidates
-                if m not in have and c is not None and not is_sealed(c)]
+        readable = [(m, c) for m, c in candidates if c is not None and not is_sealed(c)]
+        have = self.store.get(readable)
+        todo = [(m, c) for m, c in readable if m not in have]
         if todo:
             _, states = self.embedder.embed_with_states([c for _, c in todo])
-            made = [(m, late.candidate_rows(s)) for (m, _), s in zip(todo, states, strict=True)]
+            made = [(m, c, late.candidate_rows(s))
+                    for (m, c), s in zip(todo, states, strict=True)]
             self.store.put(made)
-            have.update(made)
+            have.update((m, rows) for m, _, rows in made)
         return have
 
     def scores(self, query: np.ndarray, candidates: Sequence[tuple[str, str | None]]

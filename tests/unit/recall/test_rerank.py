@@ -91,29 +91,32 @@ def test_int8_rows_keep_their_direction_and_the_probe_s_score() -> None:
     assert ours == pytest.approx(theirs, abs=1e-5)
 
 
-def test_the_store_reads_only_its_model_s_whole_rows(tmp_path: Path) -> None:
+def test_the_store_reads_only_its_model_s_rows_of_the_same_content(tmp_path: Path) -> None:
     store = LateStore(tmp_path, "model-a")
     a, b = late.candidate_rows(_states(["x", "y"], 3)), late.candidate_rows(_states(["z"], 4))
-    store.put([("m/1", a), ("m/2", b)])
-    got = store.get(["m/1", "m/2", "m/3"])
+    store.put([("m/1", "one", a), ("m/2", "two", b)])
+    asked = [("m/1", "one"), ("m/2", "two"), ("m/3", "three")]
+    got = store.get(asked)
     assert set(got) == {"m/1", "m/2"} and np.array_equal(got["m/1"], a)
     assert store.count() == 2
     # another model's rows are not this one's: left out, for the caller to make
-    assert LateStore(tmp_path, "model-b").get(["m/1", "m/2"]) == {}
+    assert LateStore(tmp_path, "model-b").get(asked) == {}
+    # nor are rows of other content under the same id (a projection of another chain)
+    assert set(store.get([("m/1", "one"), ("m/2", "not two")])) == {"m/1"}
     # a torn row (its length disagrees with ntok) is left out too
     with sqlite3.connect(tmp_path / FILE) as conn:
         conn.execute("UPDATE states SET ntok = 9 WHERE memory_id = 'm/2'")
-    assert set(store.get(["m/1", "m/2"])) == {"m/1"}
+    assert set(store.get(asked)) == {"m/1"}
     store.close()
 
 
 def test_a_damaged_store_starts_afresh(tmp_path: Path) -> None:
     (tmp_path / FILE).write_bytes(b"not a database at all" * 100)
     store = LateStore(tmp_path, "model-a")
-    assert store.get(["m/1"]) == {}
+    assert store.get([("m/1", "one")]) == {}
     rows = late.candidate_rows(_states(["x"], 5))
-    store.put([("m/1", rows)])
-    assert np.array_equal(store.get(["m/1"])["m/1"], rows)
+    store.put([("m/1", "one", rows)])
+    assert np.array_equal(store.get([("m/1", "one")])["m/1"], rows)
     store.close()
 
 
@@ -126,8 +129,8 @@ def minilm_int8() -> Embedder:
 
 def test_the_reranker_computes_what_the_store_lacks_and_keeps_it(
         tmp_path: Path, minilm_int8: Embedder) -> None:
-    """A candidate without rows (never indexed, or another model's) gets them from its
-    content, the same rows the follower's pass stores; a sealed or absent content has
+    """A candidate without rows (never indexed, or another model's or content's) gets
+    them from its content, the same rows the follower's pass stores; a sealed or absent content has
     none. The query's vector is the one `embed` gives."""
     assert supports(minilm_int8) and not supports(make_embedder("wordllama"))  # type: ignore[arg-type]
     texts = {"cat": "Our cat Miso is allergic to chicken",
@@ -137,17 +140,19 @@ def test_the_reranker_computes_what_the_store_lacks_and_keeps_it(
     # the follower's pass: vectors and token states at once
     vectors, states = minilm_int8.embed_with_states([texts["cat"]])
     assert np.allclose(vectors, minilm_int8.embed([texts["cat"]]), atol=1e-6)
-    reranker.keep(["cat"], states)
+    reranker.keep(["cat"], [texts["cat"]], states)
     other = LateStore(tmp_path, "someone else's model")
-    other.put([("port", np.ones((3, late.AXES), np.int8))])  # a stale row of another model
+    other.put([("port", texts["port"], np.ones((3, late.AXES), np.int8))])  # stale: model
+    reranker.store.put([("budget", "other content", np.ones((3, late.AXES), np.int8))])
     vector, query = reranker.query("which port does the test db use?")
     assert np.allclose(vector, minilm_int8.embed(["which port does the test db use?"])[0],
                        atol=1e-6)
     got = reranker.scores(query, [*texts.items(), ("gone", None)])
     assert set(got) == {"cat", "port", "budget"}
     assert max(got, key=lambda m: got[m]) == "port" and all(-1 <= s <= 1 for s in got.values())
-    stored = reranker.store.get(list(texts))
+    stored = reranker.store.get(list(texts.items()))
     assert set(stored) == set(texts)  # made on demand, and kept for the next search
+    assert not (stored["budget"] == 1).all()  # the other content's row was replaced
     _, fresh = minilm_int8.embed_with_states([texts["port"]])
     assert np.array_equal(stored["port"], late.candidate_rows(fresh[0]))
     assert reranker.store.model == model_key(minilm_int8)
