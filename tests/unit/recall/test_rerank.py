@@ -231,3 +231,33 @@ def test_rest_rerank_orders_by_maxsim_filters_by_min_score_and_says_when_it_cann
         resp = api.get("/v1/memories", params={"q": question, "rerank": True})
         assert (resp.status_code, resp.json()["name"]) == (422, "rerank_unsupported")
     chain.close()
+
+
+def test_with_token_states_off_the_follower_stores_none_and_searches_keep_theirs(
+        tmp_path: Path, minilm_int8: Embedder) -> None:
+    """`extra.recall_token_states: off`: the follower writes no rows (the store's disk
+    cost goes), and a rerank computes and keeps only the rows it needs."""
+    import sqlalchemy as sa
+
+    from memledger.devtools.chain import LocalChain, seeded_key
+    from memledger.recall.index import VectorIndex
+    from memledger.recall.indexer import Indexer
+
+    chain = LocalChain(tmp_path / "chain")
+    key = seeded_key("rerank-off")
+    b = chain.builder(key)
+    chain.block([b.submit(chain.next_nonce(key), f"m-{i}", f"note {i} on the staging db")
+                 for i in range(12)])
+    engine = sa.create_engine(chain.db_url)
+    index = VectorIndex(tmp_path / "recall", minilm_int8)
+    index.open()
+    indexer = Indexer(engine, index, store_token_states=False)
+    assert indexer.catch_up() == 12 and len(index) == 12
+    assert indexer.late is not None and indexer.late.store.count() == 0
+    _, query = indexer.late.query("staging database")
+    got = indexer.late.scores(query, [("m-1", "note 1 on the staging db")])
+    assert set(got) == {"m-1"} and indexer.late.store.count() == 1
+    indexer.late.close()
+    index.close()
+    engine.dispose()
+    chain.close()
