@@ -339,7 +339,8 @@ def _cached_index(cache: Path | None, size: int) -> Path | None:
 
 def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
           db_url: str | None = None, compare_queries: int = 30,
-          index_cache: Path | None = None) -> dict[str, Any]:
+          index_cache: Path | None = None, rerank: bool = False,
+          token_states: bool = True) -> dict[str, Any]:
     """Latency of the modes at `size` synthetic memories (bench_read's Zipf generator,
     flushed into a SQLite projection, or `db_url`), plus index build rate, RAM and disk.
 
@@ -349,6 +350,8 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
     vector index is copied to, or, when it already holds one of this size and model,
     copied from instead of building (the fill is seeded, so another backend's run has
     the same memories; embedding 1M texts with a transformer takes over an hour).
+    `rerank`: also hybrid with `rerank=true`, from the token rows the build stored.
+    `token_states` False: the follower stores no token rows (`recall_token_states` off).
     """
     import random
 
@@ -392,7 +395,7 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
                 shutil.copytree(cached, folder)
             index = VectorIndex(folder, embedder)
             reused = index.open() is None and cached is not None
-            indexer = Indexer(engine, index)
+            indexer = Indexer(engine, index, store_token_states=token_states)
             t0 = time.perf_counter()
             if reused:
                 indexer.catch_up()
@@ -412,6 +415,12 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
                             "ram_bytes_per_memory": round(index.memory_bytes() / len(index)),
                             "disk_bytes": index.disk_bytes(),
                             "disk_bytes_per_memory": round(index.disk_bytes() / len(index))}
+            if indexer.late is not None:
+                rows = indexer.late.store.count()
+                out["token_states"] = {"rows": rows,
+                                       "disk_bytes": indexer.late.store.disk_bytes(),
+                                       "disk_bytes_per_memory": round(
+                                           indexer.late.store.disk_bytes() / max(rows, 1))}
         rng = random.Random(3)
         kinds = {
             "common word": lambda: VOCAB[0],
@@ -426,6 +435,8 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
             legs.append(("text", None, "text (projection FTS, no word index)"))
         else:
             legs += [("semantic", words, "semantic"), ("hybrid", words, "hybrid")]
+            if rerank:
+                legs.append(("hybrid", words, "hybrid+rerank"))
         if write_rate:  # Commit's cost with the followers paused and following
             writer = _Writes(url, next_id, next_height, write_rate)
             followers: list[Any] = [words] if indexer is None else [words, indexer]
@@ -442,7 +453,8 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
                     for _ in range(WARM_UP + count):
                         flt = MemoryFilter(q=make())
                         t1 = time.perf_counter()
-                        ranked.ranked_search(conn, flt, mode, 10, None, indexer, words_index)
+                        ranked.ranked_search(conn, flt, mode, 10, None, indexer, words_index,
+                                             rerank=label == "hybrid+rerank")
                         lat.append((time.perf_counter() - t1) * 1000)
                         conn.rollback()  # the next query sees the writes since
                     first, lat = lat[0], sorted(lat[WARM_UP:])
@@ -468,7 +480,10 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="also write the JSON report here")
     parser.add_argument("--rerank", action="store_true",
                         help="also hybrid+rerank and semantic+rerank (rerank=true), with the "
-                             "distribution of their scores")
+                             "distribution of their scores; with --scale, hybrid+rerank")
+    parser.add_argument("--no-token-states", action="store_true",
+                        help="with --scale: the follower stores no rerank token rows, for an "
+                             "A/B of their cost")
     parser.add_argument("--scale", type=int, default=0,
                         help="instead: latency, build rate, RAM and disk at this many "
                              "synthetic memories (SQLite)")
@@ -497,7 +512,8 @@ def main() -> None:
         try:
             result = scale(args.scale, args.queries, args.embedders[0], args.write_rate,
                            None if server is None else server.url,
-                           index_cache=args.index_cache)
+                           index_cache=args.index_cache, rerank=args.rerank,
+                           token_states=not args.no_token_states)
         finally:
             if server is not None:
                 server.stop()
