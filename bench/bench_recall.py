@@ -17,10 +17,17 @@ open-domain) labelled by their evidence turns. Both conversations share one ledg
 recall@k = |relevant in top k| / min(|relevant|, k) (k = 5, 10); MRR = 1 / rank of the
 first relevant hit (0 if none in the top 10). Also: index build rate and per-query latency.
 
+`--rerank` adds `hybrid+rerank` and `semantic+rerank` (the same request with
+`rerank=true`: MaxSim over stored token states, memledger.recall.rerank), and for them the
+distribution of the scores of relevant and other hits in the top 10, the share of each
+a `min_score` keeps, and the top score of queries that match nothing (emoji, other
+languages, gibberish): what docs/RECALL.md says the scores mean.
+
     .venv/bin/python bench/bench_recall.py                       # the default embedder
     .venv/bin/python bench/bench_recall.py --embedders wordllama minilm
     .venv/bin/python bench/bench_recall.py --embedders minilm minilm-int8
     .venv/bin/python bench/bench_recall.py --set conversation
+    .venv/bin/python bench/bench_recall.py --set conversation --rerank
 """
 
 from __future__ import annotations
@@ -50,6 +57,14 @@ from memledger.recall.embedder import DEFAULT_EMBEDDER  # noqa: E402
 
 EVAL = ROOT / "bench" / "data" / "recall_eval.json"
 MODES = ("text", "semantic", "hybrid")
+#: with --rerank: the label of each reranked mode and its request
+RERANKED = {"hybrid+rerank": {"mode": "hybrid", "rerank": "true"},
+            "semantic+rerank": {"mode": "semantic", "rerank": "true"}}
+#: queries that match no memory of either set: their best rerank score is noise's
+NOISE = ("🍕🚀🎉🔥", "¿Dónde está la biblioteca municipal?", "今日は天気がいいですね",
+         "Wie spät ist es jetzt bitte?", "xqzv blorft wuggle prann", "🙂 ¿qué tal? 元気")
+#: min_score thresholds whose kept shares --rerank reports
+THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7)
 #: each evaluation set: its file and its query kinds
 SETS = {
     "recall": (EVAL, ("paraphrase", "keyword", "mixed", "conversation")),
@@ -94,7 +109,8 @@ def _row(vals: list[tuple[float, float, float]]) -> dict[str, Any]:
 
 
 def evaluate(chain: LocalChain, folder: Path, embedder: str,
-             queries: list[dict[str, Any]], kinds: tuple[str, ...] = KINDS) -> dict[str, Any]:
+             queries: list[dict[str, Any]], kinds: tuple[str, ...] = KINDS,
+             rerank: bool = False) -> dict[str, Any]:
     settings = ApiSettings(db_url=chain.db_url, rpc_url="http://127.0.0.1:9", chain_id="x",
                            embedder=embedder, index_dir=folder / f"recall-{embedder}")
     started = time.perf_counter()
@@ -106,20 +122,30 @@ def evaluate(chain: LocalChain, folder: Path, embedder: str,
     out: dict[str, Any] = {"embedder": indexer.embedder.describe(),
                            "load_and_index_s": round(build_s, 3),
                            "memories": len(indexer.index), "modes": {}}
+    modes: dict[str, dict[str, str]] = {m: {"mode": m} for m in MODES}
+    if rerank:
+        modes.update(RERANKED)
+        out["token_states"] = {"rows": indexer.late.store.count(),
+                               "disk_bytes": indexer.late.store.disk_bytes()}
     with TestClient(app) as client:
-        for mode in MODES:
+        for label, request in modes.items():
             per_kind: dict[str, list[tuple[float, float, float]]] = {k: [] for k in kinds}
             per_conv: dict[str, list[tuple[float, float, float]]] = {}
             lat: list[float] = []
+            scores: dict[str, list[float]] = {"relevant": [], "other": []}
             for query in queries:
                 t0 = time.perf_counter()
                 # the set is submitted, never voted: ask for proposed memories (reads
                 # keep committed ones only by default)
-                resp = client.get("/v1/memories", params={"q": query["q"], "mode": mode,
+                resp = client.get("/v1/memories", params={"q": query["q"], **request,
                                                           "limit": 10, "status": "proposed"})
                 lat.append(time.perf_counter() - t0)
                 resp.raise_for_status()
-                ranked = [m["id"] for m in resp.json()["items"]]
+                items = resp.json()["items"]
+                ranked = [m["id"] for m in items]
+                for m in items:
+                    scores["relevant" if m["id"] in query["relevant"] else "other"].append(
+                        float(m["score"]))
                 got = score(ranked, query["relevant"])
                 per_kind[query["kind"]].append(got)
                 if "conversation" in query:
@@ -131,8 +157,39 @@ def evaluate(chain: LocalChain, folder: Path, embedder: str,
             lat.sort()
             table["latency_ms"] = {"p50": round(percentile(lat, 50) * 1000, 2),
                                    "p99": round(percentile(lat, 99) * 1000, 2)}
-            out["modes"][mode] = table
+            if label in RERANKED:
+                table["scores_top10"] = _distribution(scores)
+                table["noise_top_score"] = _noise(client, request)
+            out["modes"][label] = table
     return out
+
+
+def _distribution(scores: dict[str, list[float]]) -> dict[str, Any]:
+    """Percentiles of the relevant and the other hits' scores, and the share of each that
+    a min_score of each threshold keeps."""
+    out: dict[str, Any] = {}
+    for kind, values in scores.items():
+        values = sorted(values)
+        if not values:
+            continue
+        out[kind] = {"n": len(values), **{f"p{p}": round(percentile(values, p), 3)
+                                          for p in (5, 10, 25, 50, 75, 90, 95)}}
+    out["kept_by_min_score"] = {
+        str(t): {kind: round(sum(v >= t for v in values) / len(values), 3)
+                 for kind, values in scores.items() if values} for t in THRESHOLDS}
+    return out
+
+
+def _noise(client: TestClient, request: dict[str, str]) -> dict[str, float | None]:
+    """The best score each NOISE query gets (none of the memories answers it)."""
+    top: dict[str, float | None] = {}
+    for q in NOISE:
+        resp = client.get("/v1/memories", params={"q": q, **request, "limit": 1,
+                                                  "status": "proposed"})
+        resp.raise_for_status()
+        items = resp.json()["items"]
+        top[q] = round(float(items[0]["score"]), 3) if items else None
+    return top
 
 
 class _Writes:
@@ -282,7 +339,8 @@ def _cached_index(cache: Path | None, size: int) -> Path | None:
 
 def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
           db_url: str | None = None, compare_queries: int = 30,
-          index_cache: Path | None = None) -> dict[str, Any]:
+          index_cache: Path | None = None, rerank: bool = False,
+          token_states: bool = True) -> dict[str, Any]:
     """Latency of the modes at `size` synthetic memories (bench_read's Zipf generator,
     flushed into a SQLite projection, or `db_url`), plus index build rate, RAM and disk.
 
@@ -292,6 +350,8 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
     vector index is copied to, or, when it already holds one of this size and model,
     copied from instead of building (the fill is seeded, so another backend's run has
     the same memories; embedding 1M texts with a transformer takes over an hour).
+    `rerank`: also hybrid with `rerank=true`, from the token rows the build stored.
+    `token_states` False: the follower stores no token rows (`recall_token_states` off).
     """
     import random
 
@@ -335,7 +395,7 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
                 shutil.copytree(cached, folder)
             index = VectorIndex(folder, embedder)
             reused = index.open() is None and cached is not None
-            indexer = Indexer(engine, index)
+            indexer = Indexer(engine, index, store_token_states=token_states)
             t0 = time.perf_counter()
             if reused:
                 indexer.catch_up()
@@ -355,6 +415,12 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
                             "ram_bytes_per_memory": round(index.memory_bytes() / len(index)),
                             "disk_bytes": index.disk_bytes(),
                             "disk_bytes_per_memory": round(index.disk_bytes() / len(index))}
+            if indexer.late is not None:
+                rows = indexer.late.store.count()
+                out["token_states"] = {"rows": rows,
+                                       "disk_bytes": indexer.late.store.disk_bytes(),
+                                       "disk_bytes_per_memory": round(
+                                           indexer.late.store.disk_bytes() / max(rows, 1))}
         rng = random.Random(3)
         kinds = {
             "common word": lambda: VOCAB[0],
@@ -369,6 +435,8 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
             legs.append(("text", None, "text (projection FTS, no word index)"))
         else:
             legs += [("semantic", words, "semantic"), ("hybrid", words, "hybrid")]
+            if rerank:
+                legs.append(("hybrid", words, "hybrid+rerank"))
         if write_rate:  # Commit's cost with the followers paused and following
             writer = _Writes(url, next_id, next_height, write_rate)
             followers: list[Any] = [words] if indexer is None else [words, indexer]
@@ -385,7 +453,8 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
                     for _ in range(WARM_UP + count):
                         flt = MemoryFilter(q=make())
                         t1 = time.perf_counter()
-                        ranked.ranked_search(conn, flt, mode, 10, None, indexer, words_index)
+                        ranked.ranked_search(conn, flt, mode, 10, None, indexer, words_index,
+                                             rerank=label == "hybrid+rerank")
                         lat.append((time.perf_counter() - t1) * 1000)
                         conn.rollback()  # the next query sees the writes since
                     first, lat = lat[0], sorted(lat[WARM_UP:])
@@ -409,6 +478,12 @@ def main() -> None:
                         help="the evaluation set: recall_eval.json (default) or the long "
                              "conversations of conversation_eval.json")
     parser.add_argument("--out", default=None, help="also write the JSON report here")
+    parser.add_argument("--rerank", action="store_true",
+                        help="also hybrid+rerank and semantic+rerank (rerank=true), with the "
+                             "distribution of their scores; with --scale, hybrid+rerank")
+    parser.add_argument("--no-token-states", action="store_true",
+                        help="with --scale: the follower stores no rerank token rows, for an "
+                             "A/B of their cost")
     parser.add_argument("--scale", type=int, default=0,
                         help="instead: latency, build rate, RAM and disk at this many "
                              "synthetic memories (SQLite)")
@@ -437,7 +512,8 @@ def main() -> None:
         try:
             result = scale(args.scale, args.queries, args.embedders[0], args.write_rate,
                            None if server is None else server.url,
-                           index_cache=args.index_cache)
+                           index_cache=args.index_cache, rerank=args.rerank,
+                           token_states=not args.no_token_states)
         finally:
             if server is not None:
                 server.stop()
@@ -466,7 +542,7 @@ def main() -> None:
         try:
             for embedder in args.embedders:
                 report["results"].append(evaluate(chain, folder, embedder, data["queries"],
-                                                  kinds))
+                                                  kinds, args.rerank))
         finally:
             chain.close()
     text = json.dumps(report, indent=1)

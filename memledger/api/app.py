@@ -90,7 +90,8 @@ def start_recall(settings: ApiSettings, engine: Engine) -> Indexer | None:
         return None
     if settings.index_dir is None:
         raise ValueError("an embedder needs ApiSettings.index_dir for its vector index")
-    indexer = Indexer(engine, VectorIndex(settings.index_dir, embedder))
+    indexer = Indexer(engine, VectorIndex(settings.index_dir, embedder),
+                      store_token_states=settings.store_token_states)
     indexer.start()
     return indexer
 

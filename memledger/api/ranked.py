@@ -9,6 +9,10 @@
 - `hybrid`: reciprocal rank fusion of an any-word BM25 ranking and the semantic
   ranking; score = the fused RRF score.
 
+`rerank=true` (hybrid and semantic; off by default) rescores the first RERANK_DEPTH hits
+by MaxSim over token states (memledger.recall.rerank); score = that relevance, -1..1,
+and `min_score` filters on it (docs/RECALL.md, "Rerank").
+
 Every filter (domain, status, type, author, tags, include_disputed) is applied before the
 top-k cut in every mode. Ranked pages use an offset cursor `<offset>~ranked`, meant for
 the same query and mode; at most MAX_RANKED results are reachable.
@@ -60,6 +64,8 @@ from memledger.recall.hybrid import (
     with_unindexed,
 )
 from memledger.recall.indexer import Indexer
+from memledger.recall.rerank import RERANK_DEPTH, Reranker
+from memledger.recall.stopwords import STOPWORDS
 from memledger.recall.text_index import TextIndex, WordBag, analysed_terms, terms_query
 from memledger.recall.text_indexer import FirstHits, TextIndexer
 
@@ -95,19 +101,6 @@ def parse_offset(cursor: str | None) -> int:
     if cursor is None:
         return 0
     return int(cursor.partition("~")[0])
-
-
-#: Question and function words, dropped from hybrid's any-word leg (where "what", "the"
-#: or "do" would rank every memory that has them); kept when nothing else is left.
-STOPWORDS = frozenset("""
-a about above after again all am an and any are as at be because been before being below
-between both but by can could did do does doing down during each few for from further had
-has have having he her here hers him his how i if in into is it its itself just me more most
-my myself no nor not now of off on once only or other our ours out over own same she should
-so some such than that the their theirs them then there these they this those through to
-too under until up very was we were what when where which while who whom why will with
-would you your yours
-""".split())
 
 
 def content_words(text: str) -> list[str]:
@@ -369,15 +362,17 @@ def semantic(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
 
 
 def hybrid(conn: sa.Connection, flt: MemoryFilter, text: str, want: int,
-           indexer: Indexer, words_index: TextIndexer | None, check: FilterCheck
-           ) -> Ranked:
+           indexer: Indexer, words_index: TextIndexer | None, check: FilterCheck,
+           vector: Any = None) -> Ranked:
     """The first `want` (at least) of the legs fused in windows: each leg as deep as the
     window that holds `want`. Each leg's first candidates are fetched from its index
     before either is checked, and checked in one statement: a search that takes one
     round trip for both legs instead of one each (each is a wait on a busy database, and
-    on PostgreSQL under writes the wait was the tail)."""
+    on PostgreSQL under writes the wait was the tail). `vector`: the text's embedding,
+    when the caller has it."""
     rare = distinctive_words(conn, text, words_index)
-    vector = indexer.embedder.embed([text])[0]
+    if vector is None:
+        vector = indexer.embedder.embed([text])[0]
     depth = next((w for w in HYBRID_WINDOWS if w >= want), HYBRID_WINDOWS[-1])
     fetch, chunk = first_fetch(depth), first_chunk(depth)
     words_first = meaning_first = None
@@ -400,16 +395,55 @@ def hybrid(conn: sa.Connection, flt: MemoryFilter, text: str, want: int,
                            want, weights=(TEXT_WEIGHT, 1.0))
 
 
+def _rerank_checked(mode: str, indexer: Indexer | None, rerank: bool,
+                    min_score: float | None) -> Reranker | None:
+    """The reranker a search asked for, or None; a Problem when it cannot have one."""
+    if min_score is not None and not rerank:
+        raise Problem(422, "min_score_needs_rerank",
+                      "min_score filters the rerank stage's score: add rerank=true")
+    if not rerank:
+        return None
+    if mode == "text":
+        raise Problem(422, "rerank_needs_meaning",
+                      "rerank=true reranks a meaning search: use mode=hybrid or semantic")
+    if indexer is None:
+        return None  # the caller answers recall_unavailable
+    if indexer.late is None:
+        raise Problem(422, "rerank_unsupported",
+                      f"this node's embedder ({indexer.embedder.name}) has no token states "
+                      "to rerank with; the minilm-int8 family has (docs/RECALL.md, Rerank)")
+    return indexer.late
+
+
+def _reranked(conn: sa.Connection, reranker: Reranker, qrows: Any, ranked: Ranked,
+              rows: Rows, min_score: float | None) -> Ranked:
+    """The first RERANK_DEPTH hits by MaxSim (ties keep the first stage's order), each
+    scored by it; those under `min_score` left out."""
+    pool = ranked[:RERANK_DEPTH]
+    missing = [m for m, _ in pool if m not in rows]
+    if missing:
+        query = sa.select(*MEMORY_COLUMNS).where(memories.c.id.in_(missing))
+        rows.update((row.id, row) for row in conn.execute(query))
+    scores = reranker.scores(qrows, [(m, rows[m].content if m in rows else None)
+                                     for m, _ in pool])
+    order = sorted((m for m, _ in pool if m in scores), key=lambda m: -scores[m])
+    return [(m, scores[m]) for m in order if min_score is None or scores[m] >= min_score]
+
+
 def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
                   cursor: str | None, indexer: Indexer | None,
                   words_index: TextIndexer | None = None,
-                  freshness: float | None = None) -> RankedPage:
+                  freshness: float | None = None, rerank: bool = False,
+                  min_score: float | None = None) -> RankedPage:
     """One page of a ranked search; each item carries `score` and `mode`. `freshness`
     (a half-life in days) weighs the scores by age and corroborations before the cut
-    (memledger.api.freshness)."""
+    (memledger.api.freshness). `rerank` scores the first RERANK_DEPTH hits (after any
+    freshness weighing) by MaxSim over token states (memledger.recall.rerank) and
+    orders the page by it, `min_score` leaving out hits it scores lower."""
     assert flt.q is not None
     if mode not in MODES:
         raise Problem(422, "invalid_mode", f"mode must be one of {', '.join(MODES)}")
+    reranker = _rerank_checked(mode, indexer, rerank, min_score)
     if mode != "text" and indexer is None:
         raise Problem(409, "recall_unavailable",
                       f"mode={mode} needs an embedder; this node has none configured "
@@ -420,9 +454,14 @@ def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
     if not query_words(flt.q):  # no word with a letter or digit: matches nothing, any mode
         return RankedPage([], None)
     want = min(offset + limit, MAX_RANKED) + 1
+    if reranker is not None:
+        want = RERANK_DEPTH + 1  # a reranked search reaches its first RERANK_DEPTH hits
     page_want = want
     if freshness is not None:
         want = freshness_pool(want, MAX_RANKED + 1)
+    vector = qrows = None
+    if reranker is not None:  # one encoder pass: the query's vector and its rerank rows
+        vector, qrows = reranker.query(flt.q)
     # One filter check serves every leg, reads the rows the page is served from and
     # brings the projection height the word leg needs (for the memories above the word
     # index): each round trip to the database is a wait, and on a busy PostgreSQL the
@@ -433,13 +472,15 @@ def ranked_search(conn: sa.Connection, flt: MemoryFilter, mode: str, limit: int,
         ranked = text_ranked(conn, flt, flt.q, want, words_index=words_index, check=check)
     elif mode == "semantic":
         assert indexer is not None
-        ranked = semantic(conn, flt, flt.q, want, indexer, check)
+        ranked = semantic(conn, flt, flt.q, want, indexer, check, vector)
     else:
         assert indexer is not None
-        ranked = hybrid(conn, flt, flt.q, want, indexer, words_index, check)[:want]
+        ranked = hybrid(conn, flt, flt.q, want, indexer, words_index, check, vector)[:want]
     if freshness is not None:
         facts, now_ns = hit_facts(conn, [m for m, _ in ranked], rows)
         ranked = reweigh(ranked, facts, now_ns, freshness)[:page_want]
+    if reranker is not None:
+        ranked = _reranked(conn, reranker, qrows, ranked, rows, min_score)
     window = ranked[offset:offset + limit]
     missing = [m for m, _ in window if m not in rows]
     if missing:

@@ -14,7 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 from memledger.api import proving, queries, ranked, reasons
 from memledger.api.deps import ApiState, State, read, rpc_call
 from memledger.api.freshness import MAX_HALF_LIFE_DAYS
-from memledger.api.problems import PROBLEM_RESPONSES, not_found
+from memledger.api.problems import PROBLEM_RESPONSES, Problem, not_found
 from memledger.api.routes_state import record_document
 from memledger.api.schemas import (
     HEX_KEY,
@@ -112,6 +112,18 @@ async def list_memories(
                     "(block time since its submit block; a memory that old counts half), "
                     "and by its corroborations (+10% each, up to 10), before the top-k cut. "
                     "Off by default (docs/RECALL.md, Freshness)")] = None,
+    rerank: Annotated[bool, Query(
+        description="mode=hybrid or semantic only (422 rerank_needs_meaning with text): "
+                    "rescore the first 30 hits by late interaction (MaxSim over the "
+                    "embedder's token states) and order the page by it; each hit's score "
+                    "is then that relevance, -1..1 (docs/RECALL.md, Rerank). A reranked "
+                    "search reaches at most 30 hits. Needs a minilm-int8 family embedder "
+                    "(else 422 rerank_unsupported). Off by default")] = False,
+    min_score: Annotated[float | None, Query(
+        ge=-1, le=1,
+        description="with rerank=true (else 422 min_score_needs_rerank): leave out hits "
+                    "whose rerank score is lower (docs/RECALL.md says what values "
+                    "mean)")] = None,
 ) -> dict[str, Any]:
     flt = queries.MemoryFilter(
         domain=domain, status=tuple(s.value for s in status or ()),
@@ -119,18 +131,25 @@ async def list_memories(
         include_disputed=include_disputed, q=q)
     chosen = None if q is None else (
         mode.value if mode is not None else "hybrid" if state.recall is not None else None)
+    if (rerank or min_score is not None) and chosen in (None, "words"):
+        if q is not None and mode is None:  # no embedder: the listing would be unranked
+            raise Problem(409, "recall_unavailable", "rerank=true needs an embedder; this "
+                          "node has none configured (node config `embedder`)")
+        raise Problem(422, "rerank_needs_meaning", "rerank=true reranks a meaning search: "
+                      "give q, with mode=hybrid or semantic")
     if chosen is not None and chosen != "words":
-        return await read(state, _ranked, flt, chosen, limit, cursor, state, freshness)
+        return await read(state, _ranked, flt, chosen, limit, cursor, state, freshness,
+                          rerank, min_score)
     items, next_cursor = await read(state, reasons.list_memories, flt, limit, cursor,
                                     state.settings.home)
     return {"items": items, "next_cursor": next_cursor}
 
 
 def _ranked(conn: sa.Connection, flt: queries.MemoryFilter, mode: str, limit: int,
-            cursor: str | None, state: ApiState, freshness: float | None = None
-            ) -> dict[str, Any]:
+            cursor: str | None, state: ApiState, freshness: float | None = None,
+            rerank: bool = False, min_score: float | None = None) -> dict[str, Any]:
     page = ranked.ranked_search(conn, flt, mode, limit, cursor, state.recall, state.words,
-                                freshness)
+                                freshness, rerank, min_score)
     reasons.annotate(conn, page.items, state.settings.home, page.records)
     return {"items": page.items, "next_cursor": page.next_cursor}
 

@@ -41,6 +41,9 @@ class ApiSettings:
     read_backlog: int = 16  # reads waiting for a slot; beyond, 503 + Retry-After
     embedder: str = ""  # memledger.recall.embedder spec; "" or "none": text search only
     index_dir: Path | None = None  # where the vector index lives (needed with an embedder)
+    #: the index follower stores every memory's rerank token rows (memledger.recall.rerank);
+    #: off, only the rows reranked searches compute are kept (config `extra.recall_token_states`)
+    store_token_states: bool = True
 
     @classmethod
     def from_home(cls, home: NodeHome | str | os.PathLike[str]) -> ApiSettings:
@@ -60,4 +63,5 @@ class ApiSettings:
             read_backlog=int(config.extra.get("api_read_backlog", "16")),
             embedder=config.embedder,
             index_dir=node_home.recall_dir,
+            store_token_states=config.extra.get("recall_token_states", "on") != "off",
         )

@@ -554,6 +554,12 @@ def search_cmd(query: str | None, domain: str | None, status: tuple[str, ...],
 @click.option("--freshness", type=click.FloatRange(0, 36_500, min_open=True), default=None,
               metavar="DAYS", help="Weigh hits by age (half-life in days) and corroborations "
                                    "before the cut [default: off].")
+@click.option("--rerank", is_flag=True,
+              help="Rescore the first 30 hits by late interaction over token states "
+                   "(hybrid and semantic; the node's embedder must have them): scores are "
+                   "then a relevance in -1..1 [default: off].")
+@click.option("--min-score", type=click.FloatRange(-1, 1), default=None, metavar="SCORE",
+              help="With --rerank: leave out hits scored lower (docs/RECALL.md, Rerank).")
 @click.option("--private", "private_domains", multiple=True, metavar="DOMAIN",
               help="Repeatable: a private domain --key reads, ranked on this machine and "
                    "merged with the node's results (v10+).")
@@ -563,6 +569,7 @@ def search_cmd(query: str | None, domain: str | None, status: tuple[str, ...],
 def recall_cmd(query: str, mode: str | None, domain: str | None, status: tuple[str, ...],
                type_: str | None, author: str | None, tags: tuple[str, ...],
                include_disputed: bool, limit: int, freshness: float | None,
+               rerank: bool, min_score: float | None,
                private_domains: tuple[str, ...], reader_key: str | None,
                api: str | None, home: Path,
                as_json: bool, verify: bool = False, trust_height: int | None = None,
@@ -573,6 +580,8 @@ def recall_cmd(query: str, mode: str | None, domain: str | None, status: tuple[s
     Filters apply before the top-k cut. --verify checks each hit against the chain (as
     the SDK's recall(verify=True) does), not the ranking nor that none was left out.
     """
+    if min_score is not None and not rerank:
+        raise click.UsageError("--min-score filters the rerank's score: add --rerank")
     with errors_as_messages(), verification_as_exit(), (
             verifying_client(api, home, genesis, trust_height, trust_hash, rpc_url, trust_store,
                              reader(reader_key))
@@ -582,7 +591,7 @@ def recall_cmd(query: str, mode: str | None, domain: str | None, status: tuple[s
         found = ml.recall(query, mode=mode, limit=limit, domain=domain, status=status or None,
                           type=type_, author=author, tags=tags,
                           include_disputed=include_disputed, verify=verify,
-                          freshness=freshness)
+                          freshness=freshness, rerank=rerank, min_score=min_score)
     emit(found, as_json, "\n".join(recall_line(m) for m in found) or "no memories found")
 
 

@@ -426,14 +426,17 @@ def projection_reindex(home: Path, as_json: bool) -> None:
             started = time.monotonic()
             index = VectorIndex(node_home.recall_dir, embedder)
             index.open()
+            indexer = Indexer(engine, index)  # with the rerank's token rows, when it has them
             try:
                 _progress(f"reindexing vectors with {embedder.name} {embedder.version}")
-                count = Indexer(engine, index).rebuild()
+                count = indexer.rebuild()
                 result.update(memories=count, indexed_height=index.meta.indexed_height,
                               embedder=embedder.name, embedder_version=embedder.version,
                               seconds=round(time.monotonic() - started, 2))
             finally:
                 index.close()
+                if indexer.late is not None:
+                    indexer.late.close()
     finally:
         engine.dispose()
         if lock is not None:

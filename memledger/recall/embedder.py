@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from functools import cache
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as dist_version
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -53,12 +53,24 @@ class EmbedderUnavailable(RuntimeError):
     """The configured embedder cannot run here (a package or its weights are missing)."""
 
 
+class TokenStates(NamedTuple):
+    """One text's final-layer token states, as a transformer encoder made them before
+    pooling them into its vector: what the rerank stage (memledger.recall.late) scores."""
+
+    hidden: np.ndarray  # float32 [tokens, hidden width]
+    ids: tuple[int, ...]  # the tokenizer's ids, [CLS] and [SEP] included
+    tokens: tuple[str, ...]  # the same tokens as text (word pieces)
+
+
 class Embedder(ABC):
     """Maps texts to unit vectors. Implementations are thread-safe for `embed`."""
 
     name: str
     version: str
     dim: int
+    #: True when `embed_with_states` works: the encoder has token states to give (a
+    #: transformer); static and remote embedders have none
+    token_states: bool = False
 
     @abstractmethod
     def _embed(self, texts: list[str]) -> np.ndarray:
@@ -76,13 +88,35 @@ class Embedder(ABC):
             return np.zeros((0, self.dim), dtype=np.float32)
         cut = [t[:MAX_EMBED_CHARS] for t in texts]
         threads = threads or os.cpu_count() or 1
-        raw = np.asarray(self._embed_on(cut, threads), dtype=np.float32)
-        norms = np.linalg.norm(raw, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        return np.ascontiguousarray(raw / norms, dtype=np.float32)
+        return _unit_rows(self._embed_on(cut, threads))
+
+    def embed_with_states(self, texts: Sequence[str], threads: int = 1
+                          ) -> tuple[np.ndarray, list[TokenStates]]:
+        """`embed`'s vectors and, from the same encoder pass, each text's token states
+        before pooling (no second model pass). Only where `token_states` is True."""
+        if not self.token_states:
+            raise EmbedderUnavailable(f"{self.name} has no token states")
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32), []
+        cut = [t[:MAX_EMBED_CHARS] for t in texts]
+        raw, states = self._embed_states_on(cut, threads or os.cpu_count() or 1)
+        return _unit_rows(raw), states
+
+    def _embed_states_on(self, texts: list[str], threads: int
+                         ) -> tuple[np.ndarray, list[TokenStates]]:
+        """Raw vectors and token states (embedders with `token_states` implement it)."""
+        raise EmbedderUnavailable(f"{self.name} has no token states")
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version, "dim": self.dim}
+
+
+def _unit_rows(raw: Any) -> np.ndarray:
+    """float32 rows of unit length (a zero row stays zero)."""
+    rows = np.asarray(raw, dtype=np.float32)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(rows / norms, dtype=np.float32)
 
 
 def dist_version_or_zero(name: str) -> str:

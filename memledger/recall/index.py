@@ -27,7 +27,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -35,11 +35,14 @@ from typing import Any
 import numpy as np
 
 from memledger.durable import write_atomic
-from memledger.recall.embedder import Embedder
+from memledger.recall.embedder import Embedder, TokenStates
 from memledger.sqlite_damage import is_damaged, remove_database
 from memledger.sqlite_uri import readonly_uri
 
 FORMAT = 2
+#: keep_states(memory ids, their texts, their token states): where `add` hands the token
+#: states of the memories it embeds (the rerank store, memledger.recall.rerank)
+KeepStates = Callable[[Sequence[str], Sequence[str], Sequence[TokenStates]], None]
 DTYPE = "i8"
 #: Graph degree. 6 keeps a 1M-memory index at 128 dims in ~270 MB of RSS (16 took
 #: ~520 MB at 256 dims); the wider search below buys back most of the lost ANN recall
@@ -93,6 +96,9 @@ class VectorIndex:
         self._readers: dict[int, sqlite3.Connection] = {}
         self._readers_lock = threading.Lock()
         self.rebuilt_reason: str | None = None
+        #: given the token states of the memories `add` embeds, from the same encoder
+        #: pass, when the embedder has them (the rerank store: memledger.recall.rerank)
+        self.keep_states: KeepStates | None = None
 
     # ---------------------------------------------------------------- lifecycle
     def _empty_meta(self, generation: int) -> IndexMeta:
@@ -214,9 +220,10 @@ class VectorIndex:
             known: Mapping[str, np.ndarray] | None = None) -> int:
         """Embed and add (memory id, text) pairs, then advance the watermark to `height`.
         A memory already present is replaced (content never changes, so this is rare).
-        `known`: vectors already embedded for some of the ids (by a search), used as is."""
+        `known`: vectors already embedded for some of the ids (by a search), used as is.
+        The token states of the memories embedded here go to `keep_states` when set."""
         if items:
-            vectors = self._vectors(items, threads, known or {})
+            vectors = self._vectors(items, threads, known or {}, self.keep_states)
             keys = np.array([memory_key(mid) for mid, _ in items], dtype=np.uint64)
             assert self._keys is not None
             with self._keys_lock:
@@ -252,12 +259,18 @@ class VectorIndex:
         return len(items)
 
     def _vectors(self, items: Sequence[tuple[str, str]], threads: int,
-                 known: Mapping[str, np.ndarray]) -> np.ndarray:
-        """Each item's vector: `known`'s when it has one, else embedded (all in one call)."""
+                 known: Mapping[str, np.ndarray],
+                 keep_states: KeepStates | None = None) -> np.ndarray:
+        """Each item's vector: `known`'s when it has one, else embedded (all in one call;
+        with their token states to `keep_states`, when given and the embedder has them)."""
         vectors = np.empty((len(items), self.embedder.dim), dtype=np.float32)
         todo = [i for i, (mid, _) in enumerate(items) if mid not in known]
-        if todo:
-            vectors[todo] = self.embedder.embed([items[i][1] for i in todo], threads=threads)
+        texts = [items[i][1] for i in todo]
+        if todo and keep_states is not None and getattr(self.embedder, "token_states", False):
+            vectors[todo], states = self.embedder.embed_with_states(texts, threads=threads)
+            keep_states([items[i][0] for i in todo], texts, states)
+        elif todo:
+            vectors[todo] = self.embedder.embed(texts, threads=threads)
         for i, (mid, _) in enumerate(items):
             if mid in known:
                 vectors[i] = known[mid]

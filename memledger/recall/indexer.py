@@ -33,6 +33,7 @@ from memledger.recall.follow import (
     submitted_between,
 )
 from memledger.recall.index import VectorIndex
+from memledger.recall.rerank import Reranker, supports
 
 log = logging.getLogger("memledger.recall")
 
@@ -78,9 +79,17 @@ class IndexerStatus:
 class Indexer(Following):
     """Owns a VectorIndex and keeps it at the projection's height."""
 
-    def __init__(self, engine: Engine, index: VectorIndex, poll_s: float = 0.2) -> None:
+    def __init__(self, engine: Engine, index: VectorIndex, poll_s: float = 0.2,
+                 store_token_states: bool = True) -> None:
         self.engine = engine
         self.index = index
+        #: the rerank stage, for embedders with token states. With `store_token_states`
+        #: the follower stores each memory's rerank rows from the pass that makes its
+        #: vector; without, a reranked search computes (and keeps) the rows it lacks
+        self.late = Reranker(index.embedder, index.folder) if supports(index.embedder) \
+            else None
+        if self.late is not None and store_token_states:
+            index.keep_states = self.late.keep
         self.poll_s = poll_s
         self.projection_height = 0
         self.state = "stopped"
@@ -253,6 +262,8 @@ class Indexer(Following):
         except Exception:  # noqa: BLE001 - best effort at shutdown
             log.exception("saving the vector index at shutdown failed")
         self.index.close()
+        if self.late is not None:
+            self.late.close()
         self.state = "stopped"
 
     def wait_caught_up(self, timeout_s: float = 60.0) -> bool:

@@ -17,7 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from memledger.recall.embedder import Embedder, EmbedderUnavailable, dist_version_or_zero
+from memledger.recall.embedder import (
+    Embedder,
+    EmbedderUnavailable,
+    TokenStates,
+    dist_version_or_zero,
+)
 
 
 class MiniLMEmbedder(Embedder):
@@ -29,6 +34,7 @@ class MiniLMEmbedder(Embedder):
 
     MAX_TOKENS = 256
     BATCH = 32
+    token_states = True
     MODEL_NAME = "all-MiniLM-L6-v2"
     _axes: np.ndarray | None  # [hidden, dim] when projecting (`_use_axes`)
 
@@ -125,9 +131,7 @@ class MiniLMEmbedder(Embedder):
 
     def _encode(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Token ids and their mask ([batch, n]) to mean-pooled sentence vectors."""
-        hidden = self._encoder_layers(self._embedded(ids), mask)
-        m = mask[..., None].astype(np.float32)
-        return np.asarray((hidden * m).sum(1) / np.maximum(m.sum(1), 1e-9))
+        return _pooled(self._encoder_layers(self._embedded(ids), mask), mask)
 
     def _embedded(self, ids: np.ndarray) -> np.ndarray:
         w = self._w
@@ -158,11 +162,25 @@ class MiniLMEmbedder(Embedder):
         return x
 
     def _embed(self, texts: list[str]) -> np.ndarray:
+        return self._pass(texts, None)
+
+    def _embed_states(self, texts: list[str]) -> tuple[np.ndarray, list[TokenStates]]:
+        """Vectors and, from the same pass, each text's final-layer token states."""
+        states: list[TokenStates | None] = [None] * len(texts)
+        vectors = self._pass(texts, states)
+        return vectors, [s for s in states if s is not None]
+
+    def _embed_states_on(self, texts: list[str], threads: int
+                         ) -> tuple[np.ndarray, list[TokenStates]]:
+        return self._embed_states(texts)
+
+    def _pass(self, texts: list[str], keep: list[TokenStates | None] | None) -> np.ndarray:
         """Texts of like length are encoded together: a batch is padded to its longest
         text, so batching them in their given order would spend most of the work on
-        padding."""
+        padding. `keep`, when given, receives each text's token states (unpadded)."""
         with self._lock:  # one tokenizer object, shared by every caller's thread
-            tokens = [e.ids for e in self._tok.encode_batch(texts)]
+            encodings = self._tok.encode_batch(texts)
+        tokens = [e.ids for e in encodings]
         order = sorted(range(len(texts)), key=lambda j: len(tokens[j]))
         out = np.empty((len(texts), self._hidden), dtype=np.float32)
         for i in range(0, len(order), self.BATCH):
@@ -172,8 +190,20 @@ class MiniLMEmbedder(Embedder):
             for row, j in enumerate(batch):
                 ids[row, :len(tokens[j])] = tokens[j]
                 mask[row, :len(tokens[j])] = 1
-            out[batch] = self._encode(ids, mask)
+            hidden = self._encoder_layers(self._embedded(ids), mask)
+            out[batch] = _pooled(hidden, mask)
+            if keep is not None:
+                for row, j in enumerate(batch):
+                    keep[j] = TokenStates(np.array(hidden[row, :len(tokens[j])],
+                                                   dtype=np.float32),
+                                          tuple(tokens[j]), tuple(encodings[j].tokens))
         return out if self._axes is None else out @ self._axes
+
+
+def _pooled(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Mean of each text's token states over its real (unpadded) tokens."""
+    m = mask[..., None].astype(np.float32)
+    return np.asarray((hidden * m).sum(1) / np.maximum(m.sum(1), 1e-9))
 
 
 def attention_bias(mask: np.ndarray) -> np.ndarray:

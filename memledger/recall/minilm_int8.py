@@ -21,19 +21,20 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from memledger.recall import minilm
-from memledger.recall.embedder import EmbedderUnavailable, dist_version_or_zero
+from memledger.recall.embedder import EmbedderUnavailable, TokenStates, dist_version_or_zero
 from memledger.recall.minilm import MiniLMEmbedder, attention_bias
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 #: the files of one cached model; manifest.json holds each one's sha256
 _CACHED_FILES = ("encoder.onnx", "front.npz", "tokenizer.json", "config.json")
 
@@ -94,16 +95,29 @@ class MiniLMInt8Embedder(MiniLMEmbedder):
         """A (re)build splits its texts between threads, each running its own batches: the
         session is single-threaded, and ONNX Runtime lets go of the GIL while it runs.
         The threads inherit the calling follower's low priority."""
-        share = -(-len(texts) // threads)
-        parts = [texts[i:i + share] for i in range(0, len(texts), share)]
-        if len(parts) == 1:
-            return self._embed(texts)
-        with ThreadPoolExecutor(len(parts), thread_name_prefix="minilm-int8") as pool:
-            return np.concatenate(list(pool.map(self._embed, parts)))
+        return np.concatenate(_on_threads(self._embed, texts, threads))
+
+    def _embed_states_on(self, texts: list[str], threads: int
+                         ) -> tuple[np.ndarray, list[TokenStates]]:
+        """As `_embed_on`, with each text's token states from the same pass."""
+        parts = _on_threads(self._embed_states, texts, threads)
+        return (np.concatenate([vectors for vectors, _ in parts]),
+                [s for _, states in parts for s in states])
 
     def _encoder_layers(self, x: np.ndarray, mask: np.ndarray) -> np.ndarray:
         inputs = {"x": x.astype(np.float32, copy=False), "bias": attention_bias(mask)}
         return np.asarray(self._session.run(None, inputs)[0])
+
+
+def _on_threads(run: Callable[[list[str]], T], texts: list[str], threads: int) -> list[T]:
+    """`run` over `texts` cut in up to `threads` shares, each on its own thread (one
+    share: on the caller's); the results in the texts' order."""
+    share = -(-len(texts) // threads)
+    parts = [texts[i:i + share] for i in range(0, len(texts), share)]
+    if len(parts) == 1:
+        return [run(texts)]
+    with ThreadPoolExecutor(len(parts), thread_name_prefix="minilm-int8") as pool:
+        return list(pool.map(run, parts))
 
 
 def _encoder_graph(encoder: MiniLMEmbedder) -> Any:

@@ -378,10 +378,15 @@ class AsyncClient(ClientCore):
         return await self._page(where, q=q, mode=mode, limit=limit, cursor=cursor)
 
     async def _page(self, where: MemoryFilter, *, q: str | None, mode: str | None, limit: int,
-                    cursor: str | None, freshness: float | None = None) -> MemoryPage:
+                    cursor: str | None, freshness: float | None = None,
+                    rerank: bool = False, min_score: float | None = None) -> MemoryPage:
         params = where.params(q=q, mode=mode, limit=limit, cursor=cursor)
         if freshness is not None:
             params["freshness"] = freshness
+        if rerank:
+            params["rerank"] = "true"
+        if min_score is not None:
+            params["min_score"] = min_score
         page = page_of(await self._request("GET", "/v1/memories", params=params))
         return replace(page, items=[await self._opened(m) for m in page.items])
 
@@ -435,14 +440,18 @@ class AsyncClient(ClientCore):
                      verify: bool = False, domain: str | None = None, status: Statuses = None,
                      type: str | None = None, author: str | None = None,  # noqa: A002
                      tags: Sequence[str] = (), include_disputed: bool = False,
-                     freshness: float | None = None) -> list[Memory]:
+                     freshness: float | None = None, rerank: bool = False,
+                     min_score: float | None = None) -> list[Memory]:
         """The `limit` best memories for `q`, ranked: by meaning and words fused
         (`hybrid`, the node's default when it has an embedder), by meaning alone
         (`semantic`) or by words alone (`text`, all words must match). Each hit carries
         `score` and `mode`. The filters (domain, status, type, author, tags,
         include_disputed) apply before the top-k cut. `freshness`, a half-life in days,
         weighs each hit by its age and corroborations before the cut (docs/RECALL.md;
-        off by default). With `verify`, each hit is checked
+        off by default). `rerank` (hybrid and semantic; off by default) has the node
+        rescore its first 30 hits by late interaction over token states: each hit's
+        `score` is then a relevance in -1..1, and `min_score` (rerank only) leaves out
+        hits scored lower (docs/RECALL.md, Rerank). With `verify`, each hit is checked
         against the chain; that the ranking is complete is NOT proven.
 
         Without `mode`, a node with no embedder ranks by words (`text`): left to its
@@ -451,9 +460,9 @@ class AsyncClient(ClientCore):
                              tags=tags, include_disputed=include_disputed)
         try:
             page = await self._page(where, q=q, mode=mode or "hybrid", limit=limit, cursor=None,
-                              freshness=freshness)
+                              freshness=freshness, rerank=rerank, min_score=min_score)
         except MemLedgerError as err:
-            if mode is not None or err.name != RECALL_UNAVAILABLE:
+            if mode is not None or rerank or err.name != RECALL_UNAVAILABLE:
                 raise
             page = await self._page(where, q=q, mode="text", limit=limit, cursor=None,
                               freshness=freshness)

@@ -399,10 +399,15 @@ class Client(ClientCore):
         return self._page(where, q=q, mode=mode, limit=limit, cursor=cursor)
 
     def _page(self, where: MemoryFilter, *, q: str | None, mode: str | None, limit: int,
-              cursor: str | None, freshness: float | None = None) -> MemoryPage:
+              cursor: str | None, freshness: float | None = None,
+              rerank: bool = False, min_score: float | None = None) -> MemoryPage:
         params = where.params(q=q, mode=mode, limit=limit, cursor=cursor)
         if freshness is not None:
             params["freshness"] = freshness
+        if rerank:
+            params["rerank"] = "true"
+        if min_score is not None:
+            params["min_score"] = min_score
         page = page_of(self._request("GET", "/v1/memories", params=params))
         return replace(page, items=[self.private.open(m) for m in page.items])
 
@@ -454,28 +459,33 @@ class Client(ClientCore):
                verify: bool = False, domain: str | None = None, status: Statuses = None,
                type: str | None = None, author: str | None = None,  # noqa: A002
                tags: Sequence[str] = (), include_disputed: bool = False,
-               freshness: float | None = None) -> list[Memory]:
+               freshness: float | None = None, rerank: bool = False,
+               min_score: float | None = None) -> list[Memory]:
         """The `limit` best memories for `q`, ranked: by meaning and words fused
         (`hybrid`, the node's default when it has an embedder), by meaning alone
         (`semantic`) or by words alone (`text`, all words must match). Each hit carries
         `score` and `mode`. The filters (domain, status, type, author, tags,
         include_disputed) apply before the top-k cut. `freshness`, a half-life in days,
         weighs each hit by its age and corroborations before the cut (docs/RECALL.md;
-        off by default). With `verify`, each hit is checked
+        off by default). `rerank` (hybrid and semantic; off by default) has the node
+        rescore its first 30 hits by late interaction over token states: each hit's
+        `score` is then a relevance in -1..1, and `min_score` (rerank only) leaves out
+        hits scored lower (docs/RECALL.md, Rerank). With `verify`, each hit is checked
         against the chain; that the ranking is complete is NOT proven.
 
         Without `mode`, a node with no embedder ranks by words (`text`): left to its
         default, it would list every match unranked, oldest first.
 
         Private domains (v10+) are ranked here, not by the node: after `client.local.sync()`
-        the local index's hits (mode `local`) are merged with the node's before the cut."""
+        the local index's hits (mode `local`) are merged with the node's before the cut
+        (by rank: they are not reranked, and `min_score` does not apply to them)."""
         where = MemoryFilter(domain=domain, status=status, type=type, author=author,
                              tags=tags, include_disputed=include_disputed)
         try:
             page = self._page(where, q=q, mode=mode or "hybrid", limit=limit, cursor=None,
-                              freshness=freshness)
+                              freshness=freshness, rerank=rerank, min_score=min_score)
         except MemLedgerError as err:
-            if mode is not None or err.name != RECALL_UNAVAILABLE:
+            if mode is not None or rerank or err.name != RECALL_UNAVAILABLE:
                 raise
             page = self._page(where, q=q, mode="text", limit=limit, cursor=None,
                               freshness=freshness)
