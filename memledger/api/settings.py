@@ -41,9 +41,10 @@ class ApiSettings:
     read_backlog: int = 16  # reads waiting for a slot; beyond, 503 + Retry-After
     embedder: str = ""  # memledger.recall.embedder spec; "" or "none": text search only
     index_dir: Path | None = None  # where the vector index lives (needed with an embedder)
-    #: the index follower stores every memory's rerank token rows (memledger.recall.rerank);
-    #: off, only the rows reranked searches compute are kept (config `extra.recall_token_states`)
-    store_token_states: bool = True
+    #: the index follower stores every memory's rerank token rows (memledger.recall.rerank,
+    #: config `extra.recall_token_states: "on"`); off (the default), only the rows reranked
+    #: searches compute are kept: rerank is asked for per search, its disk should be too
+    store_token_states: bool = False
 
     @classmethod
     def from_home(cls, home: NodeHome | str | os.PathLike[str]) -> ApiSettings:
@@ -63,5 +64,13 @@ class ApiSettings:
             read_backlog=int(config.extra.get("api_read_backlog", "16")),
             embedder=config.embedder,
             index_dir=node_home.recall_dir,
-            store_token_states=config.extra.get("recall_token_states", "on") != "off",
+            store_token_states=_on_off(config.extra.get("recall_token_states", "off"),
+                                       "recall_token_states"),
         )
+
+
+def _on_off(value: str, name: str) -> bool:
+    """An `extra` switch: "on" or "off", anything else is a configuration error."""
+    if value not in ("on", "off"):
+        raise ValueError(f"config extra.{name} must be \"on\" or \"off\", not {value!r}")
+    return value == "on"

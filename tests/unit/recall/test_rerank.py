@@ -182,7 +182,7 @@ def test_rest_rerank_orders_by_maxsim_filters_by_min_score_and_says_when_it_cann
                  for i in range(40)])
     app = create_app(ApiSettings(db_url=chain.db_url, rpc_url="http://127.0.0.1:9",
                                  chain_id="x", embedder="minilm-int8:128",
-                                 index_dir=tmp_path / "recall"))
+                                 index_dir=tmp_path / "recall", store_token_states=True))
     indexer = app.state.memledger.recall
     assert indexer.wait_caught_up(60)
     assert indexer.late.store.count() == 45  # stored by the follower, from its pass
@@ -261,3 +261,28 @@ def test_with_token_states_off_the_follower_stores_none_and_searches_keep_theirs
     index.close()
     engine.dispose()
     chain.close()
+
+
+
+def test_the_node_stores_token_rows_only_when_its_config_says_on(tmp_path: Path) -> None:
+    """Rerank is asked for per search, so a node keeps every memory's token rows only
+    with `extra.recall_token_states: "on"`; a value that is neither on nor off is a
+    configuration error, not silently one of them."""
+    import json
+
+    from memledger.api.settings import ApiSettings
+    from memledger.daemon.home import NodeConfig, NodeHome
+
+    def token_states(extra: dict[str, str]) -> bool:
+        home = NodeHome(tmp_path / "home")
+        home.save(NodeConfig())
+        data = json.loads(home.config_file.read_text())
+        data["extra"] = extra
+        home.config_file.write_text(json.dumps(data))
+        return ApiSettings.from_home(home).store_token_states
+
+    assert token_states({}) is False
+    assert token_states({"recall_token_states": "off"}) is False
+    assert token_states({"recall_token_states": "on"}) is True
+    with pytest.raises(ValueError, match="recall_token_states"):
+        token_states({"recall_token_states": "yes"})
