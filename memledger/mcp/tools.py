@@ -29,6 +29,14 @@ Wait = Literal["included", "decided"]
 Id = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:/@-]+$",
                           description="A memory id, as a previous answer showed it.")]
 _DOMAIN = r"^[A-Za-z0-9._:/@-]+$"
+Rerank = Annotated[bool, Field(description=(
+    "Rescore the best 30 by a finer word-by-word match (slower by a few ms; finds "
+    "the right turn of a long conversation more often). Each score is then a "
+    "relevance from -1 to 1. Fails on a node whose embedder cannot rerank."))]
+MinScore = Annotated[float | None, Field(ge=-1, le=1, description=(
+    "With rerank only: leave out memories scored lower. 0.4 drops the answers to "
+    "a query nothing matches and keeps about 9 in 10 real matches; 0.5 is "
+    "stricter (docs/RECALL.md, Rerank)."))]
 Domain = Annotated[str | None, Field(
     default=None, min_length=1, max_length=128, pattern=_DOMAIN,
     description="Only this domain (topic area or project); omit to search them all.")]
@@ -73,16 +81,8 @@ class Tools:
         freshness: Annotated[float | None, Field(gt=0, le=36_500, description=(
             "Prefer recent and corroborated memories: a half-life in days (a memory that "
             "old counts half). Leave out to rank by relevance alone."))] = None,
-        rerank: Annotated[bool, Field(description=(
-            "Rescore the best 30 by a finer word-by-word match (slower by a few ms; finds "
-            "the right turn of a long conversation more often). Each score is then a "
-            "relevance from -1 to 1. Fails on a node whose embedder cannot rerank."))]
-        = False,
-        min_score: Annotated[float | None, Field(ge=-1, le=1, description=(
-            "With rerank only: leave out memories scored lower. 0.4 drops the answers to "
-            "a query nothing matches and keeps about 9 in 10 real matches; 0.5 is "
-            "stricter (docs/RECALL.md, Rerank)."))]
-        = None,
+        rerank: Rerank = False,
+        min_score: MinScore = None,
     ) -> CallToolResult:
         """Recall memories relevant to a topic from the shared ledger, best first.
 
@@ -301,6 +301,8 @@ class Tools:
             description="Optional id for the stored observation.")] = None,
         limit: Annotated[int, Field(ge=1, le=20)] = 5,
         inbox: Annotated[bool, Field(description="Also report your inbox.")] = True,
+        rerank: Rerank = False,
+        min_score: MinScore = None,
     ) -> CallToolResult:
         """One call per agent turn: recall on the topic, store the observation if given,
         and read your inbox. The phases are independent, not atomic: each reports its own
@@ -308,7 +310,8 @@ class Tools:
         recall_budget = Budget(self.budget.limit * 6 // 10)
         phases: list[tuple[str, Callable[[], Awaitable[str]]]] = [
             ("recall", lambda: self._recall(topic, domain, None, "committed", False, limit,
-                                            self.verify_default, recall_budget)),
+                                            self.verify_default, recall_budget,
+                                            rerank=rerank, min_score=min_score)),
         ]
         if observation:
             phases.append(("remember", lambda: self._remember(

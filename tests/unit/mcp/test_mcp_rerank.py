@@ -60,3 +60,19 @@ def test_recall_passes_them_to_the_sdk_and_refuses_min_score_alone(tmp_path: Pat
     refused = asyncio.run(tools.recall("which port", min_score=0.5))
     assert refused.is_error
     assert refused.content[0].text.startswith("min_score_needs_rerank")  # type: ignore[union-attr]
+
+
+def test_turn_s_recall_phase_takes_rerank_too(tmp_path: Path) -> None:
+    """`turn` is the one call per agent turn, so its recall offers the same rerank and
+    min_score as `recall`, and min_score alone fails that phase by name only."""
+    tools = _tools(tmp_path)
+    listed = {t.name: t for t in asyncio.run(build_server(tools).list_tools())}
+    props = listed["turn"].input_schema["properties"]
+    assert props["rerank"]["default"] is False and "min_score" in props
+    done = asyncio.run(tools.turn("which port", inbox=False, rerank=True, min_score=0.4))
+    assert not done.is_error
+    call = tools.ledger.client.calls[-1]  # type: ignore[attr-defined]
+    assert (call["rerank"], call["min_score"]) == (True, 0.4)
+    refused = asyncio.run(tools.turn("which port", inbox=False, min_score=0.4))
+    text = refused.content[0].text  # type: ignore[union-attr]
+    assert "recall: FAILED (min_score_needs_rerank)" in text
