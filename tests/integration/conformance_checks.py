@@ -6,7 +6,10 @@ Two built-in checks are replaced by stricter or wire-exact versions:
   the document calls valid may still carry a bad signature, a stale nonce or name a missing
   memory: no JSON Schema can say that, and the ledger's verdict is the answer (a problem
   with a numeric `code`). What must never happen is the server's own request validation
-  (`invalid_request`, `invalid_base64`, ...) refusing it.
+  (`invalid_request`, `invalid_base64`, ...) refusing it. The one exception is a
+  combination of query parameters, each valid alone, that no schema of a query string
+  can rule out (`rerank=true` without a meaning search): refused only by a name in
+  CROSS_PARAMETER that the operation's own document states.
 - `schema_invalid_rejected_on_the_wire` wraps `negative_data_rejection`: when the
   generator's "invalid" value serialises to a query string the schema accepts (a number
   given for a string tag is the text "-3.2e+16" on the wire), the server is judged on the
@@ -28,6 +31,8 @@ from schemathesis.specs.openapi.checks import negative_data_rejection
 LEDGER_TYPE = "urn:memledger:code:"
 #: 4xx answers that are facts (state, an undocumented method), not shape refusals.
 STATE_STATUSES = {404, 405, 409, 429}
+#: 422s for parameters that are valid alone and wrong together (GET /v1/memories)
+CROSS_PARAMETER = {"rerank_needs_meaning", "min_score_needs_rerank"}
 
 
 def _ecma(schema: Any) -> Any:
@@ -120,6 +125,9 @@ def schema_valid_refused_only_by_the_ledger(ctx: Any, response: Any, case: Any) 
         return  # the ledger judged the signed bytes (signature, nonce, state)
     if status == 413 and isinstance(doc, dict) and doc.get("name") == "body_too_large":
         return  # the documented byte limit of a body (maxLength counts characters)
+    if status == 422 and isinstance(doc, dict) and doc.get("name") in CROSS_PARAMETER \
+            and str(doc["name"]) in json.dumps(case.operation.definition.raw):
+        return  # two parameters that exclude each other, as the document says they do
     raise AssertionError(f"schema-valid request refused by request validation: "
                          f"{status} {response.text[:300]}")
 
