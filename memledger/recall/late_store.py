@@ -79,21 +79,29 @@ class LateStore:
 
     def close(self) -> None:
         with self._write_lock:
-            if self._writer is not None:
-                self._writer.close()
-                self._writer = None
+            self._close_connections()
+
+    def _close_connections(self) -> None:
+        """Close the writer (the caller holds the write lock) and every reader."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
         with self._readers_lock:
             for conn in self._readers.values():
                 conn.close()
             self._readers.clear()
 
-    def _damaged(self, exc: sqlite3.DatabaseError) -> bool:
-        """True (after starting the file afresh) when `exc` says the file is damaged."""
+    def _damaged(self, exc: sqlite3.DatabaseError, *, write_locked: bool = False) -> bool:
+        """True (after starting the file afresh) when `exc` says the file is damaged;
+        `write_locked` from a thread that already holds the write lock."""
         if not is_damaged(exc):
             return False
         log.warning("token-state store %s is damaged (%s): starting it afresh", self.path,
                     exc)
-        self.close()
+        if write_locked:
+            self._close_connections()
+        else:
+            self.close()
         remove_database(self.path)
         return True
 
@@ -147,25 +155,9 @@ class LateStore:
                     raise
                 conn.execute("COMMIT")
             except sqlite3.DatabaseError as exc:
-                if not self._damaged_locked(exc):
+                if not self._damaged(exc, write_locked=True):
                     log.warning("token-state store %s: %d rows not written (%s)",
                                 self.path, len(items), exc)
-
-    def _damaged_locked(self, exc: sqlite3.DatabaseError) -> bool:
-        """`_damaged` from a thread that holds the write lock."""
-        if not is_damaged(exc):
-            return False
-        log.warning("token-state store %s is damaged (%s): starting it afresh", self.path,
-                    exc)
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-        with self._readers_lock:
-            for conn in self._readers.values():
-                conn.close()
-            self._readers.clear()
-        remove_database(self.path)
-        return True
 
     def count(self) -> int:
         """Rows held for this model."""

@@ -120,28 +120,34 @@ class TurningNode(Node):
         return super().__call__(request)
 
 
+def _first_words_through_both_clients(node_class: type[Node]) -> tuple[Any, Any, Any]:
+    """(sync receipt, the node the sync client wrote to, the node the async one wrote
+    to): one submit of "first words" to DOMAIN through each client, each on a new node."""
+    node = node_class()
+    with Client("http://node", key=OWNER, chain_id="c",
+                transport=httpx.MockTransport(node)) as ml:
+        receipt = ml.submit(None, "first words", domain=DOMAIN)
+    async_node = node_class()
+
+    async def run() -> None:
+        async with AsyncClient("http://node", key=OWNER, chain_id="c",
+                               transport=httpx.MockTransport(async_node)) as aml:
+            await aml.submit(None, "first words", domain=DOMAIN)
+
+    asyncio.run(run())
+    return receipt, node, async_node
+
+
 def test_a_write_looks_the_domain_up_settled_and_reseals_when_it_just_turned() -> None:
     """The lookup before sealing is at the settled height (verifies with no wait for a
     block); a refusal saying the domain changed in the newest block seals again from a
     fresh lookup, once, in both clients."""
-    node = TurningNode()
-    with Client("http://node", key=OWNER, chain_id="c",
-                transport=httpx.MockTransport(node)) as ml:
-        receipt = ml.submit(None, "first words", domain=DOMAIN)
+    receipt, node, async_node = _first_words_through_both_clients(TurningNode)
     assert receipt.included and node.lookups == ["false", "true"]
     assert [bool(t.memory_submit.epoch) for t in node.txs] == [False, True]
     assert sealed.is_sealed(node.txs[-1].memory_submit.content)
-
-    node = TurningNode()
-
-    async def run() -> None:
-        async with AsyncClient("http://node", key=OWNER, chain_id="c",
-                               transport=httpx.MockTransport(node)) as aml:
-            await aml.submit(None, "first words", domain=DOMAIN)
-
-    asyncio.run(run())
-    assert node.lookups == ["false", "true"]
-    assert sealed.is_sealed(node.txs[-1].memory_submit.content)
+    assert async_node.lookups == ["false", "true"]
+    assert sealed.is_sealed(async_node.txs[-1].memory_submit.content)
 
 
 class GrantedNode(Node):
@@ -169,20 +175,8 @@ def test_a_write_just_after_its_grant_looks_the_key_up_afresh() -> None:
     """A member writing right after the grant that hands it the epoch key: the settled
     lookup has no key for it yet, so the client looks again at the newest height instead
     of failing with EpochKeyMissing (both clients)."""
-    node = GrantedNode()
-    with Client("http://node", key=OWNER, chain_id="c",
-                transport=httpx.MockTransport(node)) as ml:
-        receipt = ml.submit(None, "first words", domain=DOMAIN)
+    receipt, node, async_node = _first_words_through_both_clients(GrantedNode)
     assert receipt.included and node.lookups == ["false", "true"]
     assert sealed.is_sealed(node.txs[-1].memory_submit.content)
-
-    node = GrantedNode()
-
-    async def run() -> None:
-        async with AsyncClient("http://node", key=OWNER, chain_id="c",
-                               transport=httpx.MockTransport(node)) as aml:
-            await aml.submit(None, "first words", domain=DOMAIN)
-
-    asyncio.run(run())
-    assert node.lookups == ["false", "true"]
-    assert sealed.is_sealed(node.txs[-1].memory_submit.content)
+    assert async_node.lookups == ["false", "true"]
+    assert sealed.is_sealed(async_node.txs[-1].memory_submit.content)
