@@ -99,7 +99,8 @@ def score(ranked: list[str], relevant: list[str]) -> tuple[float, float, float]:
     return rec5, rec10, rr
 
 
-def _row(vals: list[tuple[float, float, float]]) -> dict[str, Any]:
+def summary_row(vals: list[tuple[float, float, float]]) -> dict[str, Any]:
+    """Mean recall@5, recall@10 and MRR of `score` results, and how many."""
     if not vals:
         return {"n": 0}
     return {"n": len(vals),
@@ -150,10 +151,10 @@ def evaluate(chain: LocalChain, folder: Path, embedder: str,
                 per_kind[query["kind"]].append(got)
                 if "conversation" in query:
                     per_conv.setdefault(query["conversation"], []).append(got)
-            table: dict[str, Any] = {kind: _row(vals) for kind, vals in per_kind.items()}
-            table["all"] = _row([v for vals in per_kind.values() for v in vals])
+            table: dict[str, Any] = {kind: summary_row(vals) for kind, vals in per_kind.items()}
+            table["all"] = summary_row([v for vals in per_kind.values() for v in vals])
             if per_conv:
-                table["by_conversation"] = {c: _row(v) for c, v in sorted(per_conv.items())}
+                table["by_conversation"] = {c: summary_row(v) for c, v in sorted(per_conv.items())}
             lat.sort()
             table["latency_ms"] = {"p50": round(percentile(lat, 50) * 1000, 2),
                                    "p99": round(percentile(lat, 99) * 1000, 2)}

@@ -61,7 +61,7 @@ if str(ROOT) not in sys.path:
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from bench.bench_recall import SETS, build_chain, score  # noqa: E402
+from bench.bench_recall import SETS, build_chain, score, summary_row  # noqa: E402
 from memledger.api import ApiSettings, create_app  # noqa: E402
 from memledger.api.ranked import STOPWORDS  # noqa: E402
 from memledger.devtools.stats import percentile  # noqa: E402
@@ -178,25 +178,16 @@ def by_score(order: Sequence[str], scores: dict[str, float]) -> list[str]:
     return sorted(order, key=lambda m: -scores[m])  # stable: ties keep hybrid's order
 
 
-def row(vals: list[tuple[float, float, float]]) -> dict[str, Any]:
-    if not vals:
-        return {"n": 0}
-    return {"n": len(vals),
-            "recall@5": round(statistics.fmean(v[0] for v in vals), 3),
-            "recall@10": round(statistics.fmean(v[1] for v in vals), 3),
-            "mrr": round(statistics.fmean(v[2] for v in vals), 3)}
-
-
 def table(rankings: list[list[str]], queries: list[dict[str, Any]],
           kinds: Sequence[str]) -> dict[str, Any]:
     per: dict[str, list[tuple[float, float, float]]] = {k: [] for k in kinds}
     for ranked, query in zip(rankings, queries, strict=True):
         per[query["kind"]].append(score(ranked, query["relevant"]))
-    out: dict[str, Any] = {k: row(v) for k, v in per.items()}
-    out["all"] = row([v for vals in per.values() for v in vals])
+    out: dict[str, Any] = {k: summary_row(v) for k, v in per.items()}
+    out["all"] = summary_row([v for vals in per.values() for v in vals])
     convs = sorted({q["conversation"] for q in queries if "conversation" in q})
     if convs:
-        out["by_conversation"] = {c: row([score(r, q["relevant"]) for r, q in zip(
+        out["by_conversation"] = {c: summary_row([score(r, q["relevant"]) for r, q in zip(
             rankings, queries, strict=True) if q.get("conversation") == c]) for c in convs}
     return out
 
