@@ -131,7 +131,13 @@ class MiniLMEmbedder(Embedder):
 
     def _encode(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Token ids and their mask ([batch, n]) to mean-pooled sentence vectors."""
-        return _pooled(self._encoder_layers(self._embedded(ids), mask), mask)
+        return self._encode_states(ids, mask)[1]
+
+    def _encode_states(self, ids: np.ndarray, mask: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """The final-layer token states ([batch, n, hidden]) and their pooled vectors."""
+        hidden = self._encoder_layers(self._embedded(ids), mask)
+        return hidden, _pooled(hidden, mask)
 
     def _embedded(self, ids: np.ndarray) -> np.ndarray:
         w = self._w
@@ -190,8 +196,8 @@ class MiniLMEmbedder(Embedder):
             for row, j in enumerate(batch):
                 ids[row, :len(tokens[j])] = tokens[j]
                 mask[row, :len(tokens[j])] = 1
-            hidden = self._encoder_layers(self._embedded(ids), mask)
-            out[batch] = _pooled(hidden, mask)
+            hidden, pooled = self._encode_states(ids, mask)
+            out[batch] = pooled
             if keep is not None:
                 for row, j in enumerate(batch):
                     keep[j] = TokenStates(np.array(hidden[row, :len(tokens[j])],
