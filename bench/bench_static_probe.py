@@ -14,6 +14,9 @@ Two static tables are measured against it:
   order from id 1996), or smooth-inverse-frequency under a Zipf law, optionally centred
   on the table's own mean. The variants are fixed here, not searched for.
 
+And the transformer cut short: the float NumPy encoder (`minilm:128`, the int8 model's
+reference) with only its first k of 6 layers, k = 6, 5, 4, 3, whose cost falls with k.
+
 Scored as the semantic leg alone (exact cosine over every memory, no HNSW, no word leg):
 recall@5 per query kind, and recall@30, the ceiling of any rerank of a top-30 first
 stage. Both evaluation sets (bench/data/recall_eval.json, conversation_eval.json).
@@ -119,6 +122,14 @@ def evaluate(embed: Embed, path: Path) -> dict[str, Any]:
                       for kind, v in sorted(kinds.items())}}
 
 
+def first_layers(encoder: MiniLMEmbedder, layers: int) -> Embed:
+    """The encoder's vectors from its first `layers` layers only."""
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        encoder._layers = layers
+        return encoder.embed(texts)
+    return embed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=None, help="also write the JSON report here")
@@ -140,6 +151,9 @@ def main() -> None:
         "pooled, 128 axes, SIF": static_embedder(encoder, pooled, weights="sif"),
         "token, 384, SIF": static_embedder(encoder, token, weights="sif", axes=False),
     }
+    cut = MiniLMEmbedder(128)
+    variants.update({f"minilm:128, first {k} of 6 layers": first_layers(cut, k)
+                     for k in (6, 5, 4, 3)})
     report: dict[str, Any] = {"distil_s": round(distil_s, 1), "variants": {}}
     for name, embed in variants.items():
         report["variants"][name] = {label: evaluate(embed, path)
