@@ -52,6 +52,11 @@ def _reject_constant(text: str) -> Any:
 _DECODER = json.JSONDecoder(parse_float=_reject_float, parse_constant=_reject_constant)
 
 
+#: element types a list may hold without a walk: leaves with nothing more to check
+_LEAF_TYPES = frozenset((str, bool, type(None)))
+_INT_TYPE = frozenset((int,))
+
+
 def _check(obj: Any) -> None:
     """Iterative type walk (no recursion limit dependence); raises TypeError on a bad value."""
     stack: list[tuple[Any, int]] = [(obj, 0)]
@@ -76,6 +81,13 @@ def _check(obj: Any) -> None:
                     continue
                 push((v, depth + 1))
         elif t is list:
+            # fast path, same verdict: a list of leaves only (a nonce window holds 256
+            # ints, checked on every tx) needs no walk; anything else is walked below
+            kinds = set(map(type, o))
+            if kinds <= _LEAF_TYPES:
+                continue
+            if kinds == _INT_TYPE and INT_MIN <= min(o) and max(o) <= INT_MAX:
+                continue
             for v in o:
                 push((v, depth + 1))
         else:

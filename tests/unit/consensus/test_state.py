@@ -505,6 +505,10 @@ def test_codec_depth_limit_is_exact() -> None:
     assert codec.decode(codec.encode(_nested(codec.MAX_DEPTH))) == _nested(codec.MAX_DEPTH)
 
 
+class _Text(str):
+    """A str subclass: not an admitted record type."""
+
+
 @pytest.mark.parametrize(
     "bad",
     [
@@ -517,6 +521,14 @@ def test_codec_depth_limit_is_exact() -> None:
         1 << 64,
         -(1 << 63) - 1,
         _nested(codec.MAX_DEPTH + 1),
+        # lists of leaves take a fast path in the type walk: it must refuse the same
+        [1, 2, 1 << 64],
+        [-(1 << 63) - 1, 0],
+        [1, 2.5],
+        ["a", b"b"],
+        [True, None, 0.0],
+        [_Text("a str subclass")],
+        [[0, 1 << 64]],
     ],
 )
 def test_codec_rejects_non_canonical_types(bad: object) -> None:

@@ -64,7 +64,9 @@ def load(state: TxBuffer, signer: bytes) -> AccountNonces:
     if record is None:
         return AccountNonces()
     if "floor" in record:
-        return AccountNonces(int(record["floor"]), [int(n) for n in record["recent"]])
+        # a copy (advance inserts into it); its items are ints, as only codec.encode,
+        # which admits no other number, ever wrote the record
+        return AccountNonces(int(record["floor"]), list(record["recent"]))
     return AccountNonces(int(record["nonce"]))
 
 
