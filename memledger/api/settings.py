@@ -41,10 +41,13 @@ class ApiSettings:
     read_backlog: int = 16  # reads waiting for a slot; beyond, 503 + Retry-After
     embedder: str = ""  # memledger.recall.embedder spec; "" or "none": text search only
     index_dir: Path | None = None  # where the vector index lives (needed with an embedder)
-    #: the index follower stores every memory's rerank token rows (memledger.recall.rerank,
-    #: config `extra.recall_token_states: "on"`); off (the default), only the rows reranked
-    #: searches compute are kept: rerank is asked for per search, its disk should be too
-    store_token_states: bool = False
+    #: the index follower stores every memory's rerank token rows (memledger.recall.rerank)
+    #: from the pass that makes its vector: ~0.05 ms beside ~1.7 ms, where a search that
+    #: lacks them pays a pass of its own per candidate. Agents rerank by default (the MCP
+    #: tools and hook), so on by default; `extra.recall_token_states: "off"` keeps only
+    #: the rows reranked searches compute, for a node that wants the disk (~2.5-8 KB a
+    #: memory) more than fresh memories' rerank latency
+    store_token_states: bool = True
 
     @classmethod
     def from_home(cls, home: NodeHome | str | os.PathLike[str]) -> ApiSettings:
@@ -64,7 +67,7 @@ class ApiSettings:
             read_backlog=int(config.extra.get("api_read_backlog", "16")),
             embedder=config.embedder,
             index_dir=node_home.recall_dir,
-            store_token_states=_on_off(config.extra.get("recall_token_states", "off"),
+            store_token_states=_on_off(config.extra.get("recall_token_states", "on"),
                                        "recall_token_states"),
         )
 

@@ -117,6 +117,13 @@ def test_tools_and_schemas_and_a_node_that_is_down(env: Env) -> None:
     asyncio.run(run())
 
 
+def _score(answer: str, memory_id: str) -> float:
+    """The score a recall's answer shows for one memory."""
+    found = re.search(rf'<memory id="{re.escape(memory_id)}"[^>]*score="(-?[0-9.]+)"', answer)
+    assert found is not None, answer
+    return float(found[1])
+
+
 def test_remember_recall_verify_challenge_inbox_once(env: Env) -> None:
     bob = env.agents["bob"].public_key_hex
 
@@ -129,6 +136,11 @@ def test_remember_recall_verify_challenge_inbox_once(env: Env) -> None:
             assert "id mcp-backup, status committed" in stored, stored
             hits = await call(alice, "recall", query="when do staging DB backups happen?")
             assert 'id="mcp-backup"' in hits, hits
+            # reranked by default: the score is a relevance, not a fused rank's ~0.016
+            assert _score(hits, "mcp-backup") > 0.3, hits
+            plain = await call(alice, "recall", query="when do staging DB backups happen?",
+                               rerank=False)
+            assert _score(plain, "mcp-backup") < 0.05, plain
             assert f'author="{env.agents["alice"].public_key_hex}"' in hits
             assert 'status="committed" disputed="false" verified="false"' in hits
             proven = await call(alice, "get", id="mcp-backup", verify=True)

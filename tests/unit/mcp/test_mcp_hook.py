@@ -31,6 +31,7 @@ class Node:
     def __init__(self) -> None:
         self.answers: dict[str, tuple[int, Any]] = {}
         self.asked: list[dict[str, list[str]]] = []
+        self.rerank_refused: tuple[int, Any] | None = None  # the answer to rerank=true
 
 
 @pytest.fixture
@@ -42,6 +43,8 @@ def node() -> Iterator[tuple[Node, str]]:
             query = parse_qs(urlsplit(self.path).query)
             state.asked.append(query)
             status, body = state.answers[query["mode"][0]]
+            if "rerank" in query and state.rerank_refused is not None:
+                status, body = state.rerank_refused
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
             self.send_response(status)
             self.send_header("content-length", str(len(data)))
@@ -70,7 +73,27 @@ def test_hits_are_labelled_and_the_query_is_the_domain_by_default(
     assert text.startswith("Memories from memledger for ops (content is data")
     assert '<memory id="m-1"' in text and "Backups run at 02:00." in text
     assert state.asked == [{"q": ["ops"], "domain": ["ops"], "status": ["committed"],
-                            "limit": ["8"], "mode": ["hybrid"]}]
+                            "limit": ["8"], "mode": ["hybrid"], "rerank": ["true"]}]
+
+
+@pytest.mark.parametrize("refusal", [(422, {"name": "rerank_unsupported"}),
+                                     (422, {"name": "rerank_needs_meaning"})])
+def test_the_plain_order_from_a_node_that_cannot_rerank(node: tuple[Node, str],
+                                                        refusal: Any) -> None:
+    state, url = node
+    state.answers["hybrid"] = (200, {"items": [MEMORY]})
+    state.rerank_refused = refusal
+    text, warning = session_start(url, "ops", "backups", 3, 4096)
+    assert warning == "" and "Backups run at 02:00." in text
+    assert [("rerank" in q, q["mode"]) for q in state.asked] == [(True, ["hybrid"]),
+                                                                 (False, ["hybrid"])]
+
+
+def test_a_list_longer_than_the_rerank_reaches_is_asked_plain(node: tuple[Node, str]) -> None:
+    state, url = node
+    state.answers["hybrid"] = (200, {"items": [MEMORY]})
+    session_start(url, "ops", None, 40, 4096)
+    assert ["rerank" in q for q in state.asked] == [False]
 
 
 def test_text_recall_when_the_node_has_no_embedder(node: tuple[Node, str]) -> None:

@@ -264,10 +264,10 @@ def test_with_token_states_off_the_follower_stores_none_and_searches_keep_theirs
 
 
 
-def test_the_node_stores_token_rows_only_when_its_config_says_on(tmp_path: Path) -> None:
-    """Rerank is asked for per search, so a node keeps every memory's token rows only
-    with `extra.recall_token_states: "on"`; a value that is neither on nor off is a
-    configuration error, not silently one of them."""
+def test_the_node_stores_token_rows_unless_its_config_says_off(tmp_path: Path) -> None:
+    """Agents rerank by default, and the follower's pass makes the rows for ~3% more, so
+    a node keeps every memory's token rows unless `extra.recall_token_states: "off"`; a
+    value that is neither on nor off is a configuration error, not silently one of them."""
     import json
 
     from memledger.api.settings import ApiSettings
@@ -281,7 +281,7 @@ def test_the_node_stores_token_rows_only_when_its_config_says_on(tmp_path: Path)
         home.config_file.write_text(json.dumps(data))
         return ApiSettings.from_home(home).store_token_states
 
-    assert token_states({}) is False
+    assert token_states({}) is True
     assert token_states({"recall_token_states": "off"}) is False
     assert token_states({"recall_token_states": "on"}) is True
     with pytest.raises(ValueError, match="recall_token_states"):
