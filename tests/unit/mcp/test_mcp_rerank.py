@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from memledger.mcp.cursors import CursorStore
 from memledger.mcp.render import Budget
@@ -79,7 +79,7 @@ def test_left_out_rerank_is_on_where_the_node_can_and_plain_where_it_cannot(
     the agent asked for the rerank or a min_score, which then fail by name; a list longer
     than the rerank reaches is asked plain."""
     tools = _tools(tmp_path)
-    client = tools.ledger.client  # type: ignore[attr-defined]
+    client = cast(_Client, tools.ledger.client)
     assert not asyncio.run(tools.recall("which port")).is_error
     assert [c["rerank"] for c in client.calls] == [True]
     for name in ("rerank_unsupported", "rerank_needs_meaning", "recall_unavailable"):
