@@ -38,9 +38,9 @@ Rerank = Annotated[bool | None, Field(description=(
     "30 are asked for (else the plain order); false for the plain order; true to "
     "require it (fails on a node whose embedder cannot)."))]
 MinScore = Annotated[float | None, Field(ge=-1, le=1, description=(
-    "With rerank only: leave out memories scored lower. 0.4 drops the answers to "
-    "a query nothing matches and keeps about 9 in 10 real matches; 0.5 is "
-    "stricter (docs/RECALL.md, Rerank)."))]
+    "Needs the rerank (on unless rerank=false): leave out memories scored lower. 0.4 "
+    "drops the answers to a query nothing matches and keeps about 9 in 10 real "
+    "matches; 0.5 is stricter (docs/RECALL.md, Rerank)."))]
 Domain = Annotated[str | None, Field(
     default=None, min_length=1, max_length=128, pattern=_DOMAIN,
     description="Only this domain (topic area or project); omit to search them all.")]

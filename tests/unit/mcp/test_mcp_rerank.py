@@ -55,7 +55,7 @@ def test_recall_s_schema_offers_rerank_and_min_score(tmp_path: Path) -> None:
     score = props["min_score"]
     number = next(o for o in score["anyOf"] if o.get("type") == "number")
     assert (number["minimum"], number["maximum"], score["default"]) == (-1, 1, None)
-    assert "With rerank only" in score["description"]
+    assert "Needs the rerank (on unless rerank=false)" in score["description"]
 
 
 def test_recall_passes_them_to_the_sdk_and_refuses_min_score_alone(tmp_path: Path) -> None:
