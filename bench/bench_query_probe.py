@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.bench_static_probe import score  # noqa: E402
 from memledger.recall.defaults import DEFAULT_EMBEDDER  # noqa: E402
 from memledger.recall.embedder import Embedder, make_embedder  # noqa: E402
 from memledger.recall.stopwords import STOPWORDS  # noqa: E402
@@ -95,20 +96,6 @@ def with_context(memories: list[dict[str, Any]], before: int, after: int) -> lis
         parts = [session[t] for t in range(turn - before, turn + after + 1) if t in session]
         out.append(" ".join(parts))
     return out
-
-
-def score(memory_vectors: np.ndarray, ids: list[str], query_vectors: np.ndarray,
-          queries: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    kinds: dict[str, list[tuple[float, float]]] = {}
-    for row, query in zip(query_vectors @ memory_vectors.T, queries, strict=True):
-        top = [ids[j] for j in np.argsort(-row, kind="stable")[:30]]
-        relevant = set(query["relevant"])
-        kinds.setdefault(query["kind"], []).append(
-            (len(relevant & set(top[:5])) / min(len(relevant), 5),
-             len(relevant & set(top)) / min(len(relevant), 30)))
-    return {kind: {"n": len(v), "recall@5": round(float(np.mean([a for a, _ in v])), 3),
-                   "recall@30": round(float(np.mean([b for _, b in v])), 3)}
-            for kind, v in sorted(kinds.items())}
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ traceback. `turn` runs its phases independently and reports each one's outcome.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -108,20 +109,16 @@ class Tools:
         (its embedder has no token states, or it searches words only) answers in the
         plain order instead; asked for (True), that is a failure, and so is a min_score
         the plain order could not honour."""
-        client = self.ledger.client
+        recall = functools.partial(self.ledger.client.recall, query, limit=limit,
+                                   verify=False, freshness=freshness, **filters)
         use = rerank if rerank is not None else limit <= RERANKED_HITS or min_score is not None
-        if not use:
-            return list(await client.recall(query, limit=limit, verify=False,
-                                            freshness=freshness, rerank=False, **filters))
-        try:
-            return list(await client.recall(query, limit=limit, verify=False,
-                                            freshness=freshness, rerank=True,
-                                            min_score=min_score, **filters))
-        except MemLedgerError as exc:
-            if rerank is not None or min_score is not None or exc.name not in NO_RERANK:
-                raise
-        return list(await client.recall(query, limit=limit, verify=False,
-                                        freshness=freshness, rerank=False, **filters))
+        if use:
+            try:
+                return list(await recall(rerank=True, min_score=min_score))
+            except MemLedgerError as exc:
+                if rerank is not None or min_score is not None or exc.name not in NO_RERANK:
+                    raise
+        return list(await recall(rerank=False))
 
     async def _recall(self, query: str, domain: str | None, tags: list[str] | None,
                       status: str, include_disputed: bool, limit: int, verify: bool,
