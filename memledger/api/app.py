@@ -48,9 +48,10 @@ from memledger.api.schemas import (
 )
 from memledger.api.settings import ApiSettings
 from memledger.daemon.home import NodeHome
-from memledger.recall.embedder import make_embedder
+from memledger.recall.embedder import Embedder, EmbedderUnavailable, make_embedder
 from memledger.recall.index import VectorIndex
-from memledger.recall.indexer import Indexer
+from memledger.recall.indexer import UNINDEXED_CAP, Indexer
+from memledger.recall.tail import TAIL_EMBEDDER
 from memledger.recall.text_index import TextIndex, TextIndexBusy
 from memledger.recall.text_indexer import TextIndexer
 from memledger.sdk.rpc import RpcClient
@@ -91,9 +92,23 @@ def start_recall(settings: ApiSettings, engine: Engine) -> Indexer | None:
     if settings.index_dir is None:
         raise ValueError("an embedder needs ApiSettings.index_dir for its vector index")
     indexer = Indexer(engine, VectorIndex(settings.index_dir, embedder),
-                      store_token_states=settings.store_token_states)
+                      store_token_states=settings.store_token_states,
+                      tail_embedder=_tail_embedder(settings, embedder))
     indexer.start()
     return indexer
+
+
+def _tail_embedder(settings: ApiSettings, embedder: Embedder) -> Embedder | None:
+    """The static model that embeds what the index's follower has not reached yet; None
+    when the node turned it off or its own model is static (it follows by itself)."""
+    if not settings.recall_tail or embedder.static:
+        return None
+    try:
+        return make_embedder(TAIL_EMBEDDER)
+    except EmbedderUnavailable as exc:
+        log.warning("no recall tail (%s): memories the index has not reached are found "
+                    "by words and, the newest %d, by meaning", exc, UNINDEXED_CAP)
+        return None
 
 
 def start_words(settings: ApiSettings, engine: Engine) -> TextIndexer | None:

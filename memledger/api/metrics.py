@@ -80,6 +80,12 @@ class RecallCollector(Collector):
              st.indexed_height),
             ("memledger_recall_lag_blocks",
              "Blocks the vector index is behind the SQL projection", st.lag),
+            ("memledger_recall_covered_lag_blocks",
+             "Blocks whose memories are in neither the vector index nor its tail",
+             st.covered_lag),
+            ("memledger_recall_tail_memories",
+             "Memories above the index's watermark held by its static tail",
+             st.tail.memories if st.tail is not None else 0),
         ):
             gauge = GaugeMetricFamily(name, doc)
             gauge.add_metric([], value)

@@ -357,8 +357,11 @@ def semantic(conn: sa.Connection, flt: MemoryFilter, text: str, n: int,
     narrow = narrow or filtered_ids(conn, flt)
     hits = semantic_ranked(indexer.index, vector, n, keep, narrow, first,
                            exact_first=narrowed(flt))
-    return with_unindexed(hits, vector, indexer.unindexed(conn, keep.height(), since),
-                          keep, n)
+    height = keep.height()
+    # the tail's picks first, then the newest: an id in both is ranked once
+    fresh = dict(indexer.tail_picks(conn, text, height, since, keep))
+    fresh.update(indexer.unindexed(conn, height, since))
+    return with_unindexed(hits, vector, list(fresh.items()), keep, n)
 
 
 def hybrid(conn: sa.Connection, flt: MemoryFilter, text: str, want: int,

@@ -14,7 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from memledger.api.db import projection_height
 from memledger.api.deps import ApiState, State, rpc_call
 from memledger.api.problems import PROBLEM_RESPONSES, Problem
-from memledger.api.schemas import Health, Ready, Recall, Status
+from memledger.api.schemas import Health, Ready, Recall, RecallTail, Status
 from memledger.daemon.voter import is_alive
 from memledger.sdk.rpc import RpcError
 
@@ -60,7 +60,11 @@ def _recall_status(state: ApiState, height: int | None) -> Recall | None:
     return Recall(name=st.embedder, version=st.embedder_version, dim=st.dim, state=st.state,
                   indexed_height=st.indexed_height, lag=st.lag, vectors=st.count,
                   memory_bytes=st.memory_bytes, disk_bytes=st.disk_bytes,
-                  rebuilt_reason=st.rebuilt_reason)
+                  rebuilt_reason=st.rebuilt_reason, covered_lag=st.covered_lag,
+                  tail=RecallTail(name=st.tail.embedder, memories=st.tail.memories,
+                                  covered_height=st.tail.covered_height,
+                                  memory_bytes=st.tail.memory_bytes)
+                  if st.tail is not None else None)
 
 
 @router.get("/health", response_model=Health, summary="The REST process is up")

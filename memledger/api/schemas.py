@@ -318,6 +318,14 @@ class ValidatorSet(BaseModel):
     validators: list[Validator]
 
 
+class RecallTail(BaseModel):
+    name: str
+    memories: int = Field(description="memories above the index's watermark it holds")
+    covered_height: int = Field(
+        description="last projection height whose memories are all in the index or here")
+    memory_bytes: int
+
+
 class Recall(BaseModel):
     name: str
     version: str
@@ -331,6 +339,12 @@ class Recall(BaseModel):
     disk_bytes: int
     rebuilt_reason: str | None = Field(
         None, description="why the index was rebuilt at start (missing, another model, ...)")
+    covered_lag: int = Field(
+        0, description="blocks whose memories are in neither the vector index nor its "
+                       "tail: how far behind recall by meaning is (the tail embeds new "
+                       "memories with a static model until the index reaches them)")
+    tail: RecallTail | None = Field(
+        None, description="the static model's tail (None when the node has none)")
 
 
 class Status(BaseModel):

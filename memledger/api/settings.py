@@ -48,6 +48,11 @@ class ApiSettings:
     #: the rows reranked searches compute, for a node that wants the disk (~2.5-8 KB a
     #: memory) more than fresh memories' rerank latency
     store_token_states: bool = True
+    #: memories the index's follower has not reached are embedded by a static model as
+    #: they commit, so searches find them by meaning however far behind it is
+    #: (memledger.recall.tail: ~30 µs a memory, ~95 MB of RAM for the model, 512 B a
+    #: memory held); `extra.recall_tail: "off"` gives that back
+    recall_tail: bool = True
 
     @classmethod
     def from_home(cls, home: NodeHome | str | os.PathLike[str]) -> ApiSettings:
@@ -69,6 +74,7 @@ class ApiSettings:
             index_dir=node_home.recall_dir,
             store_token_states=_on_off(config.extra.get("recall_token_states", "on"),
                                        "recall_token_states"),
+            recall_tail=_on_off(config.extra.get("recall_tail", "on"), "recall_tail"),
         )
 
 

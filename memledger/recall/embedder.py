@@ -71,6 +71,9 @@ class Embedder(ABC):
     #: True when `embed_with_states` works: the encoder has token states to give (a
     #: transformer); static and remote embedders have none
     token_states: bool = False
+    #: True for a static model (a table lookup per token): it follows any commit rate
+    #: this machine reaches, so its index needs no tail (memledger.recall.tail)
+    static: bool = False
 
     @abstractmethod
     def _embed(self, texts: list[str]) -> np.ndarray:
@@ -134,6 +137,8 @@ class WordLlamaEmbedder(Embedder):
     the default loader looks for the tokenizer in the wrong sub-folder and then tries to
     fetch it, which must never happen on a node.
     """
+
+    static = True
 
     def __init__(self, dim: int = 128) -> None:
         try:

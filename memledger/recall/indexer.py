@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,7 @@ from memledger.recall.follow import (
 )
 from memledger.recall.index import VectorIndex
 from memledger.recall.rerank import Reranker, supports
+from memledger.recall.tail import Tail, TailStatus
 
 log = logging.getLogger("memledger.recall")
 
@@ -56,6 +58,13 @@ UNINDEXED_CAP = 128
 #: stopped (the follower, meanwhile, takes what they embedded). It bounds what the
 #: feature adds to a search's latency while the follower is behind.
 UNINDEXED_BUDGET_S = 0.005
+#: Further behind than UNINDEXED_CAP, the tail (memledger.recall.tail) picks the memories
+#: a search looks at: its TAIL_POOL nearest by the static model, the first TAIL_PICKS of
+#: them the search's filter passes, embedded by the index's model (best first) within
+#: TAIL_BUDGET_S, at least one. Only while the follower is that far behind.
+TAIL_POOL = 64
+TAIL_PICKS = 8
+TAIL_BUDGET_S = 0.010
 
 
 @dataclass
@@ -70,19 +79,33 @@ class IndexerStatus:
     disk_bytes: int
     rebuilt_reason: str | None
     state: str  # "building", "following", "stopped"
+    tail: TailStatus | None = None
 
     @property
     def lag(self) -> int:
         return max(0, self.projection_height - self.indexed_height)
+
+    @property
+    def covered_lag(self) -> int:
+        """Blocks whose memories are in neither the index nor the tail: how far behind
+        recall by meaning is (the index's lag when there is no tail)."""
+        covered = self.tail.covered_height if self.tail is not None else self.indexed_height
+        return max(0, self.projection_height - max(covered, self.indexed_height))
 
 
 class Indexer(Following):
     """Owns a VectorIndex and keeps it at the projection's height."""
 
     def __init__(self, engine: Engine, index: VectorIndex, poll_s: float = 0.2,
-                 store_token_states: bool = True) -> None:
+                 store_token_states: bool = True, tail_embedder: Embedder | None = None
+                 ) -> None:
         self.engine = engine
         self.index = index
+        #: memories above the watermark, embedded by a static model as they commit, for
+        #: searches while the follower is behind (None: only the newest UNINDEXED_CAP)
+        self.tail = Tail(engine, tail_embedder, lambda: self.index.meta.indexed_height,
+                         lambda: self.state != "building", poll_s) \
+            if tail_embedder is not None else None
         #: the rerank stage, for embedders with token states. With `store_token_states`
         #: the follower stores each memory's rerank rows from the pass that makes its
         #: vector; without, a reranked search computes (and keeps) the rows it lacks
@@ -186,16 +209,48 @@ class Indexer(Following):
             self._embedded = {**kept, **fresh}
         return listed
 
-    def _embed_within(self, items: list[tuple[str, str]]) -> dict[str, np.ndarray]:
+    def tail_picks(self, conn: sa.Connection, text: str, height: int, since: int,
+                   keep: Callable[[list[str]], Collection[str]] | None
+                   ) -> list[tuple[str, np.ndarray]]:
+        """The tail memories (above `since`, at most at `height`) nearest to `text`, with
+        vectors from the index's own model, for a search to rank beside its hits: empty
+        unless the follower is more than UNINDEXED_CAP memories behind (nearer, the
+        newest-first `unindexed` has them all). `keep(ids)`: the ids the search's
+        filter passes."""
+        tail = self.tail
+        if tail is None or self.state == "building" or height <= since or \
+                sum(len(r) for r in tail.runs) <= UNINDEXED_CAP:
+            return []
+        near = [m for m, _ in tail.nearest(text, since, height, TAIL_POOL)]
+        passing = keep(near) if keep is not None and near else set(near)
+        chosen = [m for m in near if m in passing][:TAIL_PICKS]
+        with self._unindexed_lock:
+            embedded = self._embedded
+        need = [m for m in chosen if m not in embedded]
+        texts = dict(conn.execute(sa.select(memories.c.id, memories.c.content)
+                                  .where(memories.c.id.in_(need))).tuples().all()) \
+            if need else {}
+        fresh = self._embed_within([(m, str(texts[m])) for m in need if m in texts],
+                                   TAIL_BUDGET_S)
+        with self._unindexed_lock:
+            kept = self._embedded if len(self._embedded) < 4 * UNINDEXED_CAP else {}
+            self._embedded = {**kept, **fresh}
+        have = {**embedded, **fresh}
+        return [(m, have[m]) for m in chosen if m in have]
+
+    def _embed_within(self, items: list[tuple[str, str]],
+                      budget_s: float | None = None) -> dict[str, np.ndarray]:
         """Vectors for a prefix of `items`: one text, then twice as many each round while
-        the next round, at the time per text so far, still ends within UNINDEXED_BUDGET_S
+        the next round, at the time per text so far, still ends within `budget_s`
+        (default UNINDEXED_BUDGET_S)
         (a round that merely starts within it overshot it several times over: at 1M under
         writes on PostgreSQL that took the p99 from 6-10 ms to 23-27 ms)."""
+        budget_s = UNINDEXED_BUDGET_S if budget_s is None else budget_s
         out: dict[str, np.ndarray] = {}
         started, size, at = time.monotonic(), 1, 0
         while at < len(items):
             spent = time.monotonic() - started
-            if at and spent + spent / at * min(size, len(items) - at) > UNINDEXED_BUDGET_S:
+            if at and spent + spent / at * min(size, len(items) - at) > budget_s:
                 break
             part = items[at:at + size]
             out.update(zip([m for m, _ in part], self.embedder.embed([t for _, t in part]),
@@ -243,6 +298,8 @@ class Indexer(Following):
     def follow(self) -> None:
         """Follow the projection in a daemon thread, from the index as it stands."""
         self._follower = FollowerThread("recall-indexer", self._step, self.poll_s).start()
+        if self.tail is not None:
+            self.tail.start()
 
     def _step(self) -> bool:
         """One round of following; True when caught up (the thread then waits)."""
@@ -255,6 +312,8 @@ class Indexer(Following):
         return self.state == "following"
 
     def stop(self) -> None:
+        if self.tail is not None:
+            self.tail.stop()
         if self._follower is not None:
             self._follower.stop()
         try:
@@ -297,4 +356,4 @@ class Indexer(Following):
             projection_height=max(height, meta.indexed_height),
             count=len(self.index), memory_bytes=self.index.memory_bytes(),
             disk_bytes=self.index.disk_bytes(), rebuilt_reason=self.index.rebuilt_reason,
-            state=self.state)
+            state=self.state, tail=self.tail.status() if self.tail is not None else None)
