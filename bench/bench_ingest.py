@@ -17,7 +17,13 @@ read-only) and how many vectors the index holds (`/v1/status`), and reports:
   maximum, the value at the end of the window, and its slope over the window's second
   half (memories/s: 0 means bounded, > 0 that it grows for as long as the load lasts);
 - the follower's rate (vectors added per second) and how long after the load stopped
-  the index caught up with the projection.
+  the index caught up with the projection;
+- the covered lag: memories in neither the index nor its static tail
+  (memledger.recall.tail), in memories and blocks (`embedder.covered_lag`): how far
+  behind recall by meaning is;
+- probes: every `--probe-every` seconds under load, a memory the index has not reached
+  and that is not among the newest 1,000 is searched for by its own text
+  (`mode=semantic`, limit 10): found or not, and each probe's latency.
 
     .venv/bin/python -m bench.bench_ingest --rate 1000 --duration 300 \
         --out bench/results/ingest_1000.json
@@ -107,10 +113,14 @@ class Sampler:
     def sample(self) -> dict[str, float]:
         memories = self.db.execute("SELECT count(*) FROM memories").fetchone()[0]
         recall = self.api.get("/v1/status").json().get("embedder") or {}
+        tail = recall.get("tail") or {}
         row = {"t": round(time.perf_counter() - self.t0, 2), "memories": memories,
                "vectors": int(recall.get("vectors", 0)),
-               "lag_blocks": int(recall.get("lag", 0))}
+               "tail": int(tail.get("memories", 0)),
+               "lag_blocks": int(recall.get("lag", 0)),
+               "covered_lag_blocks": int(recall.get("covered_lag", recall.get("lag", 0)))}
         row["lag"] = row["memories"] - row["vectors"]
+        row["covered_lag"] = max(0, row["lag"] - row["tail"])
         self.samples.append(row)
         return row
 
@@ -132,6 +142,68 @@ class Sampler:
         self.api.close()
 
 
+def _turn(content: str) -> str:
+    """A submitted content without its serial number (see `signed_txs`)."""
+    return content.rsplit(" (note ", 1)[0]
+
+
+class Prober:
+    """Searches, under load, for memories the index has not reached, by their own text."""
+
+    def __init__(self, db_path: Path, api_url: str, every_s: float) -> None:
+        self.db = sqlite3.connect(readonly_uri(db_path), uri=True, check_same_thread=False)
+        self.api = httpx.Client(base_url=api_url, timeout=30)
+        self.every_s = every_s
+        self.probes: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def probe(self) -> None:
+        watermark = int((self.api.get("/v1/status").json().get("embedder") or {})
+                        .get("indexed_height", 0))
+        row = self.db.execute(
+            "SELECT id, content, submitted_height FROM memories WHERE rowid = "
+            "(SELECT max(rowid) FROM memories) - 1000").fetchone()
+        if row is None or int(row[2]) <= watermark:
+            return  # not behind the index by that much: nothing to probe
+        started = time.perf_counter()
+        resp = self.api.get("/v1/memories", params={
+            "q": row[1], "mode": "semantic", "limit": 10,
+            "status": ["proposed", "committed"]})
+        took_ms = (time.perf_counter() - started) * 1000
+        items = resp.json().get("items", []) if resp.is_success else []
+        turn = _turn(row[1])  # the set's turns repeat, each with its own serial number
+        self.probes.append({"id": row[0], "found": row[0] in [m["id"] for m in items],
+                            "same_turn": any(_turn(m["content"]) == turn for m in items),
+                            "ms": round(took_ms, 1), "status": resp.status_code})
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                self.probe()
+            except httpx.HTTPError as exc:
+                self.probes.append({"error": str(exc)})
+
+    def __enter__(self) -> Prober:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.db.close()
+        self.api.close()
+
+    def summary(self) -> dict[str, Any]:
+        done = [p for p in self.probes if "found" in p]
+        times = sorted(p["ms"] for p in done)
+        return {"probes": len(self.probes), "probes_found": sum(p["found"] for p in done),
+                "probes_found_same_turn": sum(p["same_turn"] for p in done),
+                "probe_ms_p50": times[len(times) // 2] if times else None,
+                "probe_ms_p99": times[min(len(times) - 1, int(len(times) * 0.99))]
+                if times else None}
+
+
 def _slope(rows: list[dict[str, float]]) -> float:
     """Least-squares slope of lag over time (memories/s)."""
     if len(rows) < 2:
@@ -142,7 +214,8 @@ def _slope(rows: list[dict[str, float]]) -> float:
     return sum((t - mt) * (y - my) for t, y in zip(ts, ys, strict=True)) / den if den else 0.0
 
 
-def run(rate: float, duration: float, writers: int, embedder: str | None) -> dict[str, Any]:
+def run(rate: float, duration: float, writers: int, embedder: str | None,
+        probe_every_s: float = 2.0) -> dict[str, Any]:
     total = int(rate * duration)
     t0 = time.perf_counter()
     txs = signed_txs(writers, total)
@@ -157,10 +230,13 @@ def run(rate: float, duration: float, writers: int, embedder: str | None) -> dic
         runner.start()
         try:
             wait_api_ready(runner.api_url)
-            sampler = Sampler(runner.home / "data" / "projection.db", runner.api_url)
+            db = runner.home / "data" / "projection.db"
+            sampler = Sampler(db, runner.api_url)
+            prober = Prober(db, runner.api_url, probe_every_s)
             with sampler:
                 started = time.perf_counter()
-                counts = asyncio.run(_send(runner.rpc_url, txs, rate))
+                with prober:
+                    counts = asyncio.run(_send(runner.rpc_url, txs, rate))
                 sent_s = time.perf_counter() - started
                 window = list(sampler.samples)  # those taken while the load ran
                 end = sampler.sample()
@@ -187,8 +263,13 @@ def run(rate: float, duration: float, writers: int, embedder: str | None) -> dic
         "lag_blocks_max": max(r["lag_blocks"] for r in window + [end]),
         "lag_at_end": end["lag"],
         "lag_slope_second_half_per_s": round(_slope(half), 1),
+        "covered_lag_max": max(r["covered_lag"] for r in window + [end]),
+        "covered_lag_blocks_max": max(r["covered_lag_blocks"] for r in window + [end]),
+        "tail_max": max(r["tail"] for r in window + [end]),
+        **prober.summary(),
         "caught_up_s_after_load": caught_up_s,
         "samples": sampler.samples,
+        "probe_log": prober.probes,
     }
 
 
@@ -198,10 +279,12 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=300)
     parser.add_argument("--writers", type=int, default=32)
     parser.add_argument("--embedder", help="the node's embedder (default: the node's default)")
+    parser.add_argument("--probe-every", type=float, default=2.0,
+                        help="seconds between searches for a memory the index lacks")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    result = run(args.rate, args.duration, args.writers, args.embedder)
-    summary = {k: v for k, v in result.items() if k != "samples"}
+    result = run(args.rate, args.duration, args.writers, args.embedder, args.probe_every)
+    summary = {k: v for k, v in result.items() if k not in ("samples", "probe_log")}
     print(json.dumps(summary, indent=2))
     if args.out is not None:
         args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -5,6 +5,7 @@ follower is (memledger.recall.tail)."""
 from __future__ import annotations
 
 import base64
+import time
 from pathlib import Path
 
 import numpy as np
@@ -156,3 +157,59 @@ def test_a_search_finds_by_meaning_what_the_follower_is_far_from_reaching(
     assert not {"cat", "dog"} & set(found[False])  # past the newest 128: not by meaning
     assert {"cat", "dog"} <= set(found[True][:3])
     engine.dispose()
+
+
+def test_the_node_runs_a_tail_beside_a_transformer_and_reports_it(
+        chain, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """On by default beside a model that cannot follow a busy node; none beside a static
+    one, or with `extra.recall_tail: "off"` (anything else is a configuration error).
+    /v1/status and /metrics say how far behind recall by meaning is."""
+    import json
+
+    from fastapi.testclient import TestClient
+
+    from memledger.api import ApiSettings, create_app
+    from memledger.daemon.home import NodeConfig, NodeHome
+    from memledger.devtools.chain import seeded_key
+
+    def tail_on(extra: dict[str, str]) -> bool:
+        home = NodeHome(tmp_path / "home")
+        home.save(NodeConfig())
+        data = json.loads(home.config_file.read_text())
+        data["extra"] = extra
+        home.config_file.write_text(json.dumps(data))
+        return ApiSettings.from_home(home).recall_tail
+
+    assert tail_on({}) is True and tail_on({"recall_tail": "off"}) is False
+    with pytest.raises(ValueError, match="recall_tail"):
+        tail_on({"recall_tail": "no"})
+
+    key = seeded_key("tail-node")
+    _fillers(chain, key, 3)
+    base = {"db_url": chain.db_url, "rpc_url": "http://127.0.0.1:9", "chain_id": "x"}
+    static = create_app(ApiSettings(**base, embedder="wordllama",
+                                    index_dir=tmp_path / "static"))
+    assert static.state.memledger.recall.tail is None
+    static.state.memledger.recall.stop()
+    off = create_app(ApiSettings(**base, embedder="minilm-int8:128", recall_tail=False,
+                                 index_dir=tmp_path / "off"))
+    assert off.state.memledger.recall.tail is None
+    off.state.memledger.recall.stop()
+    app = create_app(ApiSettings(**base, embedder="minilm-int8:128",
+                                 index_dir=tmp_path / "on"))
+    recall = app.state.memledger.recall
+    assert recall.tail is not None and recall.wait_caught_up(60)
+    with TestClient(app, raise_server_exceptions=False) as api:
+        recall.pause()  # the index's follower holds; the tail follows on its own
+        _fillers(chain, key, 5, start=3)
+        deadline = time.monotonic() + 30
+        while len(recall.tail) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        status = recall.status()
+        assert status.lag == 1 and status.covered_lag == 0, status
+        assert status.tail is not None and status.tail.embedder.startswith("wordllama")
+        assert status.tail.covered_height == chain.height and status.tail.memories == 5
+        metrics = api.get("/metrics").text
+        assert "memledger_recall_covered_lag_blocks 0.0" in metrics
+        assert "memledger_recall_tail_memories 5.0" in metrics
+        recall.pause(False)
