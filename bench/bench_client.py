@@ -403,6 +403,10 @@ def main() -> None:
     parser.add_argument("--readers", type=int, nargs="+", default=[0, 50, 300])
     parser.add_argument("--embedder", help="the node's embedder (default: the node's "
                         "default; `none`: text search only, no vector index follower)")
+    parser.add_argument("--read-slots", type=int,
+                        help="the node's extra.api_read_slots (default: the node's)")
+    parser.add_argument("--read-backlog", type=int,
+                        help="the node's extra.api_read_backlog (default: the node's)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-client-") as tmp:
@@ -413,9 +417,13 @@ def main() -> None:
         config.setdefault("extra", {})["api_rate_limit_per_s"] = "0"
         if args.embedder is not None:
             config["embedder"] = args.embedder
+        for name, value in (("api_read_slots", args.read_slots),
+                            ("api_read_backlog", args.read_backlog)):
+            if value is not None:
+                config["extra"][name] = str(value)
         (runner.home / "config.json").write_text(json.dumps(config))
         runner.start()
-        result: dict[str, Any] = {}
+        result: dict[str, Any] = {"config_extra": config["extra"]}
         try:
             wait_api_ready(runner.api_url)
             if "admission" in args.parts:

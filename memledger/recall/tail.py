@@ -75,14 +75,26 @@ def appended(runs: tuple[Run, ...], run: Run) -> tuple[Run, ...]:
 
 
 def pruned(runs: tuple[Run, ...], watermark: int, cap: int) -> tuple[tuple[Run, ...], int]:
-    """`runs` without the runs wholly at or below `watermark` (the index has them), and
-    without the oldest runs while more than `cap` rows remain above it. Also returns the
-    height through which the dropped-for-room runs went (0 when none was): memories from
-    the watermark up to it are in neither the index nor the tail."""
+    """`runs` without the rows at or below `watermark` (the index has them; a run that
+    straddles it is kept whole, its older rows masked by every search), and without the
+    oldest rows while more than `cap` remain above it. Also returns the height through
+    which rows were dropped for room (0 when none was): memories from the watermark up
+    to it are in neither the index nor the tail."""
     kept = [r for r in runs if r.top > watermark]
+    excess = _above(kept, watermark) - cap
     dropped_through = 0
-    while len(kept) > 1 and _above(kept, watermark) > cap:
-        dropped_through = max(dropped_through, kept.pop(0).top)
+    while excess > 0 and kept:
+        first = kept[0]
+        if len(first) <= excess:
+            kept.pop(0)
+            excess -= len(first)
+            dropped_through = max(dropped_through, first.top)
+            continue
+        cut = excess  # the run's oldest `excess` rows go
+        dropped_through = max(dropped_through, int(first.heights[cut - 1]))
+        kept[0] = Run(first.ids[cut:], first.heights[cut:].copy(),
+                      first.vectors[cut:].copy())
+        excess = 0
     return tuple(kept), dropped_through
 
 

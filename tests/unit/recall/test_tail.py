@@ -42,7 +42,7 @@ def test_pruning_drops_what_the_index_has_and_the_oldest_past_the_cap() -> None:
     kept, dropped = pruned(runs, watermark=3, cap=10)  # "c" is masked, its run kept
     assert [r.ids for r in kept] == [("c", "d"), ("e",)] and dropped == 0
     kept, dropped = pruned(runs, watermark=0, cap=2)
-    assert [r.ids for r in kept] == [("e",)] and dropped == 4
+    assert [r.ids for r in kept] == [("d",), ("e",)] and dropped == 3  # a run is cut
 
 
 def test_nearest_keeps_to_the_heights_asked_and_orders_by_score_then_id() -> None:
@@ -95,6 +95,25 @@ def test_the_tail_follows_from_the_watermark_and_lets_go_as_the_index_passes(
     assert tail.catch_up() == 0 and len(tail) == 0 and tail.runs == ()
     _fillers(chain, key, 2, start=8)
     assert tail.catch_up() == 2 and tail.status().memories == 2
+    engine.dispose()
+
+
+def test_a_full_tail_drops_the_oldest_and_says_they_are_not_covered(
+        chain, wordllama: Embedder) -> None:  # type: ignore[no-untyped-def]
+    from memledger.devtools.chain import seeded_key
+
+    key = seeded_key("tail-cap")
+    for start in range(0, 5):
+        _fillers(chain, key, 2, start=2 * start)  # five blocks of two
+    engine = sa.create_engine(chain.db_url)
+    watermark = [0]
+    tail = Tail(engine, wordllama, lambda: watermark[0], cap=5)
+    assert tail.catch_up() == 10
+    assert len(tail) == 5  # the oldest are dropped first
+    assert tail.dropped_through > 0 and tail.covered_height(0) == 0
+    assert tail.status().covered_height == 0  # memories in neither: recall is behind
+    watermark[0] = tail.dropped_through  # once the index passes them, covered again
+    assert tail.covered_height(watermark[0]) == chain.height
     engine.dispose()
 
 
