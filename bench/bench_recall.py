@@ -364,6 +364,7 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
     from memledger.recall.embedder import make_embedder
     from memledger.recall.index import VectorIndex
     from memledger.recall.indexer import Indexer
+    from memledger.recall.tail import TAIL_EMBEDDER
     from memledger.recall.text_index import TextIndex
     from memledger.recall.text_indexer import TextIndexer
 
@@ -396,7 +397,10 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
                 shutil.copytree(cached, folder)
             index = VectorIndex(folder, embedder)
             reused = index.open() is None and cached is not None
-            indexer = Indexer(engine, index, store_token_states=token_states)
+            # with the static tail, as on a node (it follows from the watermark)
+            indexer = Indexer(engine, index, store_token_states=token_states,
+                              tail_embedder=None if embedder.static
+                              else make_embedder(TAIL_EMBEDDER))
             t0 = time.perf_counter()
             if reused:
                 indexer.catch_up()
@@ -464,6 +468,10 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
                         "p50": round(percentile(lat, 50), 2),
                         "p99": round(percentile(lat, 99), 2)}
         out["written_during_queries"] = writes.written
+        if indexer is not None and indexer.tail is not None:  # held at the end
+            st = indexer.status()
+            out["tail"] = {"memories": len(indexer.tail), "index_lag_blocks": st.lag,
+                           "covered_lag_blocks": st.covered_lag}
         words.stop()
         if indexer is not None:
             indexer.stop()  # saves the index: its RSS is measured loaded afresh

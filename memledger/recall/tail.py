@@ -85,12 +85,13 @@ def pruned(runs: tuple[Run, ...], watermark: int, cap: int) -> tuple[tuple[Run, 
     dropped_through = 0
     while excess > 0 and kept:
         first = kept[0]
-        if len(first) <= excess:
+        below = int(np.count_nonzero(first.heights <= watermark))  # masked, not counted
+        if len(first) - below <= excess:
             kept.pop(0)
-            excess -= len(first)
+            excess -= len(first) - below
             dropped_through = max(dropped_through, first.top)
             continue
-        cut = excess  # the run's oldest `excess` rows go
+        cut = below + excess  # the masked rows and the oldest `excess` above them go
         dropped_through = max(dropped_through, int(first.heights[cut - 1]))
         kept[0] = Run(first.ids[cut:], first.heights[cut:].copy(),
                       first.vectors[cut:].copy())

@@ -190,8 +190,13 @@ def test_restart_reindex_deleted_index_and_model_change(env: Env) -> None:
     assert before[f"semantic:{PET}"][0] == "r-cat"
 
     env.restart()  # loads the saved index, no rebuild
-    assert env.wait_indexed()["rebuilt_reason"] is None
+    status = env.wait_indexed()
+    assert status["rebuilt_reason"] is None
     assert env.snapshot() == before
+    # the static tail beside the transformer, covering what the index covers (and more)
+    assert status["tail"]["name"] == "wordllama-l2_supercat-128", status
+    assert status["covered_lag"] == 0 and status["tail"]["covered_height"] >= \
+        status["indexed_height"]
 
     env.node.stop()  # reindex from the projection, node stopped
     out = memledger("projection", "reindex", "--home", str(env.node.home), "--json")
@@ -221,6 +226,7 @@ def test_restart_reindex_deleted_index_and_model_change(env: Env) -> None:
         wait_api_ready(env.node.api_url)
         status = env.wait_indexed()
         assert status["name"] == "wordllama-l2_supercat-128" and status["dim"] == 128
+        assert status["tail"] is None  # a static model follows by itself
         assert "built by all-MiniLM-L6-v2-int8-128 " in status["rebuilt_reason"]
         assert status["vectors"] >= len(MEMORIES)
         assert env.search(PET, "semantic")[0]["id"] == "r-cat"

@@ -43,6 +43,11 @@ def test_pruning_drops_what_the_index_has_and_the_oldest_past_the_cap() -> None:
     assert [r.ids for r in kept] == [("c", "d"), ("e",)] and dropped == 0
     kept, dropped = pruned(runs, watermark=0, cap=2)
     assert [r.ids for r in kept] == [("d",), ("e",)] and dropped == 3  # a run is cut
+    kept, dropped = pruned(runs, watermark=3, cap=1)  # "c" is masked: "d" goes for room
+    assert [r.ids for r in kept] == [("e",)] and dropped == 4
+    straddling = (_run(["a", "b", "c", "d"], [1, 2, 3, 4]),)
+    kept, dropped = pruned(straddling, watermark=1, cap=2)
+    assert [r.ids for r in kept] == [("c", "d")] and dropped == 2
 
 
 def test_nearest_keeps_to_the_heights_asked_and_orders_by_score_then_id() -> None:
