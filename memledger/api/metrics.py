@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy.engine import Engine
 
@@ -67,7 +67,7 @@ class RecallCollector(Collector):
     def __init__(self, indexer: Indexer) -> None:
         self.indexer = indexer
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
         st = self.indexer.status()
         for name, doc, value in (
             ("memledger_recall_index_vectors", "Memories in the vector index", st.count),
@@ -90,6 +90,11 @@ class RecallCollector(Collector):
             gauge = GaugeMetricFamily(name, doc)
             gauge.add_metric([], value)
             yield gauge
+        asked = CounterMetricFamily(
+            "memledger_recall_tail_searches",
+            "Searches that asked the static tail for memories the index had not reached")
+        asked.add_metric([], self.indexer.tail_searches)
+        yield asked
 
 
 class WordsCollector(Collector):

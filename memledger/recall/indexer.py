@@ -58,10 +58,15 @@ UNINDEXED_CAP = 128
 #: stopped (the follower, meanwhile, takes what they embedded). It bounds what the
 #: feature adds to a search's latency while the follower is behind.
 UNINDEXED_BUDGET_S = 0.005
-#: Further behind than UNINDEXED_CAP, the tail (memledger.recall.tail) picks the memories
-#: a search looks at: its TAIL_POOL nearest by the static model, the first TAIL_PICKS of
-#: them the search's filter passes, embedded by the index's model (best first) within
-#: TAIL_BUDGET_S, at least one. Only while the follower is that far behind.
+#: Further behind than TAIL_AFTER memories, the tail (memledger.recall.tail) picks the
+#: memories a search looks at: its TAIL_POOL nearest by the static model, the first
+#: TAIL_PICKS of them the search's filter passes, embedded by the index's model (best
+#: first) within TAIL_BUDGET_S, at least one. Only while the follower is that far behind:
+#: a follower a block or two behind (~100-300 memories under 100 writes/s) gets there
+#: within a second, and picking for every search meanwhile cost PostgreSQL at 1M ~10 ms
+#: of p50 (BENCHMARKS.md §9). Under a load the follower cannot take, the lag passes
+#: 1,000 within a second or two of it.
+TAIL_AFTER = 1_000
 TAIL_POOL = 64
 TAIL_PICKS = 8
 TAIL_BUDGET_S = 0.010
@@ -103,6 +108,8 @@ class Indexer(Following):
         self.index = index
         #: memories above the watermark, embedded by a static model as they commit, for
         #: searches while the follower is behind (None: only the newest UNINDEXED_CAP)
+        #: searches that asked the tail for picks (the follower was far behind)
+        self.tail_searches = 0
         self.tail = Tail(engine, tail_embedder, lambda: self.index.meta.indexed_height,
                          lambda: self.state != "building", poll_s) \
             if tail_embedder is not None else None
@@ -214,13 +221,14 @@ class Indexer(Following):
                    ) -> list[tuple[str, np.ndarray]]:
         """The tail memories (above `since`, at most at `height`) nearest to `text`, with
         vectors from the index's own model, for a search to rank beside its hits: empty
-        unless the follower is more than UNINDEXED_CAP memories behind (nearer, the
-        newest-first `unindexed` has them all). `keep(ids)`: the ids the search's
-        filter passes."""
+        unless the follower is more than TAIL_AFTER memories behind (nearer, it gets
+        there soon, and the newest-first `unindexed` has the newest). `keep(ids)`: the
+        ids the search's filter passes."""
         tail = self.tail
         if tail is None or self.state == "building" or height <= since or \
-                sum(len(r) for r in tail.runs) <= UNINDEXED_CAP:
+                sum(len(r) for r in tail.runs) <= TAIL_AFTER:
             return []
+        self.tail_searches += 1
         near = [m for m, _ in tail.nearest(text, since, height, TAIL_POOL)]
         passing = keep(near) if keep is not None and near else set(near)
         chosen = [m for m in near if m in passing][:TAIL_PICKS]

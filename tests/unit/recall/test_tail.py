@@ -136,6 +136,8 @@ def test_a_search_finds_by_meaning_what_the_follower_is_far_from_reaching(
 
     # the budget is the clock's business; here the picks are what is tested
     monkeypatch.setattr(indexer_module, "TAIL_BUDGET_S", 60.0)
+    # past the newest 128, which `unindexed` ranks; the node waits for 1,000 behind
+    monkeypatch.setattr(indexer_module, "TAIL_AFTER", UNINDEXED_CAP)
     key, other = seeded_key("tail-search"), seeded_key("tail-other")
     _fillers(chain, key, 40)
     main = make_embedder("minilm-int8:128")
@@ -160,6 +162,13 @@ def test_a_search_finds_by_meaning_what_the_follower_is_far_from_reaching(
         if indexer.tail is not None:
             indexer.tail.catch_up()
             assert indexer.status().covered_lag == 0 < indexer.status().lag
+            with monkeypatch.context() as nearer:  # not far enough behind: no picks
+                nearer.setattr(indexer_module, "TAIL_AFTER", len(indexer.tail))
+                with engine.connect() as conn:
+                    flt = MemoryFilter(q="what should the pet not eat")
+                    assert indexer.tail_picks(conn, flt.q or "", chain.height, 0,
+                                              None) == []
+                assert indexer.tail_searches == 0
         with engine.connect() as conn:
             flt = MemoryFilter(q="what should the pet not eat")
             found[with_tail] = [m for m, _ in semantic(conn, flt, flt.q or "", 5, indexer,
@@ -234,6 +243,7 @@ def test_the_node_runs_a_tail_beside_a_transformer_and_reports_it(
         assert status.tail is not None and status.tail.embedder.startswith("wordllama")
         assert status.tail.covered_height == chain.height and status.tail.memories == 5
         metrics = api.get("/metrics").text
+        assert "memledger_recall_tail_searches_total 0.0" in metrics
         assert "memledger_recall_covered_lag_blocks 0.0" in metrics
         assert "memledger_recall_tail_memories 5.0" in metrics
         recall.pause(False)
