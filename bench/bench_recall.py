@@ -341,7 +341,7 @@ def _cached_index(cache: Path | None, size: int) -> Path | None:
 def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
           db_url: str | None = None, compare_queries: int = 30,
           index_cache: Path | None = None, rerank: bool = False,
-          token_states: bool = True) -> dict[str, Any]:
+          token_states: bool = True, tail: bool = True) -> dict[str, Any]:
     """Latency of the modes at `size` synthetic memories (bench_read's Zipf generator,
     flushed into a SQLite projection, or `db_url`), plus index build rate, RAM and disk.
 
@@ -399,7 +399,7 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
             reused = index.open() is None and cached is not None
             # with the static tail, as on a node (it follows from the watermark)
             indexer = Indexer(engine, index, store_token_states=token_states,
-                              tail_embedder=None if embedder.static
+                              tail_embedder=None if embedder.static or not tail
                               else make_embedder(TAIL_EMBEDDER))
             t0 = time.perf_counter()
             if reused:
@@ -471,7 +471,8 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
         if indexer is not None and indexer.tail is not None:  # held at the end
             st = indexer.status()
             out["tail"] = {"memories": len(indexer.tail), "index_lag_blocks": st.lag,
-                           "covered_lag_blocks": st.covered_lag}
+                           "covered_lag_blocks": st.covered_lag,
+                           "searches_asked": indexer.tail_searches}
         words.stop()
         if indexer is not None:
             indexer.stop()  # saves the index: its RSS is measured loaded afresh
@@ -490,6 +491,8 @@ def main() -> None:
     parser.add_argument("--rerank", action="store_true",
                         help="also hybrid+rerank and semantic+rerank (rerank=true), with the "
                              "distribution of their scores; with --scale, hybrid+rerank")
+    parser.add_argument("--no-tail", action="store_true",
+                        help="--scale: without the static tail (docs/RECALL.md)")
     parser.add_argument("--no-token-states", action="store_true",
                         help="with --scale: the follower stores no rerank token rows, for an "
                              "A/B of their cost")
@@ -522,7 +525,8 @@ def main() -> None:
             result = scale(args.scale, args.queries, args.embedders[0], args.write_rate,
                            None if server is None else server.url,
                            index_cache=args.index_cache, rerank=args.rerank,
-                           token_states=not args.no_token_states)
+                           token_states=not args.no_token_states,
+                           tail=not args.no_tail)
         finally:
             if server is not None:
                 server.stop()

@@ -62,10 +62,10 @@ UNINDEXED_BUDGET_S = 0.005
 #: memories a search looks at: its TAIL_POOL nearest by the static model, the first
 #: TAIL_PICKS of them the search's filter passes, embedded by the index's model (best
 #: first) within TAIL_BUDGET_S, at least one. Only while the follower is that far behind:
-#: a follower a block or two behind (~100-300 memories under 100 writes/s) gets there
-#: within a second, and picking for every search meanwhile cost PostgreSQL at 1M ~10 ms
-#: of p50 (BENCHMARKS.md §9). Under a load the follower cannot take, the lag passes
-#: 1,000 within a second or two of it.
+#: a follower a block or two behind (~100-300 memories under 100 writes/s at 1M) gets
+#: there within a second, and picks would add up to TAIL_BUDGET_S to every search
+#: meanwhile. Under a load the follower cannot take, the lag passes 1,000 within a
+#: second or two of it.
 TAIL_AFTER = 1_000
 TAIL_POOL = 64
 TAIL_PICKS = 8

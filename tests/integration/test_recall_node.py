@@ -195,8 +195,9 @@ def test_restart_reindex_deleted_index_and_model_change(env: Env) -> None:
     assert env.snapshot() == before
     # the static tail beside the transformer, covering what the index covers (and more)
     assert status["tail"]["name"] == "wordllama-l2_supercat-128", status
-    assert status["covered_lag"] == 0 and status["tail"]["covered_height"] >= \
-        status["indexed_height"]
+    # (a block may land between the wait and this read: never more behind than the index)
+    assert status["covered_lag"] <= status["lag"]
+    assert status["tail"]["covered_height"] >= status["indexed_height"]
 
     env.node.stop()  # reindex from the projection, node stopped
     out = memledger("projection", "reindex", "--home", str(env.node.home), "--json")
