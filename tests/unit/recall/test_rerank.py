@@ -268,18 +268,10 @@ def test_the_node_stores_token_rows_unless_its_config_says_off(tmp_path: Path) -
     """Agents rerank by default, and the follower's pass makes the rows for ~3% more, so
     a node keeps every memory's token rows unless `extra.recall_token_states: "off"`; a
     value that is neither on nor off is a configuration error, not silently one of them."""
-    import json
-
-    from memledger.api.settings import ApiSettings
-    from memledger.daemon.home import NodeConfig, NodeHome
+    from tests.support.api import settings_with_extra
 
     def token_states(extra: dict[str, str]) -> bool:
-        home = NodeHome(tmp_path / "home")
-        home.save(NodeConfig())
-        data = json.loads(home.config_file.read_text())
-        data["extra"] = extra
-        home.config_file.write_text(json.dumps(data))
-        return ApiSettings.from_home(home).store_token_states
+        return settings_with_extra(tmp_path / "home", extra).store_token_states
 
     assert token_states({}) is True
     assert token_states({"recall_token_states": "off"}) is False

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from memledger.recall.embedder import Embedder, make_embedder
 from memledger.recall.index import VectorIndex
 from memledger.recall.tail import Run, Tail, appended, nearest, pruned
+from tests.support.api import settings_with_extra
 
 
 def _run(ids: list[str], heights: list[int], dim: int = 4) -> Run:
@@ -197,21 +198,13 @@ def test_the_node_runs_a_tail_beside_a_transformer_and_reports_it(
     """On by default beside a model that cannot follow a busy node; none beside a static
     one, or with `extra.recall_tail: "off"` (anything else is a configuration error).
     /v1/status and /metrics say how far behind recall by meaning is."""
-    import json
-
     from fastapi.testclient import TestClient
 
     from memledger.api import ApiSettings, create_app
-    from memledger.daemon.home import NodeConfig, NodeHome
     from memledger.devtools.chain import seeded_key
 
     def tail_on(extra: dict[str, str]) -> bool:
-        home = NodeHome(tmp_path / "home")
-        home.save(NodeConfig())
-        data = json.loads(home.config_file.read_text())
-        data["extra"] = extra
-        home.config_file.write_text(json.dumps(data))
-        return ApiSettings.from_home(home).recall_tail
+        return settings_with_extra(tmp_path / "home", extra).recall_tail
 
     assert tail_on({}) is True and tail_on({"recall_tail": "off"}) is False
     with pytest.raises(ValueError, match="recall_tail"):
