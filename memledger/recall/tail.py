@@ -180,10 +180,12 @@ class Tail(Following):
         return added
 
     def _prune(self) -> None:
-        self.runs, dropped = pruned(self.runs, self._watermark(), self.cap)
+        watermark = self._watermark()
+        self.runs, dropped = pruned(self.runs, watermark, self.cap)
         if dropped:
-            log.warning("recall tail full (%d memories): memories up to height %d wait "
-                        "for the vector index", self.cap, dropped)
+            if self.dropped_through <= watermark:  # once per gap, not per step
+                log.warning("recall tail full (%d memories): memories from height %d "
+                            "wait for the vector index", self.cap, watermark + 1)
             self.dropped_through = max(self.dropped_through, dropped)
 
     def nearest(self, text: str, lo: int, hi: int, count: int) -> list[tuple[str, float]]:

@@ -105,7 +105,8 @@ def test_the_tail_follows_from_the_watermark_and_lets_go_as_the_index_passes(
 
 
 def test_a_full_tail_drops_the_oldest_and_says_they_are_not_covered(
-        chain, wordllama: Embedder) -> None:  # type: ignore[no-untyped-def]
+        chain, wordllama: Embedder,  # type: ignore[no-untyped-def]
+        caplog: pytest.LogCaptureFixture) -> None:
     from memledger.devtools.chain import seeded_key
 
     key = seeded_key("tail-cap")
@@ -118,6 +119,10 @@ def test_a_full_tail_drops_the_oldest_and_says_they_are_not_covered(
     assert len(tail) == 5  # the oldest are dropped first
     assert tail.dropped_through > 0 and tail.covered_height(0) == 0
     assert tail.status().covered_height == 0  # memories in neither: recall is behind
+    _fillers(chain, key, 2, start=10)
+    assert tail.catch_up() == 2 and len(tail) == 5  # more dropped, the same gap
+    full = [r for r in caplog.records if "recall tail full" in r.getMessage()]
+    assert len(full) == 1  # said once per gap, not at every step
     watermark[0] = tail.dropped_through  # once the index passes them, covered again
     assert tail.covered_height(watermark[0]) == chain.height
     engine.dispose()
