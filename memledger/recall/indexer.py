@@ -106,10 +106,10 @@ class Indexer(Following):
                  ) -> None:
         self.engine = engine
         self.index = index
-        #: memories above the watermark, embedded by a static model as they commit, for
-        #: searches while the follower is behind (None: only the newest UNINDEXED_CAP)
         #: searches that asked the tail for picks (the follower was far behind)
         self.tail_searches = 0
+        #: memories above the watermark, embedded by a static model as they commit, for
+        #: searches while the follower is behind (None: only the newest UNINDEXED_CAP)
         self.tail = Tail(engine, tail_embedder, lambda: self.index.meta.indexed_height,
                          lambda: self.state != "building", poll_s) \
             if tail_embedder is not None else None
@@ -211,10 +211,16 @@ class Indexer(Following):
         with self._unindexed_lock:
             if len(listed) == wanted:
                 self._unindexed = (lo, height, listed)
-            # replaced, never changed in place: the follower may be reading the old one
-            kept = self._embedded if len(self._embedded) < 4 * UNINDEXED_CAP else {}
-            self._embedded = {**kept, **fresh}
+            self._remember(fresh)
         return listed
+
+    def _remember(self, fresh: dict[str, np.ndarray]) -> None:
+        """Keep vectors searches made, for later searches and the follower (call with
+        `_unindexed_lock` held). Replaced, never changed in place: the follower may be
+        reading the old one; emptied past 4 * UNINDEXED_CAP, which the follower has by
+        then taken or will embed itself."""
+        kept = self._embedded if len(self._embedded) < 4 * UNINDEXED_CAP else {}
+        self._embedded = {**kept, **fresh}
 
     def tail_picks(self, conn: sa.Connection, text: str, height: int, since: int,
                    keep: Callable[[list[str]], Collection[str]] | None
@@ -241,8 +247,7 @@ class Indexer(Following):
         fresh = self._embed_within([(m, str(texts[m])) for m in need if m in texts],
                                    TAIL_BUDGET_S)
         with self._unindexed_lock:
-            kept = self._embedded if len(self._embedded) < 4 * UNINDEXED_CAP else {}
-            self._embedded = {**kept, **fresh}
+            self._remember(fresh)
         have = {**embedded, **fresh}
         return [(m, have[m]) for m in chosen if m in have]
 

@@ -20,7 +20,7 @@ whole, never changed in place: a search reads a snapshot while the follower appe
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,7 +99,7 @@ def pruned(runs: tuple[Run, ...], watermark: int, cap: int) -> tuple[tuple[Run, 
     return tuple(kept), dropped_through
 
 
-def _above(runs: list[Run], watermark: int) -> int:
+def _above(runs: Sequence[Run], watermark: int) -> int:
     return sum(int(np.count_nonzero(r.heights > watermark)) for r in runs)
 
 
@@ -196,7 +196,7 @@ class Tail(Following):
         return nearest(runs, self.embedder.embed([text])[0], lo, hi, count)
 
     def __len__(self) -> int:
-        return _above(list(self.runs), self._watermark())
+        return _above(self.runs, self._watermark())
 
     def covered_height(self, watermark: int) -> int:
         """The last height whose memories are all in the index (at `watermark`) or the
@@ -208,7 +208,7 @@ class Tail(Following):
     def status(self) -> TailStatus:
         runs = self.runs
         watermark = self._watermark()
-        return TailStatus(embedder=self.embedder.name, memories=_above(list(runs), watermark),
+        return TailStatus(embedder=self.embedder.name, memories=_above(runs, watermark),
                           covered_height=self.covered_height(watermark),
                           memory_bytes=sum(r.vectors.nbytes + r.heights.nbytes for r in runs))
 
