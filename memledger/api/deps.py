@@ -89,6 +89,7 @@ class ApiState:
             self._aio = None
 
     def close(self) -> None:
+        self.reads.close()
         if self.recall is not None:
             self.recall.stop()
         if self.words is not None:
@@ -127,16 +128,16 @@ async def read(state: ApiState, func: Callable[..., T], *args: Any) -> T:
     Routes are async and do all their blocking work here, instead of paying a thread
     hop for every sync dependency, the endpoint and response validation separately.
     """
-    return await anyio.to_thread.run_sync(partial(_with_connection, state, func, *args),
-                                          limiter=state.reads.limiter)
+    return await state.reads.run(_with_connection, state, func, *args)
 
 
-async def rpc_call(func: Callable[..., T], *args: Any,
-                   limiter: anyio.CapacityLimiter | None = None) -> T:
-    """Run a blocking RPC call off the event loop (on the reads' threads when `limiter`
-    is theirs); unreachable cometbft becomes a 503."""
+async def rpc_call(func: Callable[..., T], *args: Any, reads: ReadGate | None = None) -> T:
+    """Run a blocking RPC call off the event loop (on the reads' threads when `reads` is
+    given, else on the shared worker threads); unreachable cometbft becomes a 503."""
     try:
-        return await anyio.to_thread.run_sync(partial(func, *args), limiter=limiter)
+        if reads is not None:
+            return await reads.run(func, *args)
+        return await anyio.to_thread.run_sync(partial(func, *args))
     except httpx.HTTPError as exc:
         raise Problem(503, "cometbft_unavailable",
                       f"cometbft RPC is not reachable: {type(exc).__name__}") from None

@@ -3,23 +3,30 @@ them, and reads beyond the bound are shed at once with 503 and Retry-After.
 
 Before, every read ran in the one shared worker-thread pool: with 300 concurrent hybrid
 searches, a write waited seconds for a thread and `/health` timed out, though the node
-was only busy. Now reads take a thread from their own limiter (`READ_THREADS`), which
-keeps the GIL free enough for the event loop that serves writes and probes; at most
-`slots + backlog` reads are in the process at once, and the next one is answered 503 in
-well under a millisecond instead of making every request's latency grow.
+was only busy. Now reads run on their own `slots` threads, which keeps the GIL free
+enough for the event loop that serves writes and probes; at most `slots + backlog` reads
+are in the process at once, and the next one is answered 503 in well under a
+millisecond instead of making every request's latency grow.
+
+The reads' threads run at background priority (memledger.priority): a write's CheckTx
+in the ABCI process and cometbft never wait for a core behind reads, and the index
+followers get the same share of a core as the searches (at a higher priority, searches
+starved the vector index's follower and then did its embedding themselves, 5 ms at a
+time: BENCHMARKS.md, "Reads at background priority").
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any, TypeVar
+from typing import TypeVar
 
-import anyio
-import anyio.to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memledger.api.problems import Problem
+from memledger.priority import run_in_background
 
 T = TypeVar("T")
 
@@ -37,14 +44,16 @@ def is_read(scope: Scope) -> bool:
 
 
 class ReadGate:
-    """Counts reads in the process; past `slots + backlog` the read is shed."""
+    """Counts reads in the process (past `slots + backlog` the read is shed) and runs
+    their blocking work on `slots` threads of their own, at background priority."""
 
     def __init__(self, slots: int, backlog: int,
                  on_shed: Callable[[], None] | None = None) -> None:
         self.on_shed = on_shed
         self.slots = max(1, slots)
         self.backlog = max(0, backlog)
-        self.limiter = anyio.CapacityLimiter(self.slots)
+        self._threads = ThreadPoolExecutor(self.slots, thread_name_prefix="memledger-read",
+                                           initializer=run_in_background)
         self.in_flight = 0
         self.shed = 0
 
@@ -60,9 +69,16 @@ class ReadGate:
     def release(self) -> None:
         self.in_flight -= 1
 
-    async def run(self, func: Any, *args: Any) -> Any:
-        """Run blocking read work on the reads' own threads."""
-        return await anyio.to_thread.run_sync(partial(func, *args), limiter=self.limiter)
+    async def run(self, func: Callable[..., T], *args: object) -> T:
+        """Run blocking read work on the reads' own threads. A read whose request is
+        cancelled (a timeout) finishes on its thread all the same; the threads bound
+        how many run at once."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._threads, partial(func, *args))
+
+    def close(self) -> None:
+        """Let the threads go once the reads under way finish; queued ones are dropped."""
+        self._threads.shutdown(wait=False, cancel_futures=True)
 
 
 def shed_problem(gate: ReadGate) -> Problem:

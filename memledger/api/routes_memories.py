@@ -221,7 +221,7 @@ async def _the_memory(memory_id: str, state: ApiState, prove: bool,
     if prove:
         found["proof"] = await rpc_call(proving.memory_proof, state.rpc, memory_id,
                                         state.settings.home, fresh,
-                                        limiter=state.reads.limiter)
+                                        reads=state.reads)
     return found
 
 

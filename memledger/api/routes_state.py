@@ -79,7 +79,7 @@ async def get_account(public_key: Annotated[str, Path(pattern=HEX_KEY)],
     if prove:
         found["proof"] = await rpc_call(proving.record_proof, state.rpc, "/account",
                                         key.encode(), state.settings.home,
-                       limiter=state.reads.limiter)
+                       reads=state.reads)
     return found
 
 
@@ -136,7 +136,7 @@ async def record_document(state: ApiState, kind: str, label: str, ident: str,
     if prove:
         doc["proof"] = await rpc_call(proving.record_proof, state.rpc, f"/{kind}",
                                       ident.encode(), state.settings.home,
-                       limiter=state.reads.limiter)
+                       reads=state.reads)
     return doc
 
 
@@ -147,7 +147,7 @@ async def get_light_block(state: State, height: Annotated[int | None, Query(
     """Passed through from cometbft (`/commit`, `/validators`) without verification: a
     client checks the signatures itself, so it need not trust this node."""
     return await rpc_call(proving.light_block, state.rpc, height,
-                       limiter=state.reads.limiter)
+                       reads=state.reads)
 
 
 #: `fresh=false` proves at the newest settled height (its next header exists, so a client
@@ -186,8 +186,8 @@ async def _proven(state: ApiState, kind: str, ident: str, fresh: bool) -> dict[s
     path, data = proving.KINDS[kind], ident.encode()
     if fresh:
         record = await rpc_call(proving.proven_record, state.rpc, path, data,
-                                limiter=state.reads.limiter)
+                                reads=state.reads)
     else:
         record = await rpc_call(proving.record_proof, state.rpc, path, data,
-                                state.settings.home, False, limiter=state.reads.limiter)
+                                state.settings.home, False, reads=state.reads)
     return {"kind": kind, "id": ident, "record": record}

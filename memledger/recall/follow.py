@@ -3,15 +3,14 @@ thread that keeps an index at the projection's height."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import sqlalchemy as sa
 
+from memledger.priority import run_in_background
 from memledger.projection.schema import memories, receipts
 
 log = logging.getLogger("memledger.recall")
@@ -60,19 +59,6 @@ def new_memories(conn: sa.Connection, lo: int, hi: int, chunk: int = CHUNK
         after = (int(last.submitted_height), str(last.id))
 
 
-#: Nice value of follower threads (and the threads they start). On a small machine the
-#: REST process's index work competes with the ABCI process's Commit for the same cores;
-#: indexes may lag a little, Commit may not.
-FOLLOWER_NICE = 10
-
-
-def _yield_to_consensus() -> None:
-    """Lower this thread's CPU priority (Linux nice values are per thread, and threads it
-    starts, e.g. tantivy's writer threads, inherit it). Best effort elsewhere."""
-    with contextlib.suppress(AttributeError, OSError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), FOLLOWER_NICE)
-
-
 class FollowerThread:
     """Calls `step` in a daemon thread until stopped: again at once while it reports more
     to do, else after `poll_s`. A failed step is logged and retried later: a follower that
@@ -83,6 +69,7 @@ class FollowerThread:
         self._poll_s = poll_s
         self._stop = threading.Event()
         self._paused = threading.Event()
+        self._woken = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> FollowerThread:
@@ -90,12 +77,13 @@ class FollowerThread:
         return self
 
     def _run(self) -> None:
-        _yield_to_consensus()
+        run_in_background()  # inherited by the threads it starts (tantivy's writer)
         while not self._stop.is_set():
             if self._paused.is_set():
                 self._stop.wait(self._poll_s)
                 continue
             caught_up = True
+            self._woken.clear()  # a wake during the step is kept: the wait below returns
             try:
                 caught_up = self._step()
             except sa.exc.OperationalError as exc:
@@ -103,7 +91,12 @@ class FollowerThread:
             except Exception:  # noqa: BLE001 - the follower must keep following
                 log.exception("%s step failed", self._thread.name)
             if caught_up:
-                self._stop.wait(self._poll_s)
+                self._woken.wait(self._poll_s)
+
+    def wake(self) -> None:
+        """Take the next step now instead of at the next poll (a search saw memories the
+        index lacks)."""
+        self._woken.set()
 
     def pause(self) -> None:
         """Take no further step until `resume` (a step under way finishes). For
@@ -115,6 +108,7 @@ class FollowerThread:
 
     def stop(self, timeout_s: float = 30.0) -> None:
         self._stop.set()
+        self._woken.set()
         if self._thread.is_alive():
             self._thread.join(timeout=timeout_s)
 

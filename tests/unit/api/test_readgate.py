@@ -67,3 +67,31 @@ def test_what_counts_as_a_read() -> None:
     for method, path in (("POST", "/v1/memories"), ("GET", "/v1/txs/ab"), ("GET", "/health"),
                          ("GET", "/ready"), ("GET", "/v1/status"), ("GET", "/metrics")):
         assert not is_read(scope(method, path))  # type: ignore[arg-type]
+
+
+def test_reads_run_on_their_own_threads_at_background_priority() -> None:
+    """A read's blocking work yields the CPU to writes, Commit and cometbft, at most
+    `slots` at once; the event loop's own priority is left alone."""
+    import os
+    import threading
+
+    from memledger.priority import BACKGROUND_NICE
+
+    def where() -> tuple[str, int]:
+        time.sleep(0.05)
+        return (threading.current_thread().name,
+                os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    async def go() -> list[tuple[str, int]]:
+        gate = ReadGate(slots=2, backlog=0)
+        try:
+            return list(await asyncio.gather(*(gate.run(where) for _ in range(4))))
+        finally:
+            gate.close()
+
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    seen = asyncio.run(go())
+    assert all(name.startswith("memledger-read") for name, _ in seen)
+    assert len({name for name, _ in seen}) == 2
+    assert all(nice >= BACKGROUND_NICE for _, nice in seen)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine

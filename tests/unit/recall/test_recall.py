@@ -362,7 +362,8 @@ def test_followers_yield_the_cpu_to_consensus() -> None:
     import os
     import threading
 
-    from memledger.recall.follow import FOLLOWER_NICE, FollowerThread
+    from memledger.priority import BACKGROUND_NICE
+    from memledger.recall.follow import FollowerThread
 
     mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     seen: dict[str, int] = {}
@@ -382,7 +383,7 @@ def test_followers_yield_the_cpu_to_consensus() -> None:
         assert done.wait(10)
     finally:
         follower.stop()
-    assert seen["follower"] >= FOLLOWER_NICE and seen["child"] >= FOLLOWER_NICE
+    assert seen["follower"] >= BACKGROUND_NICE and seen["child"] >= BACKGROUND_NICE
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine  # caller's own
 
 
