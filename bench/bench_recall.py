@@ -33,6 +33,7 @@ languages, gibberish): what docs/RECALL.md says the scores mean.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
 import shutil
@@ -41,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -266,6 +268,48 @@ def _write_blocks(url: str, next_id: int, height: int, per_s: int, stop: Any,
     proj.close()
 
 
+class _Watermarks:
+    """When each block became searchable by meaning: the vector index's watermark,
+    sampled every 5 ms (wall clock, as the writer's flushes are stamped)."""
+
+    def __init__(self, indexer: Any) -> None:
+        import threading
+
+        self._indexer = indexer
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        last = -1
+        while not self._stop.wait(0.005):
+            mark = self._indexer.index.meta.indexed_height
+            if mark != last:
+                self.samples.append((time.time(), mark))
+                last = mark
+
+    def __enter__(self) -> _Watermarks:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def delays_ms(self, flushes: list[tuple[float, float]], first_height: int
+                  ) -> list[float]:
+        """Per flushed block: from the end of its flush to the first sample whose
+        watermark reached it (blocks never reached are left out)."""
+        out = []
+        for i, (wall, seconds) in enumerate(flushes):
+            done = wall + seconds
+            reached = next((t for t, mark in self.samples if mark >= first_height + i + 1),
+                           None)
+            if reached is not None:
+                out.append(max(0.0, reached - done) * 1000)
+        return out
+
+
 #: Commit's cost with and without the index followers: rounds of two phases (followers
 #: paused, then following), seconds per phase, and the start of each following phase
 #: left out (the followers catch up on the paused phase's blocks there, a burst a node
@@ -341,7 +385,9 @@ def _cached_index(cache: Path | None, size: int) -> Path | None:
 def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
           db_url: str | None = None, compare_queries: int = 30,
           index_cache: Path | None = None, rerank: bool = False,
-          token_states: bool = True, tail: bool = True) -> dict[str, Any]:
+          token_states: bool = True, tail: bool = True,
+          modes: tuple[str, ...] | None = None, commit: bool = True,
+          background: bool = True) -> dict[str, Any]:
     """Latency of the modes at `size` synthetic memories (bench_read's Zipf generator,
     flushed into a SQLite projection, or `db_url`), plus index build rate, RAM and disk.
 
@@ -353,6 +399,10 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
     the same memories; embedding 1M texts with a transformer takes over an hour).
     `rerank`: also hybrid with `rerank=true`, from the token rows the build stored.
     `token_states` False: the follower stores no token rows (`recall_token_states` off).
+    `modes`: time only these legs (labels as in the report; all by default); `commit`
+    False: leave out the Commit-cost rounds (~200 s), for quick A/B runs of the searches.
+    `background`: the searches run on a thread at background priority, as a node's reads
+    do (False: at the normal priority, above the index followers').
     """
     import random
 
@@ -360,6 +410,7 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
     from memledger.api import ranked
     from memledger.api.db import readonly_engine
     from memledger.api.queries import MemoryFilter
+    from memledger.priority import run_in_background
     from memledger.projection.writer import Projection
     from memledger.recall.embedder import make_embedder
     from memledger.recall.index import VectorIndex
@@ -442,13 +493,16 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
             legs += [("semantic", words, "semantic"), ("hybrid", words, "hybrid")]
             if rerank:
                 legs.append(("hybrid", words, "hybrid+rerank"))
-        if write_rate:  # Commit's cost with the followers paused and following
+        if modes is not None:
+            legs = [leg for leg in legs if leg[2].split(" ")[0] in modes]
+        if write_rate and commit:  # Commit's cost with the followers paused and following
             writer = _Writes(url, next_id, next_height, write_rate)
             followers: list[Any] = [words] if indexer is None else [words, indexer]
             out["commit_flush_ms"] = commit_cost(writer, followers)
             next_id, next_height = writer.next_id, writer.next_height
-        with _Writes(url, next_id, next_height, write_rate) as writes, \
-                engine.connect() as conn:
+        def time_legs(conn: Any) -> None:
+            if background:  # as a node's reads run (memledger.api.readgate)
+                run_in_background()
             for mode, words_index, label in legs:
                 for kind, make in kinds.items():
                     # the projection-FTS comparison is slow at scale: fewer queries
@@ -467,6 +521,22 @@ def scale(size: int, queries: int, embedder_spec: str, write_rate: int = 0,
                         "n": count, "first_query": round(first, 2),
                         "p50": round(percentile(lat, 50), 2),
                         "p99": round(percentile(lat, 99), 2)}
+
+        out["searches_at"] = "background priority" if background else "normal priority"
+        first_height = next_height
+        with _Writes(url, next_id, next_height, write_rate) as writes, \
+                engine.connect() as conn, ThreadPoolExecutor(1) as searcher, \
+                _Watermarks(indexer) if indexer is not None else contextlib.nullcontext() \
+                as marks:
+            searcher.submit(time_legs, conn).result()
+        if marks is not None and writes.flushes:
+            delays = sorted(marks.delays_ms(writes.flushes, first_height))
+            # from a block's flush until its memories are in the vector index: how long
+            # a new memory waits to be found by meaning, when no search embedded it
+            out["to_meaning_ms"] = {
+                "blocks": len(writes.flushes), "reached": len(delays),
+                **({"p50": round(percentile(delays, 50)), "p99": round(percentile(delays, 99)),
+                    "max": round(delays[-1])} if delays else {})}
         out["written_during_queries"] = writes.written
         if indexer is not None and indexer.tail is not None:  # held at the end
             st = indexer.status()
@@ -508,6 +578,14 @@ def main() -> None:
     parser.add_argument("--no-unindexed", action="store_true",
                         help="with --scale: searches leave out the memories above the vector "
                              "index's watermark (read-your-writes off), for an A/B of its cost")
+    parser.add_argument("--modes", nargs="+", default=None,
+                        choices=["text", "semantic", "hybrid", "hybrid+rerank"],
+                        help="with --scale: time only these modes")
+    parser.add_argument("--no-commit-cost", action="store_true",
+                        help="with --scale and --write-rate: skip the Commit-cost rounds")
+    parser.add_argument("--foreground-searches", action="store_true",
+                        help="with --scale: searches at the normal priority, above the "
+                             "index followers' (before reads ran at background priority)")
     parser.add_argument("--postgres", action="store_true",
                         help="with --scale: a private PostgreSQL server instead of SQLite")
     args = parser.parse_args()
@@ -526,7 +604,10 @@ def main() -> None:
                            None if server is None else server.url,
                            index_cache=args.index_cache, rerank=args.rerank,
                            token_states=not args.no_token_states,
-                           tail=not args.no_tail)
+                           tail=not args.no_tail,
+                           modes=None if args.modes is None else tuple(args.modes),
+                           commit=not args.no_commit_cost,
+                           background=not args.foreground_searches)
         finally:
             if server is not None:
                 server.stop()

@@ -53,10 +53,14 @@ SAVE_EVERY_ADDS = 50_000
 #: reaches it (a writer that recalls what it just wrote). Further behind than that, the
 #: older ones wait for the follower; /v1/status shows the lag.
 UNINDEXED_CAP = 128
-#: The embedding time one search may spend on them, newest first: a static model embeds
-#: all 128 in ~2 ms; a transformer one or two, and the next searches go on where it
-#: stopped (the follower, meanwhile, takes what they embedded). It bounds what the
-#: feature adds to a search's latency while the follower is behind.
+#: The embedding time one search may spend on them. A search embeds the ones no search
+#: embedded yet only when all of them fit within it, at the time per memory measured
+#: here: a static model embeds 128 in ~2 ms; a transformer one or two (a quiet node, a
+#: writer that recalls what it wrote). When they do not fit, the search embeds none: it
+#: ranks those already embedded and wakes the follower, which embeds the rest (~170 ms
+#: for a block of 100). Searches that each embedded a few within this budget put the
+#: embedding into the p99 of searches under steady writes (PostgreSQL at 1M: 19-30 ms
+#: against 12-16 without; BENCHMARKS.md, "Read-your-writes that never waits").
 UNINDEXED_BUDGET_S = 0.005
 #: Further behind than TAIL_AFTER memories, the tail (memledger.recall.tail) picks the
 #: memories a search looks at: its TAIL_POOL nearest by the static model, the first
@@ -132,6 +136,10 @@ class Indexer(Following):
         self._unindexed_lock = threading.Lock()
         self._unindexed: tuple[int, int, list[tuple[str, np.ndarray]]] | None = None
         self._embedded: dict[str, np.ndarray] = {}
+        #: seconds to embed one memory, as last measured (the follower's batches and the
+        #: searches' own embedding; None until the first): what decides whether the
+        #: memories above the watermark fit within a search's budget
+        self.seconds_per_memory: float | None = None
 
     @property
     def embedder(self) -> Embedder:
@@ -152,10 +160,14 @@ class Indexer(Following):
             for rows, mark in new_memories(conn, lo, hi):
                 # a (re)build may use every core; following stays on one
                 # private memories (v10+) hold ciphertext: never embedded
-                self.index.add([(r.id, r.content) for r in rows if not is_sealed(r.content)],
-                               mark,
-                               threads=0 if self.state == "building" else 1,
-                               known=self._embedded)  # replaced whole, never changed
+                known = self._embedded  # replaced whole, never changed
+                items = [(r.id, r.content) for r in rows if not is_sealed(r.content)]
+                started = time.monotonic()
+                self.index.add(items, mark, threads=0 if self.state == "building" else 1,
+                               known=known)
+                if self.state != "building":  # a build's cost per memory is not a search's
+                    self._measured(time.monotonic() - started,
+                                   sum(1 for m, _ in items if m not in known))
                 added += len(rows)
                 self._unsaved += len(rows)
                 if limit_rows is not None and added >= limit_rows:
@@ -188,10 +200,11 @@ class Indexer(Following):
         search read before it searched the index; the follower may have moved it since,
         and the memories it took meanwhile are in neither the hits nor above the new one.
 
-        Embedded here, at the searching thread's priority and within UNINDEXED_BUDGET_S,
-        newest first, each once: a complete list is shared by the searches at the same
-        (watermark, height), a later list reuses the vectors it already has, and the
-        follower takes them instead of embedding again."""
+        Embedded here only when every one no search embedded yet fits within
+        UNINDEXED_BUDGET_S; otherwise the list holds those already embedded, and the
+        follower is woken to embed the rest. A complete list is shared by the searches at
+        the same (watermark, height), a later list reuses the vectors it already has, and
+        the follower takes them instead of embedding again."""
         lo = self.index.meta.indexed_height if since is None else since
         if self.state == "building" or height <= lo or UNINDEXED_CAP <= 0:
             return []
@@ -203,8 +216,13 @@ class Indexer(Following):
             sa.select(memories.c.id, memories.c.content).where(submitted_between(lo, height))
             .order_by(memories.c.submitted_height.desc(), memories.c.id.desc())
             .limit(UNINDEXED_CAP)).all()
-        fresh = self._embed_within([(r.id, r.content) for r in rows
-                                    if r.id not in embedded and not is_sealed(r.content)])
+        need = [(str(r.id), str(r.content)) for r in rows
+                if r.id not in embedded and not is_sealed(r.content)]
+        fresh: dict[str, np.ndarray] = {}
+        if need and self._fits(len(need)):
+            fresh = self._embed_within(need, budget_s=None)
+        elif need:
+            self.wake()
         have = {**embedded, **fresh}
         listed = [(str(r.id), have[r.id]) for r in rows if r.id in have]
         wanted = sum(1 for r in rows if not is_sealed(r.content))
@@ -213,6 +231,26 @@ class Indexer(Following):
                 self._unindexed = (lo, height, listed)
             self._remember(fresh)
         return listed
+
+    def _fits(self, count: int) -> bool:
+        """Whether embedding `count` memories fits within UNINDEXED_BUDGET_S at the time
+        per memory measured so far (before any measure: one)."""
+        per = self.seconds_per_memory
+        return count <= 1 if per is None else count * per <= UNINDEXED_BUDGET_S
+
+    def _measured(self, seconds: float, count: int) -> None:
+        """Fold one measure of embedding `count` memories into `seconds_per_memory` (a
+        moving average: a busy moment does not decide for good)."""
+        if count <= 0:
+            return
+        per = seconds / count
+        old = self.seconds_per_memory
+        self.seconds_per_memory = per if old is None else 0.7 * old + 0.3 * per
+
+    def wake(self) -> None:
+        """Have the follower look for new memories now rather than at its next poll."""
+        if self._follower is not None:
+            self._follower.wake()
 
     def _remember(self, fresh: dict[str, np.ndarray]) -> None:
         """Keep vectors searches made, for later searches and the follower (call with
@@ -244,31 +282,31 @@ class Indexer(Following):
         texts = dict(conn.execute(sa.select(memories.c.id, memories.c.content)
                                   .where(memories.c.id.in_(need))).tuples().all()) \
             if need else {}
-        fresh = self._embed_within([(m, str(texts[m])) for m in need if m in texts],
-                                   TAIL_BUDGET_S)
+        fresh = self._embed_within([(m, str(texts[m])) for m in need if m in texts])
         with self._unindexed_lock:
             self._remember(fresh)
         have = {**embedded, **fresh}
         return [(m, have[m]) for m in chosen if m in have]
 
     def _embed_within(self, items: list[tuple[str, str]],
-                      budget_s: float | None = None) -> dict[str, np.ndarray]:
+                      budget_s: float | None = TAIL_BUDGET_S) -> dict[str, np.ndarray]:
         """Vectors for a prefix of `items`: one text, then twice as many each round while
-        the next round, at the time per text so far, still ends within `budget_s`
-        (default UNINDEXED_BUDGET_S)
-        (a round that merely starts within it overshot it several times over: at 1M under
-        writes on PostgreSQL that took the p99 from 6-10 ms to 23-27 ms)."""
-        budget_s = UNINDEXED_BUDGET_S if budget_s is None else budget_s
+        the next round, at the time per text so far, still ends within `budget_s` (a
+        round that merely starts within it overshot it several times over: at 1M under
+        writes on PostgreSQL that took the p99 from 6-10 ms to 23-27 ms). None: all of
+        them, in one round."""
         out: dict[str, np.ndarray] = {}
-        started, size, at = time.monotonic(), 1, 0
+        started, size, at = time.monotonic(), len(items) if budget_s is None else 1, 0
         while at < len(items):
             spent = time.monotonic() - started
-            if at and spent + spent / at * min(size, len(items) - at) > budget_s:
+            if at and budget_s is not None and \
+                    spent + spent / at * min(size, len(items) - at) > budget_s:
                 break
             part = items[at:at + size]
             out.update(zip([m for m, _ in part], self.embedder.embed([t for _, t in part]),
                            strict=True))
             at, size = at + len(part), size * 2
+        self._measured(time.monotonic() - started, at)
         return out
 
     def maybe_save(self, force: bool = False) -> bool:
