@@ -5,7 +5,8 @@ may not wait) and with cometbft. Work that may lag a little runs at a lower prio
 the index followers and the reads. Writes, health and readiness run on the event loop
 and the shared worker threads at the normal priority, so that they never queue for a
 core behind reads, and an index follower gets the same share of a core as the searches
-that would otherwise do its work for it (docs/ARCHITECTURE.md, "Threads")."""
+that would otherwise do its work for it (docs/ARCHITECTURE.md, "Threads and their
+priority")."""
 
 from __future__ import annotations
 
