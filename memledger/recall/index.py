@@ -217,13 +217,19 @@ class VectorIndex:
 
     # ---------------------------------------------------------------- writes
     def add(self, items: Sequence[tuple[str, str]], height: int, threads: int = 1,
-            known: Mapping[str, np.ndarray] | None = None) -> int:
+            known: Mapping[str, np.ndarray] | None = None,
+            timed: Callable[[float, int], None] | None = None) -> int:
         """Embed and add (memory id, text) pairs, then advance the watermark to `height`.
         A memory already present is replaced (content never changes, so this is rare).
         `known`: vectors already embedded for some of the ids (by a search), used as is.
-        The token states of the memories embedded here go to `keep_states` when set."""
+        The token states of the memories embedded here go to `keep_states` when set.
+        `timed(seconds, count)`: told how long embedding the `count` new ones took."""
         if items:
+            started = time.monotonic()
             vectors = self._vectors(items, threads, known or {}, self.keep_states)
+            if timed is not None:
+                timed(time.monotonic() - started,
+                      sum(1 for mid, _ in items if known is None or mid not in known))
             keys = np.array([memory_key(mid) for mid, _ in items], dtype=np.uint64)
             assert self._keys is not None
             with self._keys_lock:

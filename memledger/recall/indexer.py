@@ -160,14 +160,12 @@ class Indexer(Following):
             for rows, mark in new_memories(conn, lo, hi):
                 # a (re)build may use every core; following stays on one
                 # private memories (v10+) hold ciphertext: never embedded
-                known = self._embedded  # replaced whole, never changed
-                items = [(r.id, r.content) for r in rows if not is_sealed(r.content)]
-                started = time.monotonic()
-                self.index.add(items, mark, threads=0 if self.state == "building" else 1,
-                               known=known)
-                if self.state != "building":  # a build's cost per memory is not a search's
-                    self._measured(time.monotonic() - started,
-                                   sum(1 for m, _ in items if m not in known))
+                # a build's cost per memory (every core) is not a search's
+                self.index.add([(r.id, r.content) for r in rows if not is_sealed(r.content)],
+                               mark,
+                               threads=0 if self.state == "building" else 1,
+                               known=self._embedded,  # replaced whole, never changed
+                               timed=None if self.state == "building" else self._measured)
                 added += len(rows)
                 self._unsaved += len(rows)
                 if limit_rows is not None and added >= limit_rows:
