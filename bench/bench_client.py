@@ -290,6 +290,13 @@ def verified(runner: NodeRunner, reads: int, trust_dir: Path) -> dict[str, Any]:
     return out
 
 
+def _retry_after(body: bytes) -> float:
+    try:
+        return float(json.loads(body)["retry_after_s"])
+    except (ValueError, KeyError, TypeError):
+        return float(SHED_RETRY_AFTER_S)
+
+
 async def _readers(api_url: str, readers: int, seconds: float) -> list[tuple[int, float]]:
     """C readers, each on its own kept-alive connection, ranked hybrid searches."""
     stop = time.perf_counter() + seconds
@@ -302,12 +309,12 @@ async def _readers(api_url: str, readers: int, seconds: float) -> list[tuple[int
         while time.perf_counter() < stop:
             t0 = time.perf_counter()
             try:
-                code, _ = await pool.get(target)
+                code, body = await pool.get(target)
             except httpx.HTTPError:
-                code = 0
+                code, body = 0, b""
             reads.append((code, time.perf_counter() - t0))
-            if code == 503:  # as the SDK does: wait what Retry-After says
-                await asyncio.sleep(SHED_RETRY_AFTER_S)
+            if code == 503:  # as the SDK does: wait what Retry-After says (also in the body)
+                await asyncio.sleep(_retry_after(body))
         await pool.aclose()
 
     await asyncio.gather(*(reader(i) for i in range(readers)))

@@ -6,7 +6,8 @@ searches, a write waited seconds for a thread and `/health` timed out, though th
 was only busy. Now reads run on their own `slots` threads, which keeps the GIL free
 enough for the event loop that serves writes and probes; at most `slots + backlog` reads
 are in the process at once, and the next one is answered 503 in well under a
-millisecond instead of making every request's latency grow.
+millisecond instead of making every request's latency grow, with a Retry-After that
+grows with the overload (`ReadGate.retry_after_s`).
 
 The reads' threads run at background priority (memledger.priority): a write's CheckTx
 in the ABCI process and cometbft never wait for a core behind reads, and the index
@@ -18,6 +19,7 @@ time: BENCHMARKS.md, "Reads at background priority").
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -30,8 +32,9 @@ from memledger.priority import run_in_background
 
 T = TypeVar("T")
 
-#: seconds a shed read is told to wait (the SDK honours Retry-After)
+#: seconds a shed read is told to wait at least and at most (the SDK honours Retry-After)
 SHED_RETRY_AFTER_S = 1
+SHED_RETRY_AFTER_MAX_S = 8
 #: paths under /v1 that are not reads to shed: writes and a tx's outcome, the node status
 NOT_READS = ("/v1/txs", "/v1/status")
 
@@ -56,10 +59,15 @@ class ReadGate:
                                            initializer=run_in_background)
         self.in_flight = 0
         self.shed = 0
+        self.served = 0
+        #: (second, reads served, reads shed) of the last whole second and of this one
+        self._last: tuple[int, int, int] = (-1, 0, 0)
+        self._this: tuple[int, int, int] = (-1, 0, 0)
 
     def admit(self) -> bool:
         if self.in_flight >= self.slots + self.backlog:
             self.shed += 1
+            self._count(0, 1)
             if self.on_shed is not None:
                 self.on_shed()
             return False
@@ -68,6 +76,27 @@ class ReadGate:
 
     def release(self) -> None:
         self.in_flight -= 1
+        self.served += 1
+        self._count(1, 0)
+
+    def _count(self, served: int, shed: int, now: float | None = None) -> None:
+        second = int(time.monotonic() if now is None else now)
+        if second != self._this[0]:
+            self._last = self._this if second == self._this[0] + 1 else (second - 1, 0, 0)
+            self._this = (second, 0, 0)
+        _, was_served, was_shed = self._this
+        self._this = (second, was_served + served, was_shed + shed)
+
+    def retry_after_s(self, now: float | None = None) -> int:
+        """How long a shed read is told to wait: long enough that, if every client shed
+        in the last second waits that long, the reads that come back match what the node
+        served in it (demand ÷ capacity, rounded up, within 1-8 s). A flat second had
+        300 readers come back every second to be shed again, and answering those 503s
+        took the event loop from the writes and probes it serves."""
+        self._count(0, 0, now)
+        _, served, shed = self._last
+        wanted = -(-(served + shed) // max(served, 1))
+        return max(SHED_RETRY_AFTER_S, min(SHED_RETRY_AFTER_MAX_S, wanted))
 
     async def run(self, func: Callable[..., T], *args: object) -> T:
         """Run blocking read work on the reads' own threads. A read whose request is
@@ -82,10 +111,11 @@ class ReadGate:
 
 
 def shed_problem(gate: ReadGate) -> Problem:
+    wait = gate.retry_after_s()
     problem = Problem(503, "overloaded", f"this node is serving {gate.in_flight} reads, its "
-                      f"read capacity; retry in {SHED_RETRY_AFTER_S} s (writes and /health "
-                      "are not affected)", retry_after_s=SHED_RETRY_AFTER_S)
-    problem.headers["Retry-After"] = str(SHED_RETRY_AFTER_S)
+                      f"read capacity; retry in {wait} s (writes and /health are not "
+                      "affected)", retry_after_s=wait)
+    problem.headers["Retry-After"] = str(wait)
     return problem
 
 

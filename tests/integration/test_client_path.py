@@ -132,7 +132,8 @@ def test_reads_past_capacity_are_shed_and_health_and_writes_are_not(node: NodeRu
     shed = [s for s in seen if s[0] == 503]
     assert shed, "16 readers against one read slot: some must be shed"
     assert all(code in (200, 503) for code, _, _ in seen)
-    assert all(retry == "1" for _, _, retry in shed)
+    # readers that do not wait are shed again at once: the wait told grows, within 1-8 s
+    assert all(retry.isdigit() and 1 <= int(retry) <= 8 for _, _, retry in shed)
     # how fast a read is shed is measured in bench/bench_client.py, not asserted here: a
     # busy machine delays any answer
 

@@ -95,3 +95,22 @@ def test_reads_run_on_their_own_threads_at_background_priority() -> None:
     assert len({name for name, _ in seen}) == 2
     assert all(nice >= BACKGROUND_NICE for _, nice in seen)
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine
+
+
+def test_a_shed_read_is_told_to_wait_as_long_as_the_overload_needs() -> None:
+    """Retry-After grows with demand over what the node served in the last whole second
+    (1 s when nothing was shed, at most 8 s), so shed clients come back about as fast as
+    reads are served instead of all at once every second."""
+    gate = ReadGate(slots=1, backlog=0)
+    assert gate.retry_after_s(now=100.0) == 1  # nothing measured yet
+    for _ in range(100):  # second 100: 100 served, 250 shed (demand 3.5x what it served)
+        gate._count(1, 0, now=100.2)
+    for _ in range(250):
+        gate._count(0, 1, now=100.7)
+    assert gate.retry_after_s(now=100.9) == 1  # the second is not over
+    assert gate.retry_after_s(now=101.1) == 4
+    assert gate.retry_after_s(now=102.5) == 1  # a quiet second after it
+    for _ in range(5000):
+        gate._count(0, 1, now=103.0)
+    assert gate.retry_after_s(now=104.0) == 8  # shed everything, served nothing: capped
+    gate.close()
