@@ -16,6 +16,19 @@ from memledger.sdk.rpc import laddr_to_url
 MAX_BODY_BYTES = 2 * 1024 * 1024  # a 1 MiB tx is ~1.4 MiB as base64 JSON
 
 
+def default_read_slots() -> int:
+    """One read thread per two cores this process may run on, at least one. Reads hold the
+    GIL for most of their work, so each extra thread mostly takes it from the event loop
+    that serves writes and probes: on two cores one slot served more reads under 300
+    readers than four did, and writes waited less (BENCHMARKS.md §15, "Isolation against
+    the read gate's size")."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 2
+    return max(1, cores // 2)
+
+
 @dataclass(frozen=True)
 class ApiSettings:
     """Read-side wiring of one REST process.
@@ -37,7 +50,8 @@ class ApiSettings:
     rate_limit_per_s: float = 200.0  # per client address; 0 disables
     rate_limit_burst: int = 400
     request_timeout_s: float = 60.0
-    read_slots: int = 4  # reads served at once (their own threads); see api/readgate.py
+    # reads served at once (their own threads; api/readgate.py): one per two cores
+    read_slots: int = field(default_factory=default_read_slots)
     read_backlog: int = 16  # reads waiting for a slot; beyond, 503 + Retry-After
     embedder: str = ""  # memledger.recall.embedder spec; "" or "none": text search only
     index_dir: Path | None = None  # where the vector index lives (needed with an embedder)
@@ -68,7 +82,7 @@ class ApiSettings:
                                .split(",") if o.strip()),
             rate_limit_per_s=float(config.extra.get("api_rate_limit_per_s", "200")),
             rate_limit_burst=int(config.extra.get("api_rate_limit_burst", "400")),
-            read_slots=int(config.extra.get("api_read_slots", "4")),
+            read_slots=int(config.extra.get("api_read_slots", default_read_slots())),
             read_backlog=int(config.extra.get("api_read_backlog", "16")),
             embedder=config.embedder,
             index_dir=node_home.recall_dir,
