@@ -59,7 +59,6 @@ class ReadGate:
                                            initializer=run_in_background)
         self.in_flight = 0
         self.shed = 0
-        self.served = 0
         #: (second, reads served, reads shed) of the last whole second and of this one
         self._last: tuple[int, int, int] = (-1, 0, 0)
         self._this: tuple[int, int, int] = (-1, 0, 0)
@@ -76,7 +75,6 @@ class ReadGate:
 
     def release(self) -> None:
         self.in_flight -= 1
-        self.served += 1
         self._count(1, 0)
 
     def _count(self, served: int, shed: int, now: float | None = None) -> None:

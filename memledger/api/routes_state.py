@@ -79,7 +79,7 @@ async def get_account(public_key: Annotated[str, Path(pattern=HEX_KEY)],
     if prove:
         found["proof"] = await rpc_call(proving.record_proof, state.rpc, "/account",
                                         key.encode(), state.settings.home,
-                       reads=state.reads)
+                                        reads=state.reads)
     return found
 
 
@@ -136,7 +136,7 @@ async def record_document(state: ApiState, kind: str, label: str, ident: str,
     if prove:
         doc["proof"] = await rpc_call(proving.record_proof, state.rpc, f"/{kind}",
                                       ident.encode(), state.settings.home,
-                       reads=state.reads)
+                                      reads=state.reads)
     return doc
 
 
@@ -146,8 +146,7 @@ async def get_light_block(state: State, height: Annotated[int | None, Query(
         ge=1, description="block height; the latest when absent")] = None) -> dict[str, Any]:
     """Passed through from cometbft (`/commit`, `/validators`) without verification: a
     client checks the signatures itself, so it need not trust this node."""
-    return await rpc_call(proving.light_block, state.rpc, height,
-                       reads=state.reads)
+    return await rpc_call(proving.light_block, state.rpc, height, reads=state.reads)
 
 
 #: `fresh=false` proves at the newest settled height (its next header exists, so a client

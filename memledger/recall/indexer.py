@@ -59,8 +59,9 @@ UNINDEXED_CAP = 128
 #: writer that recalls what it wrote). When they do not fit, the search embeds none: it
 #: ranks those already embedded and wakes the follower, which embeds the rest (~170 ms
 #: for a block of 100). Searches that each embedded a few within this budget put the
-#: embedding into the p99 of searches under steady writes (PostgreSQL at 1M: 19-30 ms
-#: against 12-16 without; BENCHMARKS.md, "Read-your-writes that never waits").
+#: follower's work into the p99 of searches under steady writes (hybrid at 1M on
+#: PostgreSQL: 19-30 ms that way, 8-13 ms this way; BENCHMARKS.md §9, "Reads at
+#: background priority, and read-your-writes that never waits").
 UNINDEXED_BUDGET_S = 0.005
 #: Further behind than TAIL_AFTER memories, the tail (memledger.recall.tail) picks the
 #: memories a search looks at: its TAIL_POOL nearest by the static model, the first
@@ -158,14 +159,14 @@ class Indexer(Following):
                 self._start_over(hi, lo)
                 lo = 0
             for rows, mark in new_memories(conn, lo, hi):
-                # a (re)build may use every core; following stays on one
-                # private memories (v10+) hold ciphertext: never embedded
-                # a build's cost per memory (every core) is not a search's
+                # a (re)build may use every core; following stays on one, and only its
+                # time per memory is a search's. Private memories (v10+) hold
+                # ciphertext: never embedded
+                building = self.state == "building"
                 self.index.add([(r.id, r.content) for r in rows if not is_sealed(r.content)],
-                               mark,
-                               threads=0 if self.state == "building" else 1,
+                               mark, threads=0 if building else 1,
                                known=self._embedded,  # replaced whole, never changed
-                               timed=None if self.state == "building" else self._measured)
+                               timed=None if building else self._measured)
                 added += len(rows)
                 self._unsaved += len(rows)
                 if limit_rows is not None and added >= limit_rows:
