@@ -50,7 +50,7 @@ from memledger.api.settings import ApiSettings
 from memledger.daemon.home import NodeHome
 from memledger.recall.embedder import Embedder, EmbedderUnavailable, make_embedder
 from memledger.recall.index import VectorIndex
-from memledger.recall.indexer import UNINDEXED_CAP, Indexer
+from memledger.recall.indexer import Indexer
 from memledger.recall.tail import TAIL_EMBEDDER
 from memledger.recall.text_index import TextIndex, TextIndexBusy
 from memledger.recall.text_indexer import TextIndexer
@@ -107,7 +107,8 @@ def _tail_embedder(settings: ApiSettings, embedder: Embedder) -> Embedder | None
         return make_embedder(TAIL_EMBEDDER)
     except EmbedderUnavailable as exc:
         log.warning("no recall tail (%s): memories the index has not reached are found "
-                    "by words and, the newest %d, by meaning", exc, UNINDEXED_CAP)
+                    "by words (and by meaning when a search can embed them within its "
+                    "budget)", exc)
         return None
 
 
