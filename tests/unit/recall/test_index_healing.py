@@ -335,10 +335,10 @@ def test_a_vector_index_above_the_projection_rebuilds_as_a_build(  # type: ignor
     seen: list[tuple[str, int, int]] = []
     real_add = indexer.index.add
 
-    def watched_add(items, height, threads=1, known=None):  # type: ignore[no-untyped-def]
+    def watched_add(items, height, threads=1, **rest):  # type: ignore[no-untyped-def]
         saved = json.loads((tmp_path / "recall" / "meta.json").read_text())
         seen.append((indexer.status().state, threads, saved["indexed_height"]))
-        return real_add(items, height, threads, known)
+        return real_add(items, height, threads, **rest)
 
     monkeypatch.setattr(indexer.index, "add", watched_add)
     assert indexer.catch_up() == 120
