@@ -39,6 +39,7 @@ from memledger.api.middleware import (
     RequestMetricsMiddleware,
 )
 from memledger.api.ratelimit import RateLimitMiddleware, TimeoutMiddleware
+from memledger.api.read_process import ReadProcess, RemoteCollector
 from memledger.api.readgate import ReadGate, ReadGateMiddleware
 from memledger.api.schemas import (
     ProblemModel,
@@ -197,17 +198,22 @@ def create_app(source: ApiSettings | NodeHome | str | os.PathLike[str]) -> FastA
     """Build the REST app for a node home (path or NodeHome) or explicit ApiSettings."""
     settings = _settings(source)
     engine = readonly_engine(settings.db_url)
+    # the indexes live where the reads run: in the read process, or here
+    reads = ReadProcess(settings, settings.read_slots) if settings.read_process else None
     state = ApiState(
         settings=settings,
         engine=engine,
         rpc=RpcClient(settings.rpc_url, timeout=settings.rpc_timeout_s),
         probe=RpcClient(settings.rpc_url, timeout=2.0),
         metrics=ApiMetrics(engine),
-        recall=start_recall(settings, engine),
-        words=start_words(settings, engine),
+        recall=None if reads else start_recall(settings, engine),
+        words=None if reads else start_words(settings, engine),
+        read_process=reads,
     )
     state.reads = ReadGate(settings.read_slots, settings.read_backlog,
                            on_shed=state.metrics.shed_reads.inc)
+    if reads is not None:
+        state.metrics.registry.register(RemoteCollector(reads))
     if state.recall is not None:
         state.metrics.registry.register(RecallCollector(state.recall))
     if state.words is not None:

@@ -20,6 +20,7 @@ from memledger.api.backlog import BacklogView
 from memledger.api.follower import BlockFollower
 from memledger.api.metrics import ApiMetrics
 from memledger.api.problems import Problem
+from memledger.api.read_process import THE_STATE, ReadProcess
 from memledger.api.readgate import ReadGate
 from memledger.api.settings import ApiSettings
 from memledger.api.signer_locks import SignerLocks
@@ -46,7 +47,17 @@ class ApiState:
     backlog: BacklogView = field(default_factory=BacklogView)
     reads: ReadGate = field(default_factory=lambda: ReadGate(4, 16))
     follower: BlockFollower | None = None  # running while the app's lifespan runs
+    #: the child that holds the indexes and runs projection reads (settings.read_process);
+    #: recall and words are then None here and live there
+    read_process: ReadProcess | None = None
     _aio: tuple[Any, AsyncRpcClient] | None = None
+
+    @property
+    def has_recall(self) -> bool:
+        """Whether this node searches by meaning (it has an embedder's index)."""
+        if self.read_process is not None:
+            return self.read_process.ready.has_recall
+        return self.recall is not None
 
     def aio(self) -> AsyncRpcClient:
         """The async RPC client of the running event loop (a pool is bound to its loop;
@@ -90,6 +101,8 @@ class ApiState:
 
     def close(self) -> None:
         self.reads.close()
+        if self.read_process is not None:
+            self.read_process.close()
         if self.recall is not None:
             self.recall.stop()
         if self.words is not None:
@@ -127,8 +140,14 @@ async def read(state: ApiState, func: Callable[..., T], *args: Any) -> T:
 
     Routes are async and do all their blocking work here, instead of paying a thread
     hop for every sync dependency, the endpoint and response validation separately.
+    With a read process, the read runs there, on its connections and indexes; `state`
+    among `args` stands for its state.
     """
-    return await state.reads.run(_with_connection, state, func, *args)
+    if state.read_process is None:
+        return await state.reads.run(_with_connection, state, func, *args)
+    remote = tuple(THE_STATE if a is state else a for a in args)
+    return await state.reads.run(state.read_process.run, _with_connection, THE_STATE,
+                                 func, *remote)
 
 
 async def rpc_call(func: Callable[..., T], *args: Any, reads: ReadGate | None = None) -> T:

@@ -102,6 +102,11 @@ class Problem(Exception):
         self.extra = extra
         self.headers: dict[str, str] = {}
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Crosses a process boundary whole (the read process raises these)."""
+        return (_problem_again, (self.status, self.name, self.detail, self.title, self.type,
+                                 self.extra, self.headers))
+
     def body(self, instance: str | None = None) -> dict[str, Any]:
         doc: dict[str, Any] = {"type": self.type, "title": self.title, "status": self.status,
                                "detail": self.detail, "name": self.name}
@@ -113,6 +118,13 @@ class Problem(Exception):
     def response(self, instance: str | None = None) -> JSONResponse:
         return JSONResponse(self.body(instance), status_code=self.status,
                             media_type=PROBLEM_JSON, headers=self.headers or None)
+
+
+def _problem_again(status: int, name: str, detail: str, title: str, type_: str,
+                   extra: dict[str, Any], headers: dict[str, str]) -> Problem:
+    problem = Problem(status, name, detail, title=title, type_=type_, **extra)
+    problem.headers.update(headers)
+    return problem
 
 
 def tx_rejected(code: int, log_text: str, tx_hash: str, height: int | None = None,

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import sqlalchemy as sa
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import TypeAdapter, ValidationError
 
 from memledger.api import proving, queries, ranked, reasons
@@ -124,13 +124,13 @@ async def list_memories(
         description="with rerank=true (else 422 min_score_needs_rerank): leave out hits "
                     "whose rerank score is lower (docs/RECALL.md says what values "
                     "mean)")] = None,
-) -> dict[str, Any]:
+) -> Any:
     flt = queries.MemoryFilter(
         domain=domain, status=tuple(s.value for s in status or ()),
         type=None if type is None else type.value, author=author, tags=tuple(tag or ()),
         include_disputed=include_disputed, q=q)
     chosen = None if q is None else (
-        mode.value if mode is not None else "hybrid" if state.recall is not None else None)
+        mode.value if mode is not None else "hybrid" if state.has_recall else None)
     if (rerank or min_score is not None) and chosen in (None, "words"):
         if q is not None and mode is None:  # no embedder: the listing would be unranked
             raise Problem(409, "recall_unavailable", "rerank=true needs an embedder; this "
@@ -138,10 +138,32 @@ async def list_memories(
         raise Problem(422, "rerank_needs_meaning", "rerank=true reranks a meaning search: "
                       "give q, with mode=hybrid or semantic")
     if chosen is not None and chosen != "words":
-        return await read(state, _ranked, flt, chosen, limit, cursor, state, freshness,
-                          rerank, min_score)
-    items, next_cursor = await read(state, reasons.list_memories, flt, limit, cursor,
-                                    state.settings.home)
+        return await read_page(state, _ranked, flt, chosen, limit, cursor, state, freshness,
+                               rerank, min_score)
+    return await read_page(state, _listing, flt, limit, cursor, state.settings.home)
+
+
+async def read_page(state: ApiState, func: Callable[..., dict[str, Any]],
+                    *args: Any) -> Response:
+    """A page of memories, validated and encoded as JSON where the read runs (in the
+    read process, that is off the event loop that serves writes and probes), exactly as
+    the route's response model would be."""
+    body: bytes = await read(state, _page_json, func, *args)
+    return Response(body, media_type="application/json")
+
+
+def _page_json(conn: sa.Connection, func: Callable[..., dict[str, Any]],
+               *args: Any) -> bytes:
+    return MEMORY_PAGE.dump_json(MEMORY_PAGE.validate_python(func(conn, *args)))
+
+
+#: the page's validator and encoder, built once
+MEMORY_PAGE: TypeAdapter[MemoryPage] = TypeAdapter(MemoryPage)
+
+
+def _listing(conn: sa.Connection, flt: queries.MemoryFilter, limit: int,
+             cursor: str | None, home: Any) -> dict[str, Any]:
+    items, next_cursor = reasons.list_memories(conn, flt, limit, cursor, home)
     return {"items": items, "next_cursor": next_cursor}
 
 

@@ -14,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from memledger.api.db import projection_height
 from memledger.api.deps import ApiState, State, rpc_call
 from memledger.api.problems import PROBLEM_RESPONSES, Problem
+from memledger.api.read_process import ReadProcess, ReadsUnavailable
 from memledger.api.schemas import Health, Ready, Recall, RecallTail, Status
 from memledger.daemon.voter import is_alive
 from memledger.sdk.rpc import RpcError
@@ -36,7 +37,7 @@ async def get_status(state: State) -> Status:
     info: dict[str, Any] = (await rpc_call(state.probe.abci_info)).get("response", {})
     sync = status.get("sync_info", {})
     node = status.get("node_info", {})
-    height = await anyio.to_thread.run_sync(_projection_height_or_none, state)
+    height, recall = await anyio.to_thread.run_sync(_heights, state)
     return Status(
         chain_id=str(node.get("network", state.settings.chain_id)),
         moniker=str(node.get("moniker", "")),
@@ -47,16 +48,30 @@ async def get_status(state: State) -> Status:
         latest_block_time=str(sync.get("latest_block_time", "")),
         catching_up=bool(sync.get("catching_up", False)),
         projection_height=height or 0,
-        embedder=_recall_status(state, height),
+        embedder=recall,
     )
+
+
+def _heights(state: ApiState) -> tuple[int | None, Recall | None]:
+    """The projection height and the vector index's status against it (blocking)."""
+    height = _projection_height_or_none(state)
+    return height, _recall_status(state, height)
 
 
 def _recall_status(state: ApiState, height: int | None) -> Recall | None:
     """The vector index's status, its lag against the projection height just read
     (`height`; None when unreadable: the height the follower's step began at)."""
-    if state.recall is None:
+    if state.read_process is not None:
+        try:
+            st = state.read_process.control("status", height)
+        except ReadsUnavailable:
+            return None
+        if st is None:
+            return None
+    elif state.recall is None:
         return None
-    st = state.recall.status(state.recall.projection_height if height is None else height)
+    else:
+        st = state.recall.status(state.recall.projection_height if height is None else height)
     return Recall(name=st.embedder, version=st.embedder_version, dim=st.dim, state=st.state,
                   indexed_height=st.indexed_height, lag=st.lag, vectors=st.count,
                   memory_bytes=st.memory_bytes, disk_bytes=st.disk_bytes,
@@ -86,12 +101,23 @@ def _checks(state: ApiState) -> dict[str, dict[str, Any]]:
     height = _projection_height_or_none(state)
     checks["projection"] = {"ok": height is not None,
                             "detail": "unreadable" if height is None else f"height {height}"}
+    if state.read_process is not None:
+        checks["reads"] = _reads_check(state.read_process)
     settings = state.settings
     if settings.voter_required and settings.home is not None:
         alive = is_alive(settings.home, settings.voter_max_age_s)
         checks["voter"] = {"ok": alive, "detail": "heartbeat fresh" if alive else
                            f"no heartbeat within {settings.voter_max_age_s:.0f}s"}
     return checks
+
+
+def _reads_check(reads: ReadProcess) -> dict[str, Any]:
+    """The read process runs (a dead one is replaced here, as by the next read)."""
+    try:
+        reads.ensure_running()
+    except Exception as exc:  # noqa: BLE001 - not ready, and why
+        return {"ok": False, "detail": f"read process cannot start: {exc}"}
+    return {"ok": True, "detail": f"pid {reads.pid}, replaced {reads.restarts} times"}
 
 
 @router.get("/ready", response_model=Ready, summary="Ready to serve (503 problem otherwise)",

@@ -67,6 +67,12 @@ class ApiSettings:
     #: (memledger.recall.tail: ~30 µs a memory, ~95 MB of RAM for the model, 512 B a
     #: memory held); `extra.recall_tail: "off"` gives that back
     recall_tail: bool = True
+    #: projection reads and the recall indexes run in a child process (api/read_process.py)
+    #: instead of on threads here, so searches never hold the GIL the event loop needs for
+    #: writes and probes. A node runs it (`extra.api_read_process: "off"` to keep reads
+    #: in-process); an app built from ApiSettings directly (tests, embedding) does not,
+    #: unless asked
+    read_process: bool = False
 
     @classmethod
     def from_home(cls, home: NodeHome | str | os.PathLike[str]) -> ApiSettings:
@@ -89,6 +95,8 @@ class ApiSettings:
             store_token_states=_on_off(config.extra.get("recall_token_states", "on"),
                                        "recall_token_states"),
             recall_tail=_on_off(config.extra.get("recall_tail", "on"), "recall_tail"),
+            read_process=_on_off(config.extra.get("api_read_process", "on"),
+                                 "api_read_process"),
         )
 
 
