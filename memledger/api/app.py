@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -113,19 +114,29 @@ def _tail_embedder(settings: ApiSettings, embedder: Embedder) -> Embedder | None
         return None
 
 
-def start_words(settings: ApiSettings, engine: Engine) -> TextIndexer | None:
+def start_words(settings: ApiSettings, engine: Engine,
+                busy_wait_s: float = 0.0) -> TextIndexer | None:
     """The word index follower for ranked text search, started; None without a folder
-    for indexes (ranked text then comes from the projection's full-text index)."""
+    for indexes (ranked text then comes from the projection's full-text index). Another
+    process holding the index is waited for up to `busy_wait_s`."""
     if settings.index_dir is None:
         return None
-    words = TextIndexer(engine, TextIndex(Path(settings.index_dir) / "text"))
-    try:
-        words.start()
-    except (TextIndexBusy, OSError, ValueError) as exc:
+    deadline = time.monotonic() + busy_wait_s
+    while True:
+        words = TextIndexer(engine, TextIndex(Path(settings.index_dir) / "text"))
+        try:
+            words.start()
+            return words
+        except TextIndexBusy as exc:
+            if time.monotonic() < deadline:
+                time.sleep(0.1)
+                continue
+            failure: Exception = exc
+        except (OSError, ValueError) as exc:
+            failure = exc
         # serving data: without it ranked text still answers, from the projection
-        log.warning("no word index (%s): ranked text comes from the projection", exc)
+        log.warning("no word index (%s): ranked text comes from the projection", failure)
         return None
-    return words
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

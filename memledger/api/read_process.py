@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import queue
 import signal
 import sys
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
-from prometheus_client.core import Metric
+from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from memledger.api.problems import Problem
@@ -43,6 +44,8 @@ log = logging.getLogger("memledger.api")
 
 #: how long the REST process waits for a new child to open its indexes and say it is ready
 START_TIMEOUT_S = 300.0
+#: how long a new read process waits for an old one to let go of the word index
+WORDS_BUSY_WAIT_S = 10.0
 #: after a failed start, reads are answered 503 for this long before the next try
 RETRY_START_S = 5.0
 
@@ -252,12 +255,16 @@ class RemoteCollector(Collector):
         self.reads = reads
 
     def collect(self) -> list[Metric]:
+        restarts = CounterMetricFamily(
+            "memledger_api_read_process_restarts",
+            "Read processes started after the first (one died, or could not start)")
+        restarts.add_metric([], self.reads.restarts)
         try:
             families: list[Metric] = self.reads.control("metrics")
         except ReadsUnavailable as exc:
             log.warning("metrics: %s", exc)
-            return []
-        return families
+            return [restarts]
+        return [restarts, *families]
 
 
 # ---------------------------------------------------------------------- the child
@@ -281,10 +288,10 @@ def serve(settings: ApiSettings, conns: list[Connection]) -> None:
     for i, pipe in enumerate(pipes):
         threading.Thread(target=_answer_reads, args=(state, pipe), daemon=True,
                          name=f"memledger-read-{i}").start()
-    try:
-        _answer_control(state, control)
-    finally:
+    if _answer_control(state, control):
         state.close()
+    else:  # the REST process is gone: go at once, as the indexes did when it died with
+        os._exit(0)  # them in it (a new REST process's read process opens them next)
 
 
 def _child_state(settings: ApiSettings) -> Any:
@@ -297,7 +304,8 @@ def _child_state(settings: ApiSettings) -> Any:
     engine = readonly_engine(settings.db_url)
     recall = start_recall(settings, engine)
     try:
-        words = start_words(settings, engine)
+        # the read process of a REST process that just died may hold it a moment longer
+        words = start_words(settings, engine, busy_wait_s=WORDS_BUSY_WAIT_S)
     except BaseException:
         if recall is not None:
             recall.stop()
@@ -327,7 +335,9 @@ def _answer_reads(state: Any, pipe: Connection) -> None:
             pipe.send(("err", RuntimeError(f"unsendable read answer: {exc}")))
 
 
-def _answer_control(state: Any, control: Connection) -> None:
+def _answer_control(state: Any, control: Connection) -> bool:
+    """Answer status and metrics requests; True when told to stop, False when the REST
+    process's end of the pipe closed."""
     from memledger.api.metrics import RecallCollector, WordsCollector
 
     collectors: list[Collector] = []
@@ -339,9 +349,9 @@ def _answer_control(state: Any, control: Connection) -> None:
         try:
             what, arg = control.recv()
         except (EOFError, OSError):
-            return
+            return False
         if what == "stop":
-            return
+            return True
         try:
             if what == "status":
                 value: Any = (None if state.recall is None else state.recall.status(

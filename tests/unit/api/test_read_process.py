@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from memledger.api.deps import ApiState
 from memledger.api.read_process import ReadProcess
 from memledger.devtools.chain import LocalChain, seeded_key
 from memledger.recall.embedder import EmbedderUnavailable
+from memledger.recall.text_index import TextIndex
 from memledger.sdk.waiting import wait_until
 
 #: the memories here are never voted on: searches ask for proposed ones
@@ -93,6 +95,7 @@ def test_a_dead_read_process_is_replaced(tmp_path: Path) -> None:
         assert answers[-1].status_code == 200
         assert answers[-1].json()["items"][0]["id"] == "z-2"
         assert reads.restarts == 1 and reads.pid not in (None, first)
+        assert "memledger_api_read_process_restarts_total 1.0" in api.get("/metrics").text
         assert api.get("/health").status_code == 200
         # with no read coming, the readiness probe replaces a dead child
         os.kill(reads.pid, signal.SIGKILL)
@@ -131,4 +134,34 @@ def test_while_no_read_process_can_start_reads_say_why_and_a_later_one_serves(
         reads.settings = good
         monkeypatch.setattr("memledger.api.read_process.RETRY_START_S", 0.0)
         assert api.get("/v1/memories", params=search).json()["items"][0]["id"] == "z-2"
+    chain.close()
+
+
+def test_a_new_read_process_waits_for_an_old_one_to_let_go_of_the_word_index(
+        tmp_path: Path) -> None:
+    """The read process of a REST process that just died may hold the word index's
+    folder lock a moment longer; the next one waits for it instead of serving ranked
+    text from the projection until its own restart."""
+    chain = _chain(tmp_path)
+    folder = tmp_path / "recall" / "text"
+    folder.mkdir(parents=True)
+    held = TextIndex(folder)
+    held._take_folder_lock()  # as an old read process would
+    threading.Timer(1.5, held._release_folder_lock).start()
+    app = create_app(_settings(chain, tmp_path))
+    with TestClient(app, raise_server_exceptions=False) as api:
+        assert "memledger_words_index_documents" in api.get("/metrics").text
+    chain.close()
+
+
+def test_a_read_process_whose_rest_process_is_gone_exits(tmp_path: Path) -> None:
+    chain = _chain(tmp_path)
+    reads = ReadProcess(_settings(chain, tmp_path), slots=1)
+    proc = reads._proc
+    assert reads._control is not None
+    reads._control.close()  # as when the REST process dies: its ends close
+    while not reads._pipes.empty():
+        reads._pipes.get()[1].close()
+    proc.join(10)
+    assert proc.exitcode == 0
     chain.close()
