@@ -35,6 +35,8 @@ T = TypeVar("T")
 #: seconds a shed read is told to wait at least and at most (the SDK honours Retry-After)
 SHED_RETRY_AFTER_S = 1
 SHED_RETRY_AFTER_MAX_S = 8
+#: shed clients may come back at 1/RETURNS_PER_SERVED of the rate reads are served
+RETURNS_PER_SERVED = 4
 #: paths under /v1 that are not reads to shed: writes and a tx's outcome, the node status
 NOT_READS = ("/v1/txs", "/v1/status")
 
@@ -62,6 +64,7 @@ class ReadGate:
         #: (second, reads served, reads shed) of the last whole second and of this one
         self._last: tuple[int, int, int] = (-1, 0, 0)
         self._this: tuple[int, int, int] = (-1, 0, 0)
+        self._told = SHED_RETRY_AFTER_S  # the Retry-After shed reads were last told
 
     def admit(self) -> bool:
         if self.in_flight >= self.slots + self.backlog:
@@ -86,15 +89,20 @@ class ReadGate:
         self._this = (second, was_served + served, was_shed + shed)
 
     def retry_after_s(self, now: float | None = None) -> int:
-        """How long a shed read is told to wait: long enough that, if every client shed
-        in the last second waits that long, the reads that come back match what the node
-        served in it (demand ÷ capacity, rounded up, within 1-8 s). A flat second had
-        300 readers come back every second to be shed again, and answering those 503s
-        took the event loop from the writes and probes it serves."""
+        """How long a shed read is told to wait: long enough that the shed clients come
+        back at a quarter of the rate the node served reads in the last whole second
+        (within 1-8 s). Each client shed in that second waits what it was told, so about
+        shed × told of them are waiting at once (Little's law); told W ÷ (served ÷ 4)
+        seconds, they return at served ÷ 4 a second. A flat second had 300 readers come
+        back every second to be shed again, ~280 503s a second; demand ÷ served still
+        settled at ~140 a second: answering them took the event loop and the cores from
+        the reads served, the writes and the probes."""
         self._count(0, 0, now)
         _, served, shed = self._last
-        wanted = -(-(served + shed) // max(served, 1))
-        return max(SHED_RETRY_AFTER_S, min(SHED_RETRY_AFTER_MAX_S, wanted))
+        waiting = shed * self._told
+        wanted = -(-waiting * RETURNS_PER_SERVED // max(served, 1))
+        self._told = max(SHED_RETRY_AFTER_S, min(SHED_RETRY_AFTER_MAX_S, wanted))
+        return self._told
 
     async def run(self, func: Callable[..., T], *args: object) -> T:
         """Run blocking read work on the reads' own threads. A read whose request is

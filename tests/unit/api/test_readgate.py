@@ -98,19 +98,24 @@ def test_reads_run_on_their_own_threads_at_background_priority() -> None:
 
 
 def test_a_shed_read_is_told_to_wait_as_long_as_the_overload_needs() -> None:
-    """Retry-After grows with demand over what the node served in the last whole second
-    (1 s when nothing was shed, at most 8 s), so shed clients come back about as fast as
-    reads are served instead of all at once every second."""
+    """Retry-After is what makes the shed clients (about shed × told of them wait at
+    once) come back at a quarter of the rate the node served in the last whole second
+    (1 s when nothing was shed, at most 8 s), instead of all at once every second."""
     gate = ReadGate(slots=1, backlog=0)
     assert gate.retry_after_s(now=100.0) == 1  # nothing measured yet
-    for _ in range(100):  # second 100: 100 served, 250 shed (demand 3.5x what it served)
-        gate._count(1, 0, now=100.2)
-    for _ in range(250):
-        gate._count(0, 1, now=100.7)
+
+    def second(at: float, served: int, shed: int) -> None:
+        for _ in range(served):
+            gate._count(1, 0, now=at + 0.2)
+        for _ in range(shed):
+            gate._count(0, 1, now=at + 0.7)
+
+    second(100, served=200, shed=300)  # 300 clients shed, told 1 s: 300 wait
     assert gate.retry_after_s(now=100.9) == 1  # the second is not over
-    assert gate.retry_after_s(now=101.1) == 4
-    assert gate.retry_after_s(now=102.5) == 1  # a quiet second after it
-    for _ in range(5000):
-        gate._count(0, 1, now=103.0)
-    assert gate.retry_after_s(now=104.0) == 8  # shed everything, served nothing: capped
+    assert gate.retry_after_s(now=101.1) == 6  # 300 ÷ (200 ÷ 4)
+    second(101, served=200, shed=50)  # told 6 s, they came back 50 a second
+    assert gate.retry_after_s(now=102.1) == 6  # settled: 50 returns a second
+    assert gate.retry_after_s(now=103.5) == 1  # a quiet second after it
+    second(104, served=0, shed=5000)
+    assert gate.retry_after_s(now=105.0) == 8  # shed everything, served nothing: capped
     gate.close()
