@@ -297,10 +297,13 @@ def _retry_after(body: bytes) -> float:
         return float(SHED_RETRY_AFTER_S)
 
 
-async def _readers(api_url: str, readers: int, seconds: float) -> list[tuple[int, float]]:
-    """C readers, each on its own kept-alive connection, ranked hybrid searches."""
-    stop = time.perf_counter() + seconds
-    reads: list[tuple[int, float]] = []
+async def _readers(api_url: str, readers: int,
+                   seconds: float) -> list[tuple[int, float, float]]:
+    """C readers, each on its own kept-alive connection, ranked hybrid searches: (status,
+    seconds taken, seconds since the readers started) per read."""
+    start = time.perf_counter()
+    stop = start + seconds
+    reads: list[tuple[int, float, float]] = []
     queries = ["client+path+memory", "bench+rest", "commit+wait", "verified+many+times"]
 
     async def reader(i: int) -> None:
@@ -312,7 +315,7 @@ async def _readers(api_url: str, readers: int, seconds: float) -> list[tuple[int
                 code, body = await pool.get(target)
             except httpx.HTTPError:
                 code, body = 0, b""
-            reads.append((code, time.perf_counter() - t0))
+            reads.append((code, time.perf_counter() - t0, t0 - start))
             if code == 503:  # as the SDK does: wait what Retry-After says (also in the body)
                 await asyncio.sleep(_retry_after(body))
         await pool.aclose()
@@ -321,18 +324,41 @@ async def _readers(api_url: str, readers: int, seconds: float) -> list[tuple[int
     return reads
 
 
+async def _readers_and_lag(api_url: str, readers: int,
+                           seconds: float
+                           ) -> tuple[list[tuple[int, float, float]], list[float]]:
+    """The readers, and how late their own event loop wakes from a 10 ms sleep meanwhile:
+    a client's latencies include that wait, which is not the node's."""
+    lags: list[float] = []
+    stop = time.perf_counter() + seconds
+
+    async def watch() -> None:
+        while time.perf_counter() < stop:
+            t0 = time.perf_counter()
+            await asyncio.sleep(0.01)
+            lags.append(time.perf_counter() - t0 - 0.01)
+
+    reads, _ = await asyncio.gather(_readers(api_url, readers, seconds), watch())
+    return reads, lags
+
+
 def _reader_process(api_url: str, readers: int, seconds: float, out: Any) -> None:
-    out.send(asyncio.run(_readers(api_url, readers, seconds)) if readers else [])
+    out.send(asyncio.run(_readers_and_lag(api_url, readers, seconds)) if readers
+             else ([], []))
 
 
 def _isolation_round(api_url: str, readers: int, seconds: float, writer_key: SigningKey,
-                     nonce0: int) -> dict[str, Any]:
-    """Readers in their own process (their client's CPU is not the writer's); the writer
-    and the /health probe each on their own thread here."""
+                     nonce0: int, procs: int = 1) -> dict[str, Any]:
+    """Readers in `procs` processes of their own (their client's CPU is not the
+    writer's); the writer and the /health probe each on their own thread here."""
     ctx = multiprocessing.get_context("spawn")
-    mine, theirs = ctx.Pipe()
-    proc = ctx.Process(target=_reader_process, args=(api_url, readers, seconds, theirs))
-    proc.start()
+    shares = [readers // procs + (1 if i < readers % procs else 0) for i in range(procs)]
+    started = []
+    for share in shares:
+        mine, theirs = ctx.Pipe()
+        proc = ctx.Process(target=_reader_process, args=(api_url, share, seconds, theirs))
+        proc.start()
+        started.append((proc, mine))
     time.sleep(1.0 if readers else 0.0)  # the readers' process starts up
     stop = time.perf_counter() + seconds - 1.0
     writes: list[float] = []
@@ -363,16 +389,23 @@ def _isolation_round(api_url: str, readers: int, seconds: float, writer_key: Sig
 
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(lambda f: f(), (writer, prober)))
-    reads: list[tuple[int, float]] = mine.recv()
-    proc.join()
-    served = [t for code, t in reads if code == 200]
-    shed = [t for code, t in reads if code == 503]
+    reads: list[tuple[int, float, float]] = []
+    lags: list[float] = []
+    for proc, mine in started:
+        got_reads, got_lags = mine.recv()
+        reads += got_reads
+        lags += got_lags
+        proc.join()
+    served = [t for code, t, _ in reads if code == 200]
+    shed = [t for code, t, _ in reads if code == 503]
+    # the readers' first requests (and their connections) all arrive at once
+    shed_later = [t for code, t, at in reads if code == 503 and at >= 1.0]
     out: dict[str, Any] = {"readers": readers, "writes": len(writes),
                            "write_p50_ms": round(percentile(writes, 50) * 1000, 1),
                            "write_p99_ms": round(percentile(writes, 99) * 1000, 1),
                            "health_p99_ms": round(percentile(health, 99) * 1000, 1),
                            "reads_per_s": round(len(served) / seconds, 1),
-                           "other_answers": sum(1 for c, _ in reads if c not in (200, 503))}
+                           "other_answers": sum(1 for c, _, _ in reads if c not in (200, 503))}
     if served:
         out["read_p50_ms"] = round(percentile(served, 50) * 1000, 1)
     out["shed"] = len(shed)
@@ -381,12 +414,23 @@ def _isolation_round(api_url: str, readers: int, seconds: float, writer_key: Sig
         out["shed_p99_ms"] = round(percentile(shed, 99) * 1000, 1)
         out["shed_max_ms"] = round(max(shed) * 1000, 1)
         out["shed_within_50ms"] = round(sum(1 for t in shed if t <= 0.05) / len(shed), 3)
+    if shed_later:
+        out["shed_after_first_s"] = len(shed_later)
+        out["shed_after_first_s_p99_ms"] = round(percentile(shed_later, 99) * 1000, 1)
+        out["shed_after_first_s_within_50ms"] = round(
+            sum(1 for t in shed_later if t <= 0.05) / len(shed_later), 3)
+    if lags:
+        out["reader_processes"] = procs
+        out["reader_loop_lag_p50_ms"] = round(percentile(lags, 50) * 1000, 1)
+        out["reader_loop_lag_p99_ms"] = round(percentile(lags, 99) * 1000, 1)
     return out
 
 
-def isolation(runner: NodeRunner, seconds: float, counts: list[int]) -> dict[str, Any]:
+def isolation(runner: NodeRunner, seconds: float, counts: list[int],
+              reader_procs: int = 1) -> dict[str, Any]:
     key = _keys(1, "iso")[0]
-    rounds = [_isolation_round(runner.api_url, c, seconds, key, 1 + 10_000 * i)
+    rounds = [_isolation_round(runner.api_url, c, seconds, key, 1 + 10_000 * i,
+                               max(1, min(reader_procs, c)))
               for i, c in enumerate(counts)]
     out: dict[str, Any] = {"seconds": seconds, "rounds": rounds}
     base = rounds[0]
@@ -408,12 +452,16 @@ def main() -> None:
     parser.add_argument("--reads", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--readers", type=int, nargs="+", default=[0, 50, 300])
+    parser.add_argument("--reader-procs", type=int, default=1,
+                        help="processes the isolation readers are spread over")
     parser.add_argument("--embedder", help="the node's embedder (default: the node's "
                         "default; `none`: text search only, no vector index follower)")
     parser.add_argument("--read-slots", type=int,
                         help="the node's extra.api_read_slots (default: the node's)")
     parser.add_argument("--read-backlog", type=int,
                         help="the node's extra.api_read_backlog (default: the node's)")
+    parser.add_argument("--read-process", choices=["on", "off"],
+                        help="the node's extra.api_read_process (default: the node's, on)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-client-") as tmp:
@@ -425,7 +473,8 @@ def main() -> None:
         if args.embedder is not None:
             config["embedder"] = args.embedder
         for name, value in (("api_read_slots", args.read_slots),
-                            ("api_read_backlog", args.read_backlog)):
+                            ("api_read_backlog", args.read_backlog),
+                            ("api_read_process", args.read_process)):
             if value is not None:
                 config["extra"][name] = str(value)
         (runner.home / "config.json").write_text(json.dumps(config))
@@ -441,7 +490,8 @@ def main() -> None:
             if "verified" in args.parts:
                 result["verified"] = verified(runner, args.reads, Path(tmp) / "trust")
             if "isolation" in args.parts:
-                result["isolation"] = isolation(runner, args.seconds, args.readers)
+                result["isolation"] = isolation(runner, args.seconds, args.readers,
+                                                args.reader_procs)
         finally:
             runner.stop()
     text = json.dumps(result, indent=2)
