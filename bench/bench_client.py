@@ -11,9 +11,10 @@ Parts, each measured against its limit in the same run on the same node:
   with own keys against RPC from 64 threads. committed/s = txs / (first send until the
   mempool is empty and every tx is in a block). `--rounds` pairs, the order alternating.
   Each leg also reports the CPU each process spent per accepted tx (`cpu_ms_per_tx`:
-  the ABCI app, cometbft, the REST process, this bench). `--client light` sends the RPC
-  and REST legs through one minimal kept-alive client (PostPool on asyncio, one
-  connection per writer) instead of httpx, so the two legs differ only on the node.
+  the ABCI app, cometbft, the REST process, its read process, this bench). `--client
+  light` sends the RPC and REST legs through one minimal kept-alive client (PostPool on
+  asyncio, one connection per writer) instead of httpx, so the two legs differ only on
+  the node.
 - `commit`: sequential `wait=commit` submits; latency p50 against the median block
   interval of the same blocks (block times).
 - `verified`: sequential `Client.get(verify=True)` with a warm trust store; and with
@@ -74,7 +75,7 @@ def _signed(keys: list[SigningKey], per_key: int, tag: str, nonce0: int) -> list
 
 def _roles(runner: NodeRunner) -> dict[str, float]:
     """CPU seconds so far of the node's processes by role, and of this bench."""
-    out = {"app": 0.0, "cometbft": 0.0, "api": 0.0}
+    out = {"app": 0.0, "cometbft": 0.0, "api": 0.0, "reads": 0.0}
     assert runner.proc is not None
     for pid, seconds in tree_cpu_seconds(runner.proc.pid).items():
         try:
@@ -83,7 +84,9 @@ def _roles(runner: NodeRunner) -> dict[str, float]:
             continue
         words = [a.decode(errors="replace") for a in argv]
         role = ("cometbft" if any(w.endswith("cometbft") for w in words[:1])
-                else "api" if "api" in words else "app" if "app" in words else None)
+                else "api" if "api" in words else "app" if "app" in words
+                # the REST process's read process (spawned by multiprocessing)
+                else "reads" if any("multiprocessing.spawn" in w for w in words) else None)
         if role is not None:
             out[role] += seconds
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -343,8 +346,9 @@ async def _readers_and_lag(api_url: str, readers: int,
 
 
 def _reader_process(api_url: str, readers: int, seconds: float, out: Any) -> None:
-    out.send(asyncio.run(_readers_and_lag(api_url, readers, seconds)) if readers
-             else ([], []))
+    reads, lags = asyncio.run(_readers_and_lag(api_url, readers, seconds)) if readers \
+        else ([], [])
+    out.send((reads, lags, time.process_time()))
 
 
 def _isolation_round(api_url: str, readers: int, seconds: float, writer_key: SigningKey,
@@ -391,10 +395,12 @@ def _isolation_round(api_url: str, readers: int, seconds: float, writer_key: Sig
         list(pool.map(lambda f: f(), (writer, prober)))
     reads: list[tuple[int, float, float]] = []
     lags: list[float] = []
+    readers_cpu = 0.0
     for proc, mine in started:
-        got_reads, got_lags = mine.recv()
+        got_reads, got_lags, cpu = mine.recv()
         reads += got_reads
         lags += got_lags
+        readers_cpu += cpu
         proc.join()
     served = [t for code, t, _ in reads if code == 200]
     shed = [t for code, t, _ in reads if code == 503]
@@ -421,6 +427,8 @@ def _isolation_round(api_url: str, readers: int, seconds: float, writer_key: Sig
             sum(1 for t in shed_later if t <= 0.05) / len(shed_later), 3)
     if lags:
         out["reader_processes"] = procs
+        # the clients share the node's cores: their CPU is taken from it
+        out["readers_cpu_cores"] = round(readers_cpu / seconds, 2)
         out["reader_loop_lag_p50_ms"] = round(percentile(lags, 50) * 1000, 1)
         out["reader_loop_lag_p99_ms"] = round(percentile(lags, 99) * 1000, 1)
     return out
