@@ -37,7 +37,7 @@ from memledger.testnet.net import Testnet, TestnetNode
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MIB = 1024 * 1024
-ROLES = ("supervisor", "app", "api", "voter", "cometbft")
+ROLES = ("supervisor", "app", "api", "reads", "voter", "cometbft")
 CMT_PARTS = ("cmt_blockstore", "cmt_state", "cmt_tx_index", "cmt_wal")
 
 

@@ -67,17 +67,40 @@ def role_of(argv: list[str], home: Path) -> str | None:
     return None
 
 
+def _parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[-1].split()[1])
+
+
+def _is_spawned_child(argv: list[str]) -> bool:
+    """A multiprocessing `spawn` child (the REST process's read process)."""
+    return any("multiprocessing.spawn import spawn_main" in a for a in argv)
+
+
 def node_processes(home: Path) -> dict[str, list[int]]:
-    """role -> live pids of the node at ``home`` (normally one pid per role)."""
+    """role -> live pids of the node at ``home`` (normally one pid per role). The REST
+    process's read process names no home; it is found as the api's spawned child
+    ("reads")."""
     found: dict[str, list[int]] = {}
+    spawned: list[int] = []
     me = os.getpid()
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
         pid = int(entry)
-        role = role_of(_cmdline(pid), home)
+        argv = _cmdline(pid)
+        role = role_of(argv, home)
         if role is not None and alive(pid):
             found.setdefault(role, []).append(pid)
+        elif _is_spawned_child(argv):
+            spawned.append(pid)
+    apis = set(found.get("api", []))
+    for pid in spawned:
+        if _parent(pid) in apis and alive(pid):
+            found.setdefault("reads", []).append(pid)
     return found
 
 

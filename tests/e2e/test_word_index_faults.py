@@ -1,7 +1,7 @@
-"""The word index on a full disk: the REST process's writes fail for a while, then the
+"""The word index on a full disk: the read process's writes fail for a while, then the
 disk has room again and every memory is found by ranked text search, also after a
 restart. The fault is made as in test_store_faults.py: RLIMIT_FSIZE lowered on the
-running REST process only (prlimit); CPython ignores SIGXFSZ, so its writes past the
+running read process only (prlimit); CPython ignores SIGXFSZ, so its writes past the
 limit fail with EFBIG, as on a full file system. A failed tantivy write used to leave
 the index's writer dead: its later commits stored nothing, the watermark moved past
 them, and those memories were left out of the index for good.
@@ -71,8 +71,9 @@ def test_word_index_after_a_full_disk_finds_every_memory(tmp_path: Path,
         with Client(runner.api_url, key=Agent.generate("words")) as ml:
             _submit(ml, "kestrel", "Kestrels hover into the wind", 2)
             _found_by_text(runner, {"kestrel": ["kestrel-0", "kestrel-1"]})
-            (api,) = node_processes(runner.home)["api"]
-            resource.prlimit(api, resource.RLIMIT_FSIZE, (1, resource.RLIM_INFINITY))
+            # the word index lives in the REST process's read process
+            (reads,) = node_processes(runner.home)["reads"]
+            resource.prlimit(reads, resource.RLIMIT_FSIZE, (1, resource.RLIM_INFINITY))
             try:
                 full_at = _submit(ml, "osprey", "Ospreys dive feet first for fish", 3)
                 # the follower's commits fail meanwhile; searches still rank the
@@ -80,7 +81,7 @@ def test_word_index_after_a_full_disk_finds_every_memory(tmp_path: Path,
                 _found_by_text(runner, {"osprey": [f"osprey-{i}" for i in range(3)]})
                 assert _words_indexed_height(runner) < full_at
             finally:
-                resource.prlimit(api, resource.RLIMIT_FSIZE,
+                resource.prlimit(reads, resource.RLIMIT_FSIZE,
                                  (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
             last = _submit(ml, "heron", "Herons stand still in the shallows", 2)
             wait_until(lambda: _words_indexed_height(runner) >= last, 30, 0.2,
