@@ -24,7 +24,8 @@ from memledger.testnet.procs import node_processes
 from tests.support.node import PORT_OFFSETS, NodeRunner, memledger, wait_api_ready
 
 pytestmark = pytest.mark.cometbft
-ROLES = {"supervisor", "app", "cometbft", "api", "voter"}
+#: the read process ("reads") is the api's spawned child, in the children's process group
+ROLES = {"supervisor", "app", "cometbft", "api", "reads", "voter"}
 GONE_WITHIN_S = 5.0
 
 
