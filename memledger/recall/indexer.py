@@ -281,14 +281,15 @@ class Indexer(Following):
         texts = dict(conn.execute(sa.select(memories.c.id, memories.c.content)
                                   .where(memories.c.id.in_(need))).tuples().all()) \
             if need else {}
-        fresh = self._embed_within([(m, str(texts[m])) for m in need if m in texts])
+        fresh = self._embed_within([(m, str(texts[m])) for m in need if m in texts],
+                                   budget_s=TAIL_BUDGET_S)
         with self._unindexed_lock:
             self._remember(fresh)
         have = {**embedded, **fresh}
         return [(m, have[m]) for m in chosen if m in have]
 
     def _embed_within(self, items: list[tuple[str, str]],
-                      budget_s: float | None = TAIL_BUDGET_S) -> dict[str, np.ndarray]:
+                      budget_s: float | None) -> dict[str, np.ndarray]:
         """Vectors for a prefix of `items`: one text, then twice as many each round while
         the next round, at the time per text so far, still ends within `budget_s` (a
         round that merely starts within it overshot it several times over: at 1M under
