@@ -23,7 +23,8 @@ Parts, each measured against its limit in the same run on the same node:
   every 0.1 s while C readers run ranked hybrid searches, C = 0, 50, 300 (in their own
   process, each on its own connection, waiting Retry-After after a 503 as the SDK does):
   write and /health p99, read throughput, shed reads (503) and how fast they were
-  answered.
+  answered, and the cores each of the node's processes used. The node first holds
+  `--seed` memories (2,000), so that every round searches about the same data.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import asyncio
 import base64
 import json
 import multiprocessing
+import random
 import resource
 import statistics
 import tempfile
@@ -47,6 +49,7 @@ from typing import Any
 import httpx
 from nacl.signing import SigningKey
 
+from bench.bench_read import _text
 from memledger.api.readgate import SHED_RETRY_AFTER_S
 from memledger.daemon.home import NodeHome
 from memledger.devtools.burst import wait_mempool_empty
@@ -60,6 +63,8 @@ from memledger.sdk.rpc_pool import PostPool
 from memledger.sdk.txbuilder import TxBuilder
 
 CHAIN = "memledger-bench-client"
+#: what the isolation readers search for (hybrid, limit 10)
+READER_QUERIES = ["client+path+memory", "bench+rest", "commit+wait", "verified+many+times"]
 
 
 def _keys(n: int, tag: str) -> list[SigningKey]:
@@ -104,6 +109,7 @@ def _drain(runner: NodeRunner, txs: list[list[Any]], send: Callable[[Any], bool]
         for tx in txs[w]:
             accepted[w] += bool(send(tx))
 
+    _index_settled(runner.api_url)  # a leg pays for embedding its own memories only
     cpu0 = _roles(runner)
     started = time.perf_counter()
     if light is not None:
@@ -307,11 +313,14 @@ async def _readers(api_url: str, readers: int,
     start = time.perf_counter()
     stop = start + seconds
     reads: list[tuple[int, float, float]] = []
-    queries = ["client+path+memory", "bench+rest", "commit+wait", "verified+many+times"]
+    queries = READER_QUERIES
 
     async def reader(i: int) -> None:
         pool = PostPool(api_url + "/", timeout=120, keep=1)
-        target = f"/v1/memories?q={queries[i % len(queries)]}&mode=hybrid&limit=10"
+        # the bench's node has no voter: every memory stays proposed. Asked for committed
+        # ones alone (the default), a search would walk the whole index to find none.
+        target = (f"/v1/memories?q={queries[i % len(queries)]}&mode=hybrid&limit=10"
+                  "&status=proposed&status=committed")
         while time.perf_counter() < stop:
             t0 = time.perf_counter()
             try:
@@ -351,10 +360,13 @@ def _reader_process(api_url: str, readers: int, seconds: float, out: Any) -> Non
     out.send((reads, lags, time.process_time()))
 
 
-def _isolation_round(api_url: str, readers: int, seconds: float, writer_key: SigningKey,
-                     nonce0: int, procs: int = 1) -> dict[str, Any]:
+def _isolation_round(runner: NodeRunner, readers: int, seconds: float,
+                     writer_key: SigningKey, nonce0: int, procs: int = 1) -> dict[str, Any]:
     """Readers in `procs` processes of their own (their client's CPU is not the
-    writer's); the writer and the /health probe each on their own thread here."""
+    writer's); the writer and the /health probe each on their own thread here. Also
+    the cores each of the node's processes used meanwhile: where a round's CPU went."""
+    api_url = runner.api_url
+    cpu0, clock0 = _roles(runner), time.perf_counter()
     ctx = multiprocessing.get_context("spawn")
     shares = [readers // procs + (1 if i < readers % procs else 0) for i in range(procs)]
     started = []
@@ -402,6 +414,7 @@ def _isolation_round(api_url: str, readers: int, seconds: float, writer_key: Sig
         lags += got_lags
         readers_cpu += cpu
         proc.join()
+    cpu1, clock1 = _roles(runner), time.perf_counter()
     served = [t for code, t, _ in reads if code == 200]
     shed = [t for code, t, _ in reads if code == 503]
     # the readers' first requests (and their connections) all arrive at once
@@ -411,9 +424,18 @@ def _isolation_round(api_url: str, readers: int, seconds: float, writer_key: Sig
                            "write_p99_ms": round(percentile(writes, 99) * 1000, 1),
                            "health_p99_ms": round(percentile(health, 99) * 1000, 1),
                            "reads_per_s": round(len(served) / seconds, 1),
-                           "other_answers": sum(1 for c, _, _ in reads if c not in (200, 503))}
+                           "other_answers": sum(1 for c, _, _ in reads if c not in (200, 503)),
+                           "node_cpu_cores": {
+                               role: round((cpu1[role] - cpu0[role]) / (clock1 - clock0), 2)
+                               for role in cpu1 if role != "bench"}}
     if served:
         out["read_p50_ms"] = round(percentile(served, 50) * 1000, 1)
+        # reads answered in each second of the round (by when they were sent)
+        per_second = [0] * (int(seconds) + 1)
+        for code, _, at in reads:
+            if code == 200:
+                per_second[min(int(at), int(seconds))] += 1
+        out["served_each_second"] = per_second
     out["shed"] = len(shed)
     if shed:
         out["shed_p50_ms"] = round(percentile(shed, 50) * 1000, 1)
@@ -434,13 +456,69 @@ def _isolation_round(api_url: str, readers: int, seconds: float, writer_key: Sig
     return out
 
 
+def _seed(runner: NodeRunner, memories: int, timeout: float = 600.0) -> dict[str, Any]:
+    """`memories` memories through RPC from 16 keys, then wait until the recall index
+    holds them all: the rounds then search the same data but for their own few writes
+    (on a nearly empty node a hybrid search gets dearer with every write, so a later
+    round would serve fewer reads for that alone)."""
+    if memories <= 0:
+        return {"memories": 0}
+    keys = _keys(16, "seed")
+    per_key = -(-memories // len(keys))
+    rng = random.Random(36)
+    # varied text (bench_read's Zipf vocabulary); one in 20 also says what the readers
+    # search for, so a search matches some memories by its words, not all of them
+    txs = [[TxBuilder(k, CHAIN).submit(
+        1 + j, f"seed-{w}-{j}",
+        _text(rng) + ("" if j % 20 else " " + READER_QUERIES[j % 4].replace("+", " ")))
+        for j in range(per_key)] for w, k in enumerate(keys)]
+    started = time.perf_counter()
+    drained = _drain(runner, txs, None,
+                     _light_sender(runner.rpc_url + "/", _rpc_body, _rpc_ok))
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = _metrics(runner.api_url)
+        if (seen.get("memledger_recall_index_vectors", 0) >= drained["accepted"]
+                and seen.get("memledger_recall_lag_blocks", 1) == 0):
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the recall index did not catch up in {timeout:.0f} s")
+        time.sleep(1.0)
+    return {"memories": drained["accepted"],
+            "indexed_after_s": round(time.perf_counter() - started, 1)}
+
+
+def _index_settled(api_url: str, timeout: float = 600.0) -> None:
+    """Wait until the node's recall index has caught up with its projection (at once on
+    a node without one)."""
+    deadline = time.monotonic() + timeout
+    while _metrics(api_url).get("memledger_recall_lag_blocks", 0) > 0:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the recall index did not catch up in {timeout:.0f} s")
+        time.sleep(0.5)
+
+
+def _metrics(api_url: str) -> dict[str, float]:
+    """The node's unlabelled metric samples by name."""
+    out: dict[str, float] = {}
+    for line in httpx.get(api_url + "/metrics", timeout=30).text.splitlines():
+        name, _, value = line.partition(" ")
+        if line and not line.startswith("#") and "{" not in name:
+            try:
+                out[name] = float(value)
+            except ValueError:
+                continue
+    return out
+
+
 def isolation(runner: NodeRunner, seconds: float, counts: list[int],
-              reader_procs: int = 1) -> dict[str, Any]:
+              reader_procs: int = 1, seed: int = 0) -> dict[str, Any]:
+    seeded = _seed(runner, seed)
     key = _keys(1, "iso")[0]
-    rounds = [_isolation_round(runner.api_url, c, seconds, key, 1 + 10_000 * i,
+    rounds = [_isolation_round(runner, c, seconds, key, 1 + 10_000 * i,
                                max(1, min(reader_procs, c)))
               for i, c in enumerate(counts)]
-    out: dict[str, Any] = {"seconds": seconds, "rounds": rounds}
+    out: dict[str, Any] = {"seconds": seconds, "seeded": seeded, "rounds": rounds}
     base = rounds[0]
     for r in rounds[1:]:
         r["write_p99_over_unloaded"] = round(r["write_p99_ms"] / base["write_p99_ms"], 2)
@@ -462,6 +540,8 @@ def main() -> None:
     parser.add_argument("--readers", type=int, nargs="+", default=[0, 50, 300])
     parser.add_argument("--reader-procs", type=int, default=1,
                         help="processes the isolation readers are spread over")
+    parser.add_argument("--seed", type=int, default=2000,
+                        help="memories written (through RPC) before the isolation rounds")
     parser.add_argument("--embedder", help="the node's embedder (default: the node's "
                         "default; `none`: text search only, no vector index follower)")
     parser.add_argument("--read-slots", type=int,
@@ -499,7 +579,7 @@ def main() -> None:
                 result["verified"] = verified(runner, args.reads, Path(tmp) / "trust")
             if "isolation" in args.parts:
                 result["isolation"] = isolation(runner, args.seconds, args.readers,
-                                                args.reader_procs)
+                                                args.reader_procs, args.seed)
         finally:
             runner.stop()
     text = json.dumps(result, indent=2)
