@@ -58,6 +58,7 @@ from memledger.devtools.proccpu import tree_cpu_seconds
 from memledger.devtools.stats import percentile
 from memledger.sdk import Client
 from memledger.sdk.light import GenesisRoot
+from memledger.sdk.retry import spread_retry_after
 from memledger.sdk.rpc import RpcClient
 from memledger.sdk.rpc_pool import PostPool
 from memledger.sdk.txbuilder import TxBuilder
@@ -328,8 +329,8 @@ async def _readers(api_url: str, readers: int,
             except httpx.HTTPError:
                 code, body = 0, b""
             reads.append((code, time.perf_counter() - t0, t0 - start))
-            if code == 503:  # as the SDK does: wait what Retry-After says (also in the body)
-                await asyncio.sleep(_retry_after(body))
+            if code == 503:  # as the SDK does: wait what Retry-After says (also in the
+                await asyncio.sleep(spread_retry_after(_retry_after(body)))  # body), spread
         await pool.aclose()
 
     await asyncio.gather(*(reader(i) for i in range(readers)))

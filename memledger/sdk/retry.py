@@ -70,8 +70,8 @@ class RetryPolicy:
     bytes* (never re-signs on 429/503, nor when a connection fails before the answer: see
     `resend_delay`), and a tx is idempotent by its hash, so a copy that did get through
     is found by hash instead of being applied twice. The wait is the
-    server's Retry-After when it gives one, else `backoff * 2**attempt` with jitter; both
-    capped at `max_wait`. `retries=0` turns retrying off.
+    server's Retry-After when it gives one (spread: `spread_retry_after`), else `backoff *
+    2**attempt` with jitter; both capped at `max_wait`. `retries=0` turns retrying off.
 
     A full signer backlog (`signer_backlog_full`) is back-pressure, not failure: the
     signer is writing faster than blocks take its txs, and the node broadcast nothing. It
@@ -102,8 +102,7 @@ class RetryPolicy:
         if attempt >= self.retries:
             return None
         advised = _retry_after(resp.headers.get("retry-after"))
-        if advised is None:
-            advised = self._backoff(attempt)
+        advised = self._backoff(attempt) if advised is None else spread_retry_after(advised)
         return max(0.0, min(self.max_wait, advised))
 
     def resend_delay(self, exc: httpx.HTTPError, attempt: int) -> float | None:
@@ -125,6 +124,16 @@ class RetryPolicy:
             return None
         step = min(self.backlog_step, self.backoff * 2.0 ** min(attempt, 8))
         return min(step * (0.5 + random.random() / 2), self.backlog_wait - elapsed)
+
+
+def spread_retry_after(seconds: float) -> float:
+    """The wait for a Retry-After of `seconds`: that, plus up to half as long again at
+    random. Clients a node turned away in the same instant were all told the same
+    whole seconds; waiting exactly that, they came back in the same instant, to be
+    turned away together again (300 readers shed in one burst returned as one burst of
+    ~280 every few seconds, and the last of each waited 60-90 ms for its 503 behind the
+    rest: BENCHMARKS.md §15, "Shed readers that come back together")."""
+    return seconds * (1.0 + random.random() / 2)
 
 
 def _problem_name(resp: httpx.Response) -> str:
