@@ -284,6 +284,9 @@ def serve(settings: ApiSettings, conns: list[Connection]) -> None:
     except BaseException as exc:  # noqa: BLE001 - told to the REST process, then exit
         control.send(("failed", _portable(exc)))
         sys.exit(1)
+    from memledger.api.app import freeze_startup_objects
+
+    freeze_startup_objects()  # the indexes' startup objects too
     control.send(("ready", Ready(state.recall is not None, state.words is not None)))
     for i, pipe in enumerate(pipes):
         threading.Thread(target=_answer_reads, args=(state, pipe), daemon=True,
