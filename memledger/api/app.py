@@ -210,7 +210,7 @@ def freeze_startup_objects() -> None:
     """Move what startup made (modules, FastAPI's routes, pydantic's schemas) out of the
     cyclic collector's reach. Each full collection walked all of it: under 300 readers
     the REST process stopped for 40-47 ms at a time, collecting nothing, and every write,
-    probe and shed read in flight waited (BENCHMARKS.md §15, "Collector pauses")."""
+    probe and shed read in flight waited (BENCHMARKS.md §15, "Isolation on a seeded node")."""
     gc.collect()
     gc.freeze()
 

@@ -132,7 +132,7 @@ def spread_retry_after(seconds: float) -> float:
     whole seconds; waiting exactly that, they came back in the same instant, to be
     turned away together again (300 readers shed in one burst returned as one burst of
     ~280 every few seconds, and the last of each waited 60-90 ms for its 503 behind the
-    rest: BENCHMARKS.md §15, "Shed readers that come back together")."""
+    rest: BENCHMARKS.md §15, "Isolation on a seeded node")."""
     return seconds * (1.0 + random.random() / 2)
 
 
