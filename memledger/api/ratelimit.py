@@ -115,7 +115,10 @@ class TimeoutMiddleware:
             await send(message)
 
         try:
-            await asyncio.wait_for(self.app(scope, receive, tracking_send), seconds)
+            # in this task: wait_for ran each request in a task of its own, two more turns
+            # of the event loop (and a task to make) per request
+            async with asyncio.timeout(seconds):
+                await self.app(scope, receive, tracking_send)
         except TimeoutError:
             if started[0]:
                 return  # headers already sent: nothing sound left to say
