@@ -213,11 +213,16 @@ def _result(method: str, url: str, resp: httpx.Response) -> Any:
         resp.raise_for_status()
         raise RpcError(method, 0, "not a JSON-RPC answer",
                        f"{url} answered {resp.text[:80]!r}") from None
+    return _payload_result(method, url, payload, resp.content)
+
+
+def _payload_result(method: str, url: str, payload: Any, data: bytes) -> Any:
+    """The ``result`` of a decoded JSON-RPC answer (`data`: its bytes, for the error)."""
     if not isinstance(payload, dict) or ("result" not in payload
                                          and not payload.get("error")):
         # e.g. the REST API's address given as the RPC URL: JSON, but not JSON-RPC
         raise RpcError(method, 0, "not a JSON-RPC answer",
-                       f"{url} answered {resp.text[:80]!r}")
+                       f"{url} answered {data[:80].decode(errors='replace')!r}")
     if payload.get("error"):
         err = payload["error"]
         raise RpcError(method, int(err.get("code", 0)), str(err.get("message", "")),
@@ -261,8 +266,11 @@ class AsyncRpcClient:
                                          headers={"content-type": "application/json"})
         else:
             status, data = await self._pool.post(body)
-            resp = httpx.Response(status, content=data,
-                                  request=httpx.Request("POST", self.url))
+            try:  # a JSON answer is read as it is: no httpx objects made per call
+                return _payload_result(method, self.url, json.loads(data), data)
+            except ValueError:  # not JSON: said as for any other client
+                resp = httpx.Response(status, content=data,
+                                      request=httpx.Request("POST", self.url))
         return _result(method, self.url, resp)
 
     async def broadcast_tx_sync(self, tx: bytes) -> TxResult:
