@@ -50,6 +50,7 @@ import httpx
 from nacl.signing import SigningKey
 
 from bench.bench_read import _text
+from bench.mcp_fill import metrics
 from memledger.api.readgate import SHED_RETRY_AFTER_S
 from memledger.daemon.home import NodeHome
 from memledger.devtools.burst import wait_mempool_empty
@@ -485,40 +486,23 @@ def _seed(runner: NodeRunner, memories: int, timeout: float = 600.0) -> dict[str
     started = time.perf_counter()
     drained = _drain(runner, txs, None,
                      _light_sender(runner.rpc_url + "/", _rpc_body, _rpc_ok))
-    deadline = time.monotonic() + timeout
-    while True:
-        seen = _metrics(runner.api_url)
-        if (seen.get("memledger_recall_index_vectors", 0) >= drained["accepted"]
-                and seen.get("memledger_recall_lag_blocks", 1) == 0):
-            break
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the recall index did not catch up in {timeout:.0f} s")
-        time.sleep(1.0)
+    _index_settled(runner.api_url, drained["accepted"], timeout)
     return {"memories": drained["accepted"],
             "indexed_after_s": round(time.perf_counter() - started, 1)}
 
 
-def _index_settled(api_url: str, timeout: float = 600.0) -> None:
-    """Wait until the node's recall index has caught up with its projection (at once on
-    a node without one)."""
+def _index_settled(api_url: str, vectors: int = 0, timeout: float = 600.0) -> None:
+    """Wait until the node's recall index has caught up with its projection and holds at
+    least `vectors` memories (at once on a node without one, when `vectors` is 0)."""
     deadline = time.monotonic() + timeout
-    while _metrics(api_url).get("memledger_recall_lag_blocks", 0) > 0:
+    while True:
+        seen = metrics(api_url)
+        if (seen.get("memledger_recall_lag_blocks", 0) == 0
+                and seen.get("memledger_recall_index_vectors", 0) >= vectors):
+            return
         if time.monotonic() > deadline:
             raise RuntimeError(f"the recall index did not catch up in {timeout:.0f} s")
         time.sleep(0.5)
-
-
-def _metrics(api_url: str) -> dict[str, float]:
-    """The node's unlabelled metric samples by name."""
-    out: dict[str, float] = {}
-    for line in httpx.get(api_url + "/metrics", timeout=30).text.splitlines():
-        name, _, value = line.partition(" ")
-        if line and not line.startswith("#") and "{" not in name:
-            try:
-                out[name] = float(value)
-            except ValueError:
-                continue
-    return out
 
 
 def isolation(runner: NodeRunner, seconds: float, counts: list[int],
