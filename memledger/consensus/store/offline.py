@@ -56,9 +56,16 @@ class StoreOffline:
     _unconfirmed: bool | None
     _gen: int
     _current: Any
+    _reads: dict[bytes, bytes | None]
 
     def _require_writer(self) -> MerkleTree:
         raise NotImplementedError
+
+    def _write_txn(self) -> lmdb.Transaction:
+        """A write outside of a block's commit: the committed reads the writer keeps
+        (CanonicalStore.get) may no longer hold, so they are dropped first."""
+        self._reads.clear()
+        return self._env.begin(write=True)
 
     def snapshot(self) -> AbstractContextManager[Snapshot]:
         raise NotImplementedError
@@ -82,7 +89,7 @@ class StoreOffline:
             self._load_chunk(buf)
         with self.snapshot() as snap:
             tree = tree_from_hidx(snap._txn, self._hidx, layout)
-        with self._env.begin(write=True) as txn:
+        with self._write_txn() as txn:
             self._write_full_tree(txn, tree, layout)
             txn.delete(M_LOADING, db=self._meta)
         self._tree, self._layout = tree, layout
@@ -108,7 +115,7 @@ class StoreOffline:
     def _begin_fill(self, marker: bytes, refusal: str) -> None:
         """Mark an empty, never-committed store as being filled outside of blocks."""
         self._require_writer()
-        with self._env.begin(write=True) as txn:
+        with self._write_txn() as txn:
             if txn.get(M_HEIGHT, db=self._meta) is not None or txn.stat(self._data)["entries"]:
                 raise StoreError(refusal)
             txn.put(marker, b"1", db=self._meta)
@@ -135,7 +142,7 @@ class StoreOffline:
             else:
                 raise AppHashMismatch(f"restored state hashes to {', '.join(roots)}, "
                                       f"trusted app hash is {app_hash.hex()}")
-        with self._env.begin(write=True) as txn:
+        with self._write_txn() as txn:
             self._write_full_tree(txn, tree, layout)
             meta = self._meta
             txn.put(M_HEIGHT, u64(height), db=meta)
@@ -174,7 +181,7 @@ class StoreOffline:
         self._current = None
 
     def _wipe(self) -> None:
-        with self._env.begin(write=True) as txn:
+        with self._write_txn() as txn:
             for db in (self._data, self._hidx, self._tree_db):
                 txn.drop(db, delete=False)
             for key in (M_HEIGHT, M_APP_HASH, M_APP_VERSION, M_RESTORING, M_RESTORED,
@@ -183,7 +190,7 @@ class StoreOffline:
 
     def _load_chunk(self, buf: list[tuple[bytes, bytes]]) -> None:
         hrows = sorted((bucket_prefix(bucket_of(k)) + k, value_hash(v)) for k, v in buf)
-        with self._env.begin(write=True) as txn:
+        with self._write_txn() as txn:
             txn.cursor(db=self._data).putmulti(sorted(buf))
             txn.cursor(db=self._hidx).putmulti(hrows)
 
@@ -246,7 +253,7 @@ class StoreOffline:
                 f"hidx root {tree.root.hex()} != committed app hash {expected.hex()}"
             )
         if not self.readonly:
-            with self._env.begin(write=True) as txn:
+            with self._write_txn() as txn:
                 self._write_full_tree(txn, tree, self._layout)
             self._tree = tree
         return tree

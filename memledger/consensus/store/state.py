@@ -70,6 +70,10 @@ from memledger.protocol.commitment import (
 
 log = logging.getLogger("memledger.store")
 
+#: How many committed reads the writer keeps (CanonicalStore.get); past it, it starts over.
+READ_MEMO_ENTRIES = 65_536
+_UNREAD = object()
+
 __all__ = [
     "DEFAULT_MAP_SIZE",
     "MAX_KEY_LEN",
@@ -110,6 +114,7 @@ class CanonicalStore(StoreOffline):
         self._tree: MerkleTree | None = None
         self._layout = 1
         self._lock_fd: int | None = None
+        self._reads: dict[bytes, bytes | None] = {}
         if readonly:
             if not os.path.isdir(path):
                 raise StoreError(f"{path}: no store to open read-only")
@@ -196,9 +201,25 @@ class CanonicalStore(StoreOffline):
         return Snapshot(self, self._env.begin())
 
     def get(self, key: bytes) -> bytes | None:
+        """The committed value of key (None: absent).
+
+        The writer keeps what it read (absences too), up to READ_MEMO_ENTRIES: only it
+        moves the committed state, and commit() and every write outside a block bring
+        the kept reads up to date, so they cannot go stale. A tx reads about fifteen keys
+        (the params, its domain, its account) in CheckTx and again in its block, mostly
+        the same ones. A read-only opener keeps nothing: another process commits.
+        """
+        reads = self._reads
+        value = reads.get(key, _UNREAD)
+        if value is not _UNREAD:
+            return value  # type: ignore[return-value]
         with self._env.begin() as txn:
-            value: bytes | None = txn.get(key, db=self._data)
-            return value
+            found: bytes | None = txn.get(key, db=self._data)
+        if not self.readonly:
+            if len(reads) >= READ_MEMO_ENTRIES:
+                reads.clear()
+            reads[key] = found
+        return found
 
     def iter_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Committed (key, value) pairs under prefix, ascending; holds one read txn."""
@@ -312,8 +333,12 @@ class CanonicalStore(StoreOffline):
                 txn.delete(M_RESTORED, db=meta)
             if self._before_commit is not None:
                 self._before_commit()
-        # Durable from here on; only now may the in-memory tree and head move.
+        # Durable from here on; only now may the in-memory tree, head and reads move.
         tree.apply(prep.nodes)
+        reads = self._reads
+        for key, value in prep.changes:
+            if key in reads:
+                reads[key] = value
         self._layout = prep.layout
         self._head = (height, app_version)
         self._unconfirmed = False
