@@ -220,6 +220,40 @@ def test_before_commit_failure_changes_nothing(store_path: str) -> None:
     s.close()
 
 
+def test_kept_reads_follow_commits_and_writes_outside_blocks(store_path: str) -> None:
+    """The writer keeps committed reads (absences too); each must change with the state."""
+    fail = {"on": False}
+
+    def hook() -> None:
+        if fail["on"]:
+            raise OSError("injected")
+
+    s = CanonicalStore(store_path, map_size=MAP, before_commit=hook)
+    assert s.get(b"a") is None and s.get(b"b") is None  # kept as absent
+    _commit(s, 1, {b"a": b"1", b"b": b"x"})
+    assert (s.get(b"a"), s.get(b"b")) == (b"1", b"x")
+    _commit(s, 2, {b"a": None, b"b": b"y"})
+    assert (s.get(b"a"), s.get(b"b")) == (None, b"y")
+    fail["on"] = True  # a commit that fails leaves the kept reads as they were
+    ov = s.begin_block()
+    ov.put(b"b", b"z")
+    with pytest.raises(OSError):
+        s.commit(ov, 3, ov.app_hash(), 1)
+    assert s.get(b"b") == b"y"
+    fail["on"] = False
+    reader = CanonicalStore(store_path, map_size=MAP, readonly=True)
+    assert reader.get(b"b") == b"y" and not reader._reads  # another process commits
+    reader.close()
+    s.close()
+    s = CanonicalStore(store_path, map_size=MAP)
+    s.restore_abort()  # a write outside a block: the state is empty again
+    assert s.get(b"b") is None
+    s.restore_begin()
+    s.restore_chunk([(b"b", b"restored")])
+    assert s.get(b"b") == b"restored"
+    s.close()
+
+
 # -- persistence and recovery -------------------------------------------------------
 
 
