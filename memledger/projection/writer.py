@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 import sqlalchemy as sa
@@ -19,6 +20,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 
 from memledger.projection.background import BackgroundRebuild
+from memledger.projection.compiled import CompiledStatements
 from memledger.projection.mapping import Batch, add_change
 from memledger.projection.rebuild import CommittedRecords, RecordSource, rebuild
 from memledger.projection.schema import (
@@ -81,6 +83,7 @@ class Projection:
         self.url = url
         self.engine = make_engine(url)
         self.dialect = self.engine.dialect.name
+        self._statements = CompiledStatements(self.engine.dialect)
         try:
             self._prepare()
         except sa.exc.DBAPIError as exc:
@@ -158,8 +161,9 @@ class Projection:
 
     def _claim_receipt(self, conn: Connection, height: int, app_hash: bytes,
                        follows: int) -> bool:
-        found = conn.execute(
-            sa.select(receipts.c.app_hash).where(receipts.c.height == height)
+        run = self._statements.one
+        found = run(conn, ("receipt at",), lambda: sa.select(receipts.c.app_hash).where(
+            receipts.c.height == sa.bindparam("height")), {"height": height}
         ).scalar_one_or_none()
         if found is not None:
             if found != app_hash.hex():
@@ -170,13 +174,15 @@ class Projection:
             log.info("projection already holds height %d; skipping replayed flush", height)
             return False
         if follows:
-            last = conn.execute(sa.select(sa.func.max(receipts.c.height))).scalar()
+            last = run(conn, ("last receipt",),
+                       lambda: sa.select(sa.func.max(receipts.c.height)), {}).scalar()
             if last != follows:
                 raise ProjectionBehind(
                     f"the projection's last block is {last}, canonical state's is {follows}: "
                     "its database lost commits (a failover or a restore?); restart the node "
                     "to rebuild the projection from canonical state")
-        conn.execute(receipts.insert().values(height=height, app_hash=app_hash.hex()))
+        self._statements.many(conn, ("insert", receipts.name), receipts.insert,
+                              [{"height": height, "app_hash": app_hash.hex()}])
         return True
 
     def has_gaps(self) -> bool:
@@ -195,19 +201,22 @@ class Projection:
         return sqlite.insert(table)
 
     def _upsert(self, conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
-        stmt = self._insert(table)
-        keys = [c.name for c in table.primary_key.columns]
-        update = {c.name: stmt.excluded[c.name] for c in table.columns
-                  if c.name not in keys and c.name in rows[0]}
-        stmt = stmt.on_conflict_do_update(index_elements=keys, set_=update) if update else \
-            stmt.on_conflict_do_nothing(index_elements=keys)
-        conn.execute(stmt, rows)
+        def build() -> Any:
+            stmt = self._insert(table)
+            keys = [c.name for c in table.primary_key.columns]
+            update = {c.name: stmt.excluded[c.name] for c in table.columns
+                      if c.name not in keys and c.name in rows[0]}
+            return stmt.on_conflict_do_update(index_elements=keys, set_=update) if update \
+                else stmt.on_conflict_do_nothing(index_elements=keys)
+
+        self._statements.many(conn, ("upsert", table.name, tuple(rows[0])), build, rows)
 
     def _apply(self, conn: Connection, batch: Batch) -> None:
         """Few statements per block: deletes, grouped upserts, bulk child replacement."""
         for table, match in batch.deletes:
-            conn.execute(table.delete().where(
-                sa.and_(*[table.c[k] == v for k, v in match.items()])))
+            columns = tuple(match)
+            self._statements.one(conn, ("delete", table.name, columns),
+                                 partial(_delete_where, table, columns), match)
         content = dict(batch.content)
         for name in sorted(batch.upserts):
             table = metadata.tables[name]
@@ -225,31 +234,32 @@ class Projection:
                 self._upsert(conn, table, rows)
         self._replace_children(conn, batch.replace_children)
         if content:
-            conn.execute(
-                memories.update().where(memories.c.id == sa.bindparam("mid")).values(
+            self._statements.many(
+                conn, ("content",),
+                lambda: memories.update().where(memories.c.id == sa.bindparam("mid")).values(
                     content=sa.bindparam("body")),
                 [{"mid": mid, "body": body} for mid, body in sorted(content.items())],
             )
 
-    @staticmethod
     def _replace_children(
-        conn: Connection, replacements: list[tuple[sa.Table, str, list[dict[str, Any]]]]
+        self, conn: Connection, replacements: list[tuple[sa.Table, str, list[dict[str, Any]]]]
     ) -> None:
-        """Delete the old child rows of every touched parent in chunks, insert in bulk."""
+        """Delete the old child rows of every touched parent, insert the new ones in bulk."""
         by_table: dict[str, tuple[sa.Table, list[str], list[dict[str, Any]]]] = {}
         for table, parent, rows in replacements:
             entry = by_table.setdefault(table.name, (table, [], []))
             entry[1].append(parent)
             entry[2].extend(rows)
+        many = self._statements.many
         for name in sorted(by_table):
             table, parents, rows = by_table[name]
             if table is validators:
                 conn.execute(validators.delete())
             else:
-                for i in range(0, len(parents), 500):
-                    conn.execute(table.delete().where(table.c.memory_id.in_(parents[i:i + 500])))
+                many(conn, ("children of", name), partial(_delete_children, table),
+                     [{"parent": p} for p in parents])
             if rows:
-                conn.execute(table.insert(), rows)
+                many(conn, ("insert", name, tuple(rows[0])), table.insert, rows)
 
     # ----------------------------------------------------------------- rebuild
     def rebuild(self, source: RecordSource, height: int, app_hash: bytes) -> int:
@@ -285,6 +295,16 @@ class Projection:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _delete_where(table: sa.Table, columns: tuple[str, ...]) -> Any:
+    """DELETE of the rows whose `columns` equal the parameters of the same names."""
+    return table.delete().where(sa.and_(*[table.c[k] == sa.bindparam(k) for k in columns]))
+
+
+def _delete_children(table: sa.Table) -> Any:
+    """DELETE of a child table's rows under the parameter `parent` (a memory id)."""
+    return table.delete().where(table.c.memory_id == sa.bindparam("parent"))
 
 
 def _dedupe(table: sa.Table, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
