@@ -79,6 +79,8 @@ def _check(obj: Any) -> None:
                 tv = type(v)
                 if tv is str or tv is bool or v is None:
                     continue
+                if tv is int and INT_MIN <= v <= INT_MAX:  # a leaf: no trip through the stack
+                    continue
                 push((v, depth + 1))
         elif t is list:
             # fast path, same verdict: a list of leaves only (a nonce window holds 256

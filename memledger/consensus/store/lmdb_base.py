@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterable
+import struct
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import lmdb
@@ -62,8 +63,8 @@ def u64(n: int) -> bytes:
     return n.to_bytes(8, "big")
 
 
-def node_key(index: int) -> bytes:
-    return index.to_bytes(4, "big")
+#: A tree node's key: its heap index as 4 big-endian bytes (a C call: ~2,000 per block).
+node_key: Callable[[int], bytes] = struct.Struct(">I").pack
 
 
 def user_meta_key(name: str) -> bytes:
