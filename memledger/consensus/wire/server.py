@@ -23,9 +23,9 @@ import socket
 import stat
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from google.protobuf.message import DecodeError, Message
 
@@ -367,4 +367,19 @@ def run(app: Application, address: str, *, max_frame_bytes: int = DEFAULT_MAX_FR
             loop.add_signal_handler(sig, server.stop)
         await server.serve_forever()
 
-    asyncio.run(main())
+    _loop_runner()(main())
+
+
+def _loop_runner() -> Callable[[Coroutine[Any, Any, None]], None]:
+    """uvloop's runner when it is installed (a node install has it), else asyncio's.
+
+    Why: cometbft sends CheckTx one or a few at a time, and each batch costs the event
+    loop a read, a write and a wake-up; uvloop does that part in C, about a quarter less
+    CPU per request. Which loop runs cannot change an answer: the app is called
+    synchronously, in each connection's request order, on either.
+    """
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run
+    return uvloop.run
