@@ -144,10 +144,6 @@ class MerkleTree:
     def root(self) -> bytes:
         return self._nodes[1]
 
-    def span(self, start: int, stop: int) -> list[bytes]:
-        """The nodes with heap indices start..stop-1 (a copy): one level's run of them."""
-        return self._nodes[start:stop]
-
     def node(self, index: int) -> bytes:
         """Node by heap index (1 = root, NUM_BUCKETS + b = leaf of bucket b)."""
         if not 1 <= index < TREE_SIZE:

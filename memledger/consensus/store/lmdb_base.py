@@ -19,10 +19,7 @@ from memledger.protocol.commitment import MerkleTree, bucket_hash
 DEFAULT_MAP_SIZE = 64 << 30
 #: LMDB's default key limit is 511 bytes and hidx keys carry a 2-byte bucket prefix.
 MAX_KEY_LEN = 509
-#: 2: the tree db holds four-level groups of nodes (tree_pages.py); 1 held one entry per
-#: node, and a writer opening a schema-1 store rebuilds its tree db in the new layout
-SCHEMA_VERSION = 2
-LEGACY_TREE_SCHEMA = 1
+SCHEMA_VERSION = 1
 U64_MAX = (1 << 64) - 1
 
 _DB_DATA = b"data"

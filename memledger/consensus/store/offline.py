@@ -21,8 +21,6 @@ from memledger.consensus.store.lmdb_base import (
     M_LOADING,
     M_RESTORED,
     M_RESTORING,
-    M_SCHEMA,
-    SCHEMA_VERSION,
     AppHashMismatch,
     CorruptStoreError,
     StoreError,
@@ -33,7 +31,6 @@ from memledger.consensus.store.lmdb_base import (
     u64,
 )
 from memledger.consensus.store.snapshot import Snapshot
-from memledger.consensus.store.tree_pages import all_groups, decode_group, read_node
 from memledger.protocol.commitment import (
     TREE_SIZE,
     ZERO_HASH,
@@ -60,7 +57,6 @@ class StoreOffline:
     _gen: int
     _current: Any
     _reads: dict[bytes, bytes | None]
-    _legacy_tree: bool
 
     def _require_writer(self) -> MerkleTree:
         raise NotImplementedError
@@ -211,7 +207,7 @@ class StoreOffline:
             if txn.stat(self._hidx)["entries"] != n:
                 raise CorruptStoreError("hidx has entries with no data")
             tree = tree_from_hidx(txn, self._hidx, layout_of(txn, self._meta))
-            stored = read_node(lambda g: txn.get(node_key(g), db=self._tree_db), 1)
+            stored = txn.get(node_key(1), db=self._tree_db) or ZERO_HASH
             expected = txn.get(M_APP_HASH, db=self._meta)
         if stored != tree.root or (expected is not None and expected != tree.root):
             raise CorruptStoreError("tree root disagrees with data")
@@ -221,20 +217,19 @@ class StoreOffline:
     # -- tree persistence and recovery ----------------------------------------------
 
     def _load_tree(self) -> MerkleTree:
-        """Load persisted nodes; rebuild from hidx if missing, inconsistent or in the
-        layout of schema 1 (the rebuild writes the current layout and schema)."""
+        """Load persisted nodes; rebuild from hidx if missing or inconsistent."""
         with self.snapshot() as snap:
             txn = snap._txn
             self._layout = layout_of(txn, self._meta)
             expected = txn.get(M_APP_HASH, db=self._meta)
             has_entries = txn.stat(self._hidx)["entries"] > 0
-            nodes: list[bytes] | None = None
-            if not self._legacy_tree:
-                nodes = [ZERO_HASH] * TREE_SIZE
-                for k, v in txn.cursor(db=self._tree_db).iternext():
-                    if len(k) != 4 or not decode_group(int.from_bytes(k, "big"), v, nodes):
-                        nodes = None
-                        break
+            nodes: list[bytes] | None = [ZERO_HASH] * TREE_SIZE
+            for k, v in txn.cursor(db=self._tree_db).iternext():
+                idx = int.from_bytes(k, "big")
+                if len(k) != 4 or len(v) != 32 or not 1 <= idx < TREE_SIZE or nodes is None:
+                    nodes = None
+                    break
+                nodes[idx] = v
         if nodes is not None:
             tree = MerkleTree(nodes)
             if expected is not None:
@@ -264,12 +259,7 @@ class StoreOffline:
         return tree
 
     def _write_full_tree(self, txn: lmdb.Transaction, tree: MerkleTree, layout: int) -> None:
-        """Replace the tree db with `tree` in the current layout (and say so: the schema
-        is written in the same transaction, so an upgrade from schema 1 is never half
-        done)."""
         txn.drop(self._tree_db, delete=False)
         cur = txn.cursor(db=self._tree_db)
-        cur.putmulti([(node_key(g), v) for g, v in all_groups(tree)], append=True)
+        cur.putmulti([(node_key(i), h) for i, h in tree.nonzero_nodes()], append=True)
         txn.put(M_LAYOUT, u64(layout), db=self._meta)
-        txn.put(M_SCHEMA, u64(SCHEMA_VERSION), db=self._meta)
-        self._legacy_tree = False

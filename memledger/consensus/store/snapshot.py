@@ -15,9 +15,9 @@ from memledger.consensus.store.lmdb_base import (
     node_key,
     user_meta_key,
 )
-from memledger.consensus.store.tree_pages import read_node
 from memledger.protocol.commitment import (
     NUM_BUCKETS,
+    ZERO_HASH,
     Proof,
     bucket_of,
     bucket_prefix,
@@ -80,8 +80,8 @@ class Snapshot:
         raw: bytes | None = self._txn.get(M_APP_HASH, db=self._s._meta)
         if raw is not None:
             return raw
-        tree_db = self._s._tree_db
-        return read_node(lambda g: self._txn.get(node_key(g), db=tree_db), 1)
+        root = self._txn.get(node_key(1), db=self._s._tree_db)
+        return ZERO_HASH if root is None else root
 
     @property
     def app_version(self) -> int:
@@ -109,18 +109,12 @@ class Snapshot:
     def prove(self, key: bytes) -> Proof:
         """Inclusion (or absence) proof for key against this snapshot's last_app_hash."""
         bucket = bucket_of(key)
-        txn, tree_db = self._txn, self._s._tree_db
-        groups: dict[int, bytes | None] = {}  # a path crosses 5 groups: read each once
-
-        def group(g: int) -> bytes | None:
-            if g not in groups:
-                groups[g] = txn.get(node_key(g), db=tree_db)
-            return groups[g]
-
+        tree_db = self._s._tree_db
         sibs = []
         i = NUM_BUCKETS + bucket
         while i > 1:
-            sibs.append(read_node(group, i ^ 1))
+            node = self._txn.get(node_key(i ^ 1), db=tree_db)
+            sibs.append(ZERO_HASH if node is None else node)
             i >>= 1
         layout = layout_of(self._txn, self._s._meta)
         return Proof(bucket, tuple(self.bucket_entries(bucket)), tuple(sibs), layout)

@@ -9,10 +9,10 @@ Sub-databases (all keys/values are raw bytes):
 - ``data``: key -> value, the canonical state.
 - ``hidx``: bucket(2 bytes) || key -> SHA-256(value). A bucket is rehashed by a prefix scan
   of its ~n/65536 entries without reading values; proofs are served from it too.
-- ``tree``: the nodes of the commitment tree (memledger/protocol/commitment.py), four
-  levels of a subtree to a value (memledger/consensus/store/tree_pages.py); only the
-  groups a block changed are rewritten. A writer loads it at open; if it is missing,
-  inconsistent or in schema 1's layout (one entry per node) it is rebuilt from ``hidx``.
+- ``tree``: uint32be(heap index) -> 32-byte node, for every non-zero node of the commitment
+  tree (see memledger/protocol/commitment.py). Only nodes changed by a block are rewritten.
+  A writer loads
+  it at open; if it is missing or inconsistent it is rebuilt from ``hidx``.
 - ``meta``: ``height`` (u64be), ``app_hash`` (32 bytes), ``app_version`` (u64be),
   ``schema`` (u64be), ``hash_layout`` (u64be, the bucket-hash layout of the committed
   tree; absent means 1), and user entries under ``u/<name>``. Meta is NOT covered by the app
@@ -34,7 +34,6 @@ import lmdb
 from memledger.consensus.store.lmdb_base import (
     ALL_DBS,
     DEFAULT_MAP_SIZE,
-    LEGACY_TREE_SCHEMA,
     M_APP_HASH,
     M_APP_VERSION,
     M_HEIGHT,
@@ -59,8 +58,8 @@ from memledger.consensus.store.lmdb_base import (
 from memledger.consensus.store.offline import StoreOffline
 from memledger.consensus.store.overlay import BlockOverlay, Prepared
 from memledger.consensus.store.snapshot import Snapshot
-from memledger.consensus.store.tree_pages import changed_groups
 from memledger.protocol.commitment import (
+    ZERO_HASH,
     MerkleTree,
     Proof,
     bucket_hash,
@@ -116,7 +115,6 @@ class CanonicalStore(StoreOffline):
         self._layout = 1
         self._lock_fd: int | None = None
         self._reads: dict[bytes, bytes | None] = {}
-        self._legacy_tree = False
         if readonly:
             if not os.path.isdir(path):
                 raise StoreError(f"{path}: no store to open read-only")
@@ -162,14 +160,8 @@ class CanonicalStore(StoreOffline):
         self._data, self._hidx, self._tree_db, self._meta = dbs
         with env.begin() as txn:
             schema = txn.get(M_SCHEMA, db=self._meta)
-            found = SCHEMA_VERSION if schema is None else int.from_bytes(schema, "big")
-            if found == LEGACY_TREE_SCHEMA and self.readonly:
-                raise StoreError(
-                    f"{self.path}: the state store is in schema {found}, which this version "
-                    "reads only to upgrade it: start the node (its app process upgrades it)")
-            if found not in (SCHEMA_VERSION, LEGACY_TREE_SCHEMA):
-                raise StoreError(f"unsupported store schema {found}")
-            self._legacy_tree = found == LEGACY_TREE_SCHEMA
+            if schema is not None and int.from_bytes(schema, "big") != SCHEMA_VERSION:
+                raise StoreError(f"unsupported store schema {int.from_bytes(schema, 'big')}")
             if txn.get(M_LOADING, db=self._meta) is not None:
                 raise CorruptStoreError("bulk load did not complete; discard this store")
             interrupted = txn.get(M_RESTORING, db=self._meta) is not None
@@ -306,8 +298,6 @@ class CanonicalStore(StoreOffline):
             raise ValueError("app_version must be an int in [0, 2^64)")
         confirms = self.restore_unconfirmed  # a block on a restore: CometBFT has its state
         prep = overlay._prepare()
-        staged = tree.copy()  # the tree this block leaves; installed once it is durable
-        staged.apply(prep.nodes)
         if prep.root != app_hash:
             raise AppHashMismatch(
                 f"recomputed root {prep.root.hex()} != asserted {bytes(app_hash).hex()}"
@@ -319,8 +309,14 @@ class CanonicalStore(StoreOffline):
             write_rows(txn, self._data, prep.changes)
             write_rows(txn, self._hidx, [(k, None) for k in prep.hidx_dels])
             write_rows(txn, self._hidx, prep.hidx_puts)
-            write_rows(txn, self._tree_db,
-                       [(node_key(g), v) for g, v in changed_groups(staged, prep.nodes)])
+            write_rows(
+                txn,
+                self._tree_db,
+                [
+                    (node_key(i), None if prep.nodes[i] == ZERO_HASH else prep.nodes[i])
+                    for i in sorted(prep.nodes)
+                ],
+            )
             meta = self._meta
             for mkey in sorted(overlay._meta):
                 mval = overlay._meta[mkey]
@@ -338,7 +334,7 @@ class CanonicalStore(StoreOffline):
             if self._before_commit is not None:
                 self._before_commit()
         # Durable from here on; only now may the in-memory tree, head and reads move.
-        self._tree = staged
+        tree.apply(prep.nodes)
         reads = self._reads
         for key, value in prep.changes:
             if key in reads:
