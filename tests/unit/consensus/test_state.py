@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import lmdb
@@ -66,6 +66,17 @@ def _commit(
 
 def _all(store: CanonicalStore) -> dict[bytes, bytes]:
     return dict(store.iter_prefix(b""))
+
+
+def _failing_hook() -> tuple[dict[str, bool], Callable[[], None]]:
+    """A before_commit hook that raises inside the LMDB write txn while fail["on"]."""
+    fail = {"on": False}
+
+    def hook() -> None:
+        if fail["on"]:
+            raise OSError("injected failure inside the LMDB write txn")
+
+    return fail, hook
 
 
 # -- overlay semantics --------------------------------------------------------------
@@ -192,12 +203,7 @@ def test_rerun_of_discarded_block_gives_same_hash(store: CanonicalStore) -> None
 
 
 def test_before_commit_failure_changes_nothing(store_path: str) -> None:
-    fail = {"on": False}
-
-    def hook() -> None:
-        if fail["on"]:
-            raise OSError("injected failure inside the LMDB write txn")
-
+    fail, hook = _failing_hook()
     s = CanonicalStore(store_path, map_size=MAP, before_commit=hook)
     root1 = _commit(s, 1, {b"a": b"1"}, note=b"one")
     fail["on"] = True
@@ -222,12 +228,7 @@ def test_before_commit_failure_changes_nothing(store_path: str) -> None:
 
 def test_kept_reads_follow_commits_and_writes_outside_blocks(store_path: str) -> None:
     """The writer keeps committed reads (absences too); each must change with the state."""
-    fail = {"on": False}
-
-    def hook() -> None:
-        if fail["on"]:
-            raise OSError("injected")
-
+    fail, hook = _failing_hook()
     s = CanonicalStore(store_path, map_size=MAP, before_commit=hook)
     assert s.get(b"a") is None and s.get(b"b") is None  # kept as absent
     _commit(s, 1, {b"a": b"1", b"b": b"x"})
