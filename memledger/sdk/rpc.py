@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from memledger.sdk.plainhttp import PlainHttp
 from memledger.sdk.rpc_pool import PostPool
 from memledger.sdk.waiting import wait_until
 
@@ -89,8 +90,12 @@ class RpcClient:
         # costs ~50 ms of CPU per client, paid by every CLI call and agent thread.
         plain = self.url.startswith("http://")
         self._http = httpx.Client(timeout=timeout, verify=not plain)
+        #: plain-http calls skip httpx's own per-request cost (memledger.sdk.plainhttp)
+        self._plain = PlainHttp(self.url, timeout) if PlainHttp.serves(self.url, None) else None
 
     def close(self) -> None:
+        if self._plain is not None:
+            self._plain.close()
         self._http.close()
 
     def __enter__(self) -> RpcClient:
@@ -101,7 +106,9 @@ class RpcClient:
 
     def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """Invoke ``method`` and return its ``result``; raise RpcError on a JSON-RPC error."""
-        resp = self._http.post(self.url, json=_request(method, params))
+        body = _request(method, params)
+        resp = (self._http.post(self.url, json=body) if self._plain is None
+                else self._plain.request("POST", "", json=body))
         return _result(method, self.url, resp)
 
     # --- info -------------------------------------------------------------------------
@@ -210,7 +217,8 @@ def _result(method: str, url: str, resp: httpx.Response) -> Any:
     try:
         payload = resp.json()
     except ValueError:
-        resp.raise_for_status()
+        if resp.is_error:
+            resp.raise_for_status()
         raise RpcError(method, 0, "not a JSON-RPC answer",
                        f"{url} answered {resp.text[:80]!r}") from None
     return _payload_result(method, url, payload, resp.content)

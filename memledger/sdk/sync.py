@@ -58,6 +58,7 @@ from memledger.sdk.models import (
     page_of,
 )
 from memledger.sdk.paths import account_path, quote_id, tx_path
+from memledger.sdk.plainhttp import PlainHttp
 from memledger.sdk.private import EpochKeyMissing
 from memledger.sdk.private_client import RESEAL_CODES, PrivateDomains
 from memledger.sdk.retry import RESIGN_CODES, NonceSource, Resigning, RetryPolicy
@@ -81,6 +82,10 @@ class Client(ClientCore):
                  light_rpc: str | None = None) -> None:
         super().__init__(base_url, key, chain_id, nonces, retry, trust, trust_store, light_rpc)
         self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
+        #: requests and their whole answers to a plain-http node skip httpx's own cost;
+        #: streams, https, proxies and custom transports go through `_http`
+        self._plain = (PlainHttp(self.base_url, timeout)
+                       if PlainHttp.serves(self.base_url, transport) else None)
         self._chain_lock = threading.Lock()
         self.private = PrivateDomains(
             self._key, lambda path, params: self._request("GET", path, params=params),
@@ -89,6 +94,8 @@ class Client(ClientCore):
         self.local = LocalRecall(self)
 
     def close(self) -> None:
+        if self._plain is not None:
+            self._plain.close()
         self._http.close()
 
     def __enter__(self) -> Client:
@@ -104,7 +111,8 @@ class Client(ClientCore):
         attempt, started = 0, time.monotonic()
         while True:
             try:
-                resp = self._http.request(method, path, **kwargs)
+                resp = (self._http if self._plain is None else self._plain).request(
+                    method, path, **kwargs)
             except httpx.HTTPError as exc:
                 lost = self._retry.resend_delay(exc, attempt) if resend else None
                 if lost is None:

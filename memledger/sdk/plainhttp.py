@@ -1,0 +1,184 @@
+"""Requests to a plain-http node over kept-alive connections, without httpx's per-request
+cost; the answers are httpx.Response objects, so everything above them is unchanged.
+
+Why: an SDK `submit` spent ~1 ms of the agent's CPU, ~85% of it inside httpx: building
+the request (three URL parses, cookies, auth and redirect layers), its connection pool
+and h11's pure-Python parsing. An agent host with many agents, or a node sharing its
+cores with them, pays that per write. The standard library's http.client does the same
+request in a fraction of that (BENCHMARKS.md §15, "The SDK's own cost per request").
+
+`serves()` says when it applies: an http:// base URL, no custom transport (tests and
+embedders pass one) and no http proxy in the environment (httpx honours HTTP_PROXY,
+ALL_PROXY and NO_PROXY; with one set, httpx decides). Everything else (https, proxies,
+streamed downloads) stays with httpx. Transport failures are raised as the httpx
+exceptions they would have been, because the retry policy (memledger.sdk.retry) decides
+by those types what may be sent again.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json as jsonlib
+import threading
+import urllib.request
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+__all__ = ["PlainHttp"]
+
+_DEFAULT = object()
+#: What a kept-alive connection raises when the server had closed it before any answer:
+#: on a reused connection the request is sent again once, on a new one.
+_STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
+
+
+class PlainHttp:
+    """Blocking requests to one http:// origin; safe to share between threads (each
+    request holds one connection; at most `keep` idle ones are kept)."""
+
+    def __init__(self, base_url: str, timeout: float | None, *, keep: int = 64) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise ValueError(f"PlainHttp speaks plain http only, not {base_url!r}")
+        self.host = parts.hostname
+        self.port = parts.port or 80
+        self.prefix = parts.path.rstrip("/")
+        shown = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 literal
+        self._origin = f"http://{shown}:{self.port}"
+        self.timeout = timeout
+        self.keep = keep
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @staticmethod
+    def serves(base_url: str, transport: object | None) -> bool:
+        """True where requests may skip httpx: plain http, no transport, no proxy."""
+        parts = urlsplit(base_url)
+        if transport is not None or parts.scheme != "http" or not parts.hostname:
+            return False
+        # With a proxy set for http at all, httpx decides (it also reads NO_PROXY).
+        return not {"http", "all"} & urllib.request.getproxies_environment().keys()
+
+    def request(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
+                json: Any = None, content: bytes | None = None,
+                headers: Mapping[str, str] | None = None,
+                timeout: Any = _DEFAULT) -> httpx.Response:
+        """Send one request and read its whole answer."""
+        target = (self.prefix + path) or "/"
+        if params:
+            query = str(httpx.QueryParams(params))  # encoded exactly as httpx would
+            if query:
+                target = f"{target}?{query}"
+        send_headers = {"Accept": "*/*", "Connection": "keep-alive"}
+        body = content
+        if json is not None:
+            # httpx's own JSON body encoding, so the bytes on the wire are the same
+            body = jsonlib.dumps(json, ensure_ascii=False, separators=(",", ":"),
+                                 allow_nan=False).encode()
+            send_headers["Content-Type"] = "application/json"
+        if headers:
+            send_headers.update(headers)
+        wait = self.timeout if timeout is _DEFAULT else timeout
+        if isinstance(wait, httpx.Timeout):
+            wait = wait.read
+        conn, reused = self._take(wait)
+        try:
+            status, answer, got = self._exchange(conn, method, target, body, send_headers)
+        except _Stale:
+            if not reused:
+                raise self._failure("the connection closed before an answer", method,
+                                    target, httpx.RemoteProtocolError) from None
+            conn = self._fresh(wait)
+            try:
+                status, answer, got = self._exchange(conn, method, target, body, send_headers)
+            except _Stale:
+                raise self._failure("the connection closed before an answer", method,
+                                    target, httpx.RemoteProtocolError) from None
+        if got.will_close:
+            conn.close()
+        else:
+            self._give_back(conn)
+        # An error answer carries its request, as httpx's do (raise_for_status needs it);
+        # building one parses the URL again, so the usual answer goes without.
+        request = httpx.Request(method, self._origin + target) if status >= 400 else None
+        return httpx.Response(status, headers=got.getheaders(), content=answer,
+                              request=request)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def _exchange(self, conn: http.client.HTTPConnection, method: str, target: str,
+                  body: bytes | None, headers: dict[str, str]
+                  ) -> tuple[int, bytes, http.client.HTTPResponse]:
+        """One request and its whole answer; the connection is closed on any failure."""
+        answered = False
+        try:
+            conn.request(method, target, body=body, headers=headers)
+            got = conn.getresponse()
+            answered = True
+            return got.status, got.read(), got
+        except BaseException as exc:
+            conn.close()
+            if not answered and isinstance(exc, _STALE):
+                raise _Stale from None
+            if isinstance(exc, TimeoutError):
+                raise self._failure(str(exc) or "timed out", method, target,
+                                    httpx.ReadTimeout) from exc
+            if isinstance(exc, http.client.HTTPException):
+                raise self._failure(str(exc) or type(exc).__name__, method, target,
+                                    httpx.RemoteProtocolError) from exc
+            if isinstance(exc, OSError):
+                raise self._failure(str(exc) or type(exc).__name__, method, target,
+                                    httpx.ReadError) from exc
+            raise
+
+    def _take(self, timeout: float | None) -> tuple[http.client.HTTPConnection, bool]:
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            return self._fresh(timeout), False
+        conn.timeout = timeout
+        if conn.sock is not None:
+            conn.sock.settimeout(timeout)
+        return conn, True
+
+    def _fresh(self, timeout: float | None) -> http.client.HTTPConnection:
+        """A new connection, connected here so that failing to connect is told apart
+        from failing later (only the first may always be sent again)."""
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        try:
+            conn.connect()
+        except TimeoutError as exc:
+            conn.close()
+            raise self._failure(f"connecting: {exc}", "CONNECT", "/",
+                                httpx.ConnectTimeout) from exc
+        except OSError as exc:
+            conn.close()
+            raise self._failure(f"connecting: {exc}", "CONNECT", "/",
+                                httpx.ConnectError) from exc
+        return conn
+
+    def _failure(self, text: str, method: str, target: str,
+                 kind: type[httpx.TransportError]) -> httpx.TransportError:
+        request = httpx.Request("GET" if method == "CONNECT" else method,
+                                self._origin + target)
+        return kind(f"{self.host}:{self.port}: {text}", request=request)
+
+    def _give_back(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if not self._closed and len(self._idle) < self.keep:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+
+class _Stale(Exception):
+    """A kept connection the server had closed: the request reached no handler."""
