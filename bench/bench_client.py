@@ -19,6 +19,10 @@ Parts, each measured against its limit in the same run on the same node:
   interval of the same blocks (block times).
 - `verified`: sequential `Client.get(verify=True)` with a warm trust store; and with
   `fresh=True` (the old behaviour: each read waits for the next header).
+- `client_cost`: the SDK's own CPU per call (this process's CPU time, one thread,
+  sequential): `submit(wait="sync")` and `status()` through the blocking Client as it
+  is (plain http, memledger.sdk.plainhttp) and through httpx (the same Client given
+  httpx's default transport), taking turns in `--rounds` rounds; ratio plain ÷ httpx.
 - `isolation`: one writer submits every 0.1 s (`wait=sync`) and a probe asks /health
   every 0.1 s while C readers run ranked hybrid searches, C = 0, 50, 300 (in their own
   process, each on its own connection, waiting Retry-After after a 503 as the SDK does):
@@ -250,6 +254,42 @@ def admission(runner: NodeRunner, writers: int, per_key: int, rounds: int,
             "rest_over_rpc_median": statistics.median(p["rest_over_rpc"] for p in pairs),
             "sdk64_over_rpc64_median": statistics.median(p["sdk64_over_rpc64"]
                                                          for p in pairs)}
+
+
+def client_cost(runner: NodeRunner, calls: int, rounds: int) -> dict[str, Any]:
+    """The blocking SDK's CPU per call with its plain-http path and with httpx."""
+    out: dict[str, Any] = {"calls": calls, "rounds": []}
+    made = 0
+    for n in range(rounds):
+        got: dict[str, dict[str, float]] = {}
+        for way in (("plain", "httpx") if n % 2 == 0 else ("httpx", "plain")):
+            transport = httpx.HTTPTransport() if way == "httpx" else None
+            key = _keys(1, f"cost-{way}-{n}")[0]
+            with Client(runner.api_url, key=key, chain_id=CHAIN,
+                        transport=transport) as client:
+                assert (client._plain is None) == (way == "httpx")
+                for j in range(10):  # warm: connections, the chain id
+                    client.submit(f"cost-{way}-{n}-w{j}", f"warm memory {j}", wait="sync")
+                cpu: dict[str, float] = {}
+                t0 = time.process_time()
+                for j in range(calls):
+                    client.submit(f"cost-{way}-{n}-{j}", f"bench client cost memory {j} "
+                                  "about the client path", wait="sync")
+                cpu["submit_ms"] = (time.process_time() - t0) * 1e3 / calls
+                t0 = time.process_time()
+                for _ in range(calls):
+                    client.status()
+                cpu["status_ms"] = (time.process_time() - t0) * 1e3 / calls
+                made += calls + 10
+            got[way] = {k: round(v, 3) for k, v in cpu.items()}
+        got["plain_over_httpx"] = {k: round(got["plain"][k] / got["httpx"][k], 2)
+                                   for k in ("submit_ms", "status_ms")}
+        out["rounds"].append(got)
+    for k in ("submit_ms", "status_ms"):
+        out[f"{k[:-3]}_plain_over_httpx_median"] = statistics.median(
+            r["plain_over_httpx"][k] for r in out["rounds"])
+    out["memories_written"] = made
+    return out
 
 
 def commit(runner: NodeRunner, submits: int) -> dict[str, Any]:
@@ -521,14 +561,16 @@ def isolation(runner: NodeRunner, seconds: float, counts: list[int],
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", nargs="+", default=["admission", "commit", "verified",
-                                                       "isolation"])
+    parser.add_argument("--parts", nargs="+", default=["admission", "client_cost", "commit",
+                                                       "verified", "isolation"])
     parser.add_argument("--writers", type=int, default=32)
     parser.add_argument("--per-key", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--client", choices=["httpx", "light"], default="httpx",
                         help="the RPC and REST legs' client (the SDK leg is the SDK)")
     parser.add_argument("--commits", type=int, default=40)
+    parser.add_argument("--cost-calls", type=int, default=300,
+                        help="client_cost: calls of each kind per way and round")
     parser.add_argument("--reads", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--readers", type=int, nargs="+", default=[0, 50, 300])
@@ -567,6 +609,8 @@ def main() -> None:
             if "admission" in args.parts:
                 result["admission"] = admission(runner, args.writers, args.per_key,
                                                 args.rounds, args.client)
+            if "client_cost" in args.parts:
+                result["client_cost"] = client_cost(runner, args.cost_calls, args.rounds)
             if "commit" in args.parts:
                 result["commit"] = commit(runner, args.commits)
             if "verified" in args.parts:
