@@ -76,7 +76,8 @@ class ApiState:
         return f
 
     async def start_follower(self) -> None:
-        self.follower = BlockFollower(self.aio())
+        self.follower = BlockFollower(self.aio(),
+                                      committed=proving.CommittedHeight(self.settings.home))
         self.follower.on_height.append(self.backlog.new_height)
         views = proving.settled_views(self.settings.home)
         if views is not None:

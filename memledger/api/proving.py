@@ -17,6 +17,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import lmdb
+
 from memledger.api.problems import Problem, not_found
 from memledger.consensus.store.snapshot import Snapshot
 from memledger.consensus.store.state import CanonicalStore
@@ -57,6 +59,27 @@ def local_store(home: Path | None) -> CanonicalStore | None:
         if store is None and path.exists():
             store = _stores[path] = CanonicalStore(str(path), readonly=True)
         return store
+
+
+class CommittedHeight:
+    """The height the app last committed, read from the node's store where it is here
+    (its projection is flushed up to it: the app flushes before LMDB commits). Called
+    every few ms by the block follower, so the store is looked up once it exists."""
+
+    def __init__(self, home: Path | None) -> None:
+        self.home = home
+        self._store: CanonicalStore | None = None
+
+    def __call__(self) -> int | None:
+        """The committed height; None where the store is elsewhere or unreadable now."""
+        if self._store is None:
+            self._store = local_store(self.home)
+            if self._store is None:
+                return None
+        try:
+            return self._store.last_height
+        except lmdb.Error:
+            return None
 
 
 def _local_records(store: CanonicalStore, queries: list[tuple[str, bytes]]

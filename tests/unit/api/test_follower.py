@@ -6,11 +6,16 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from memledger.api import proving
 from memledger.api.follower import MAX_CATCH_UP, BlockFollower, Waiters
+from memledger.daemon.home import NodeHome
+from memledger.devtools.chain import LocalChain
+from memledger.protocol.pb import abci_pb2 as pb
 
 
 def _b64(tx: bytes) -> str:
@@ -155,3 +160,47 @@ def test_backlog_view_never_counts_from_a_refusal_or_a_behind_answer() -> None:
     assert not view.lets_through(b"k", 6)  # the follower has not seen that height yet
     view.new_height(4)
     assert view.lets_through(b"k", 6)
+
+
+def test_follower_reads_the_committed_height_locally_where_it_can() -> None:
+    async def go() -> None:
+        rpc = FakeRpc()
+        asked: list[int] = []
+        ask = rpc.app_height
+
+        async def counted() -> int:
+            asked.append(1)
+            return await ask()
+        rpc.app_height = counted  # type: ignore[method-assign]
+        local: list[int | None] = [None]
+        follower = BlockFollower(rpc, committed=lambda: local[0])  # type: ignore[arg-type]
+        rpc.commit(b"first")
+        await follower.step()  # the store is not here (yet): abci_info is asked
+        assert asked == [1] and follower.height == 1
+        local[0] = 1  # the store is here now
+        waiter = follower.waiters.add(_hash(b"second"))
+        rpc.commit(b"second")
+        await follower.step()  # cometbft would say 2, the store says 1: nothing is read
+        assert not waiter.done() and rpc.reads == []
+        local[0] = 2
+        await follower.step()
+        assert waiter.result()["height"] == 2 and rpc.reads == [2]
+        assert asked == [1]  # once the store answers, cometbft is not asked
+    asyncio.run(go())
+
+
+def test_the_committed_height_read_from_the_store_is_the_apps(tmp_path: Path) -> None:
+    committed = proving.CommittedHeight(tmp_path)
+    assert committed() is None  # no store here
+    chain = LocalChain(tmp_path / "data")  # the store of a node home at tmp_path
+    try:
+        for _ in range(3):
+            chain.block([])
+        info = chain.app.info(pb.RequestInfo())
+    finally:
+        chain.close()
+    state_dir = NodeHome(tmp_path).state_dir
+    try:
+        assert committed() == info.last_block_height == 3
+    finally:
+        proving._stores.pop(state_dir).close()
