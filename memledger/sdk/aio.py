@@ -57,6 +57,7 @@ from memledger.sdk.models import (
     page_of,
 )
 from memledger.sdk.paths import account_path, quote_id, tx_path
+from memledger.sdk.plainhttp import AsyncPlainHttp, PlainHttp
 from memledger.sdk.private import EpochKeyMissing
 from memledger.sdk.private_client import (
     RESEAL_CODES,
@@ -82,6 +83,10 @@ class AsyncClient(ClientCore):
         super().__init__(base_url, key, chain_id, nonces, retry, trust, trust_store, light_rpc)
         self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout,
                                        transport=transport)
+        #: requests and their whole answers to a plain-http node skip httpx's own cost
+        #: (memledger.sdk.plainhttp); streams, https, proxies and transports use `_http`
+        self._plain = (AsyncPlainHttp(self.base_url, timeout)
+                       if PlainHttp.serves(self.base_url, transport) else None)
         self._chain_lock: asyncio.Lock | None = None
         # private domains (v10+): the same steps as Client's, fed records fetched here
         self.private = PrivateDomains(self._key, None,
@@ -105,6 +110,8 @@ class AsyncClient(ClientCore):
         return self.private.open(memory)
 
     async def aclose(self) -> None:
+        if self._plain is not None:
+            await self._plain.aclose()
         await self._http.aclose()
 
     async def __aenter__(self) -> AsyncClient:
@@ -118,7 +125,8 @@ class AsyncClient(ClientCore):
         attempt, started = 0, time.monotonic()
         while True:
             try:
-                resp = await self._http.request(method, path, **kwargs)
+                resp = await (self._http if self._plain is None else self._plain).request(
+                    method, path, **kwargs)
             except httpx.HTTPError as exc:
                 lost = self._retry.resend_delay(exc, attempt) if resend else None
                 if lost is None:

@@ -1,22 +1,26 @@
 """Requests to a plain-http node over kept-alive connections, without httpx's per-request
 cost; the answers are httpx.Response objects, so everything above them is unchanged.
 
-Why: an SDK `submit` spent ~1 ms of the agent's CPU, ~85% of it inside httpx: building
-the request (three URL parses, cookies, auth and redirect layers), its connection pool
-and h11's pure-Python parsing. An agent host with many agents, or a node sharing its
-cores with them, pays that per write. The standard library's http.client does the same
-request in a fraction of that (BENCHMARKS.md §15, "The SDK's own cost per request").
+Why: an SDK `submit` spent ~1 ms of the agent's CPU (~2.5 ms with the AsyncClient), most
+of it inside httpx: building the request (three URL parses, cookies, auth and redirect
+layers), its connection pool and h11's pure-Python parsing. An agent host with many
+agents, or a node sharing its cores with them, pays that per call. The blocking clients
+send through the standard library's http.client (PlainHttp), the AsyncClient through the
+asyncio streams the REST process already uses to reach cometbft (AsyncPlainHttp over
+memledger.sdk.rpc_pool.PostPool): ~0.7 ms per submit either way (BENCHMARKS.md §15,
+"The SDK's own cost per request").
 
-`serves()` says when it applies: an http:// base URL, no custom transport (tests and
-embedders pass one) and no http proxy in the environment (httpx honours HTTP_PROXY,
-ALL_PROXY and NO_PROXY; with one set, httpx decides). Everything else (https, proxies,
-streamed downloads) stays with httpx. Transport failures are raised as the httpx
-exceptions they would have been, because the retry policy (memledger.sdk.retry) decides
-by those types what may be sent again.
+`PlainHttp.serves()` says when they apply: an http:// base URL, no custom transport
+(tests and embedders pass one) and no http proxy in the environment (httpx honours
+HTTP_PROXY, ALL_PROXY and NO_PROXY; with one set, httpx decides). Everything else
+(https, proxies, streamed downloads) stays with httpx. Transport failures are raised as
+the httpx exceptions they would have been, because the retry policy
+(memledger.sdk.retry) decides by those types what may be sent again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json as jsonlib
 import threading
@@ -27,7 +31,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
-__all__ = ["PlainHttp"]
+from memledger.sdk.rpc_pool import PostPool
+
+__all__ = ["AsyncPlainHttp", "PlainHttp"]
 
 _DEFAULT = object()
 #: What a kept-alive connection raises when the server had closed it before any answer:
@@ -68,20 +74,8 @@ class PlainHttp:
                 headers: Mapping[str, str] | None = None,
                 timeout: Any = _DEFAULT) -> httpx.Response:
         """Send one request and read its whole answer."""
-        target = (self.prefix + path) or "/"
-        if params:
-            query = str(httpx.QueryParams(params))  # encoded exactly as httpx would
-            if query:
-                target = f"{target}?{query}"
-        send_headers = {"Accept": "*/*", "Connection": "keep-alive"}
-        body = content
-        if json is not None:
-            # httpx's own JSON body encoding, so the bytes on the wire are the same
-            body = jsonlib.dumps(json, ensure_ascii=False, separators=(",", ":"),
-                                 allow_nan=False).encode()
-            send_headers["Content-Type"] = "application/json"
-        if headers:
-            send_headers.update(headers)
+        target, body, send_headers = _prepared(self.prefix, path, params, json, content,
+                                               headers)
         wait = self.timeout if timeout is _DEFAULT else timeout
         if isinstance(wait, httpx.Timeout):
             wait = wait.read
@@ -102,11 +96,7 @@ class PlainHttp:
             conn.close()
         else:
             self._give_back(conn)
-        # An error answer carries its request, as httpx's do (raise_for_status needs it);
-        # building one parses the URL again, so the usual answer goes without.
-        request = httpx.Request(method, self._origin + target) if status >= 400 else None
-        return httpx.Response(status, headers=got.getheaders(), content=answer,
-                              request=request)
+        return _response(status, got.getheaders(), answer, method, self._origin + target)
 
     def close(self) -> None:
         with self._lock:
@@ -178,6 +168,91 @@ class PlainHttp:
                 self._idle.append(conn)
                 return
         conn.close()
+
+
+class AsyncPlainHttp:
+    """PlainHttp for asyncio: kept-alive connections on the running loop's streams
+    (memledger.sdk.rpc_pool.PostPool, the REST process's transport to cometbft)."""
+
+    def __init__(self, base_url: str, timeout: float | None, *, keep: int = 64) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise ValueError(f"AsyncPlainHttp speaks plain http only, not {base_url!r}")
+        self.host = parts.hostname
+        self.port = parts.port or 80
+        self.prefix = parts.path.rstrip("/")
+        shown = f"[{self.host}]" if ":" in self.host else self.host
+        self._origin = f"http://{shown}:{self.port}"
+        self._host_line = f"Host: {shown}:{self.port}\r\n"
+        self.timeout = timeout
+        self.keep = keep
+        self._pools: tuple[asyncio.AbstractEventLoop, PostPool] | None = None
+
+    def _pool(self) -> PostPool:
+        """The pool of the running loop: streams belong to the loop that opened them."""
+        loop = asyncio.get_running_loop()
+        if self._pools is None or self._pools[0] is not loop:
+            if self._pools is not None:
+                self._pools[1].close_idle()
+            self._pools = (loop, PostPool(self._origin + "/", timeout=self.timeout,
+                                          keep=self.keep))
+        return self._pools[1]
+
+    async def request(self, method: str, path: str, *,
+                      params: Mapping[str, Any] | None = None, json: Any = None,
+                      content: bytes | None = None,
+                      headers: Mapping[str, str] | None = None) -> httpx.Response:
+        """Send one request and read its whole answer."""
+        target, body, send_headers = _prepared(self.prefix, path, params, json, content,
+                                               headers)
+        lines = [f"{method} {target} HTTP/1.1\r\n", self._host_line]
+        lines += [f"{name}: {value}\r\n" for name, value in send_headers.items()]
+        if body is not None or method in ("POST", "PUT", "PATCH"):
+            lines.append(f"Content-Length: {len(body or b'')}\r\n")
+        lines.append("\r\n")
+        raw = "".join(lines).encode("latin-1") + (body or b"")
+        try:
+            answer = await self._pool().send(raw)
+        except httpx.TransportError as exc:
+            raise type(exc)(f"{self._origin}: {exc}",
+                            request=httpx.Request(method, self._origin + target)) from None
+        return _response(answer.status, answer.headers, answer.body, method,
+                         self._origin + target)
+
+    async def aclose(self) -> None:
+        if self._pools is not None:
+            await self._pools[1].aclose()
+            self._pools = None
+
+
+def _prepared(prefix: str, path: str, params: Mapping[str, Any] | None, json: Any,
+              content: bytes | None, headers: Mapping[str, str] | None
+              ) -> tuple[str, bytes | None, dict[str, str]]:
+    """(request target, body, headers) as httpx would send them."""
+    target = (prefix + path) or "/"
+    if params:
+        query = str(httpx.QueryParams(params))  # encoded exactly as httpx would
+        if query:
+            target = f"{target}?{query}"
+    send_headers = {"Accept": "*/*", "Connection": "keep-alive"}
+    body = content
+    if json is not None:
+        # httpx's own JSON body encoding, so the bytes on the wire are the same
+        body = jsonlib.dumps(json, ensure_ascii=False, separators=(",", ":"),
+                             allow_nan=False).encode()
+        send_headers["Content-Type"] = "application/json"
+    if headers:
+        send_headers.update(headers)
+    return target, body, send_headers
+
+
+def _response(status: int, headers: list[tuple[str, str]], body: bytes, method: str,
+              url: str) -> httpx.Response:
+    """The answer as httpx would have given it. An error answer carries its request, as
+    httpx's do (raise_for_status needs it); building one parses the URL again, so the
+    usual answer goes without."""
+    request = httpx.Request(method, url) if status >= 400 else None
+    return httpx.Response(status, headers=headers, content=body, request=request)
 
 
 class _Stale(Exception):

@@ -13,6 +13,7 @@ RemoteProtocolError) so callers keep one vocabulary for "cometbft did not answer
 from __future__ import annotations
 
 import asyncio
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 import httpx
@@ -35,7 +36,7 @@ class _Conn:
 class PostPool:
     """POST bodies to one http:// URL over at most `keep` idle kept-alive connections."""
 
-    def __init__(self, url: str, *, timeout: float = 30.0, keep: int = 64) -> None:
+    def __init__(self, url: str, *, timeout: float | None = 30.0, keep: int = 64) -> None:
         parts = urlsplit(url)
         if parts.scheme != "http" or parts.hostname is None:
             raise ValueError(f"PostPool speaks plain http only, not {url!r}")
@@ -51,15 +52,19 @@ class PostPool:
     async def post(self, body: bytes) -> tuple[int, bytes]:
         """(status, body) of the answer. A kept connection the server closed meanwhile is
         retried once on a new one, only when nothing of an answer had arrived."""
-        return await self._send(f"{self._head}Content-Length: {len(body)}\r\n\r\n".encode()
-                                + body)
+        answer = await self.send(f"{self._head}Content-Length: {len(body)}\r\n\r\n".encode()
+                                 + body)
+        return answer.status, answer.body
 
     async def get(self, target: str) -> tuple[int, bytes]:
         """(status, body) of a GET of `target` (path and query) on the same host."""
-        return await self._send(f"GET {target} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
-                                "Connection: keep-alive\r\n\r\n".encode())
+        answer = await self.send(f"GET {target} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+                                 "Connection: keep-alive\r\n\r\n".encode())
+        return answer.status, answer.body
 
-    async def _send(self, request: bytes) -> tuple[int, bytes]:
+    async def send(self, request: bytes) -> Answer:
+        """The answer to one whole HTTP/1.1 request (head and body, as bytes) on a kept
+        connection to this host: for callers that need another method, path or headers."""
         while self._idle:
             conn = self._idle.pop()
             try:
@@ -82,20 +87,22 @@ class PostPool:
             raise httpx.ConnectError(f"{self.host}:{self.port}: {exc}") from None
         return _Conn(reader, writer)
 
-    async def _exchange(self, conn: _Conn, request: bytes) -> tuple[int, bytes]:
+    async def _exchange(self, conn: _Conn, request: bytes) -> Answer:
         started = False
         try:
             conn.writer.write(request)
             await conn.writer.drain()
-            head = await asyncio.wait_for(conn.reader.readuntil(b"\r\n\r\n"), self.timeout)
+            async with asyncio.timeout(self.timeout):
+                head = await conn.reader.readuntil(b"\r\n\r\n")
             started = True
-            status, length, chunked, close = _parse_head(head)
-            if chunked:
-                data = await asyncio.wait_for(_read_chunked(conn.reader), self.timeout)
-            elif length is not None:
-                data = await asyncio.wait_for(conn.reader.readexactly(length), self.timeout)
-            else:
-                data, close = await asyncio.wait_for(conn.reader.read(), self.timeout), True
+            status, headers, length, chunked, close = _parse_head(head)
+            async with asyncio.timeout(self.timeout):
+                if chunked:
+                    data = await _read_chunked(conn.reader)
+                elif length is not None:
+                    data = await conn.reader.readexactly(length)
+                else:
+                    data, close = await conn.reader.read(), True
         except TimeoutError:
             conn.close()
             raise httpx.ReadTimeout(f"no answer from {self.host}:{self.port}") from None
@@ -112,37 +119,59 @@ class PostPool:
             conn.close()
         else:
             self._idle.append(conn)
-        return status, data
+        return Answer(status, headers, data)
 
     async def aclose(self) -> None:
-        for conn in self._idle:
-            conn.close()
-        self._idle.clear()
+        self.close_idle()
+
+    def close_idle(self) -> None:
+        """Close the kept connections, even where their loop has ended (then each is only
+        dropped)."""
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            try:
+                conn.close()
+            except RuntimeError:  # its event loop is closed: nothing left to close it on
+                pass
+
+
+class Answer(NamedTuple):
+    """An HTTP answer read whole: status, header fields in the order sent, body."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
 
 
 class _Stale(Exception):
     """A kept connection was closed by the server before it answered anything."""
 
 
-def _parse_head(head: bytes) -> tuple[int, int | None, bool, bool]:
-    """(status, content length, chunked, connection close) from a response's head."""
+def _parse_head(head: bytes) -> tuple[int, list[tuple[str, str]], int | None, bool, bool]:
+    """(status, header fields, content length, chunked, connection close) of an answer's
+    head."""
     lines = head.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ", 2)
     if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
         raise ValueError(f"not an HTTP/1.x answer: {lines[0][:80]!r}")
     status = int(parts[1])
+    headers: list[tuple[str, str]] = []
     length: int | None = None
     chunked = close = False
     for line in lines[1:]:
+        if not line:
+            continue
         name, _, value = line.partition(":")
-        name, value = name.strip().lower(), value.strip().lower()
-        if name == "content-length":
+        name, value = name.strip(), value.strip()
+        headers.append((name, value))
+        lowered = name.lower()
+        if lowered == "content-length":
             length = int(value)
-        elif name == "transfer-encoding":
-            chunked = "chunked" in value
-        elif name == "connection":
-            close = "close" in value
-    return status, length, chunked, close
+        elif lowered == "transfer-encoding":
+            chunked = "chunked" in value.lower()
+        elif lowered == "connection":
+            close = "close" in value.lower()
+    return status, headers, length, chunked, close
 
 
 async def _read_chunked(reader: asyncio.StreamReader) -> bytes:

@@ -1,19 +1,21 @@
-"""PlainHttp: the same request bytes as httpx, kept-alive connections, a stale kept
-connection sent again once, failures raised as the httpx types the retry policy reads,
-and the blocking Client and RpcClient using it only where it applies."""
+"""PlainHttp and AsyncPlainHttp: the same request bytes as httpx, kept-alive
+connections, a stale kept connection sent again once, failures raised as the httpx types
+the retry policy reads, and the clients using them only where they apply."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import pytest
 
-from memledger.sdk import Client
-from memledger.sdk.plainhttp import PlainHttp
+from memledger.sdk import AsyncClient, Client
+from memledger.sdk.plainhttp import AsyncPlainHttp, PlainHttp
 from memledger.sdk.rpc import RpcClient
 
 Reply = Callable[[bytes, bytes], bytes | None]
@@ -84,8 +86,8 @@ class _Server:
 def server() -> Iterator[Callable[..., _Server]]:
     made: list[_Server] = []
 
-    def make(reply: Reply, **kw: bool) -> _Server:
-        made.append(_Server(reply, **kw))
+    def make(reply: Reply, close_after_each: bool = False) -> _Server:
+        made.append(_Server(reply, close_after_each=close_after_each))
         return made[-1]
 
     yield make
@@ -95,8 +97,8 @@ def server() -> Iterator[Callable[..., _Server]]:
 
 def test_request_bytes_match_httpx(server: Callable[..., _Server]) -> None:
     srv = server(lambda head, body: _answer(200))
-    params = {"wait": "sync", "limit": 5, "rerank": True, "min_score": 0.25,
-              "q": "café & co", "tags": ["a b", "c"]}
+    params: dict[str, Any] = {"wait": "sync", "limit": 5, "rerank": True,
+                              "min_score": 0.25, "q": "café & co", "tags": ["a b", "c"]}
     doc = {"tx": "AAE=", "text": "naïve", "n": [1, 2.5, None]}
     plain = PlainHttp(srv.url + "/base", 5.0)
     plain.request("POST", "/v1/txs", params=params, json=doc)
@@ -189,3 +191,58 @@ def test_clients_use_it_for_plain_http(server: Callable[..., _Server],
     assert rpc.requests[0][0].startswith(b"POST / HTTP/1.1")
     with Client(rest.url, transport=httpx.MockTransport(lambda r: httpx.Response(200))) as mock:
         assert mock._plain is None
+
+
+def test_async_request_bytes_and_answers_match_httpx(server: Callable[..., _Server]) -> None:
+    answers = iter([_answer(200, b'{"n": 1}'), _answer(200, b'{"n": 1}'),
+                    _answer(503, b'{"name": "overloaded"}', extra="Retry-After: 2\r\n",
+                            content_type="application/problem+json")])
+    srv = server(lambda head, body: next(answers))
+    params: dict[str, Any] = {"wait": "sync", "limit": 5, "q": "café & co",
+                              "tags": ["a b", "c"]}
+    doc = {"tx": "AAE=", "text": "naïve"}
+
+    async def go() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
+        plain = AsyncPlainHttp(srv.url + "/base", 5.0)
+        mine = await plain.request("POST", "/v1/txs", params=params, json=doc)
+        async with httpx.AsyncClient(base_url=srv.url + "/base", timeout=5.0) as client:
+            theirs = await client.request("POST", "/v1/txs", params=params, json=doc)
+        shed = await plain.request("GET", "/v1/memories")
+        await plain.aclose()
+        return mine, theirs, shed
+    mine, theirs, shed = asyncio.run(go())
+    (mine_head, mine_body), (their_head, their_body), _ = srv.requests
+    assert mine_head.split(b"\r\n")[0] == their_head.split(b"\r\n")[0]
+    assert mine_body == their_body
+    assert mine.json() == theirs.json() == {"n": 1}
+    assert shed.status_code == 503 and shed.headers["retry-after"] == "2"
+    assert str(shed.request.url) == f"{srv.url}/base/v1/memories"
+    assert srv.connections == 2  # plain's two requests on one kept connection
+
+
+def test_async_connections_follow_the_running_loop(server: Callable[..., _Server]) -> None:
+    srv = server(lambda head, body: _answer(200, b'{"ok": true}'))
+    plain = AsyncPlainHttp(srv.url, 5.0)
+    for _ in range(2):  # a second loop cannot use the first loop's streams
+        assert asyncio.run(plain.request("GET", "/a")).json() == {"ok": True}
+    assert srv.connections == 2
+
+
+def test_async_failures_are_the_httpx_types(server: Callable[..., _Server]) -> None:
+    closed = socket.create_server(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    with pytest.raises(httpx.ConnectError):
+        asyncio.run(AsyncPlainHttp(f"http://127.0.0.1:{port}", 5.0).request("GET", "/"))
+    silent = server(lambda head, body: (threading.Event().wait(2), None)[1])
+    with pytest.raises(httpx.ReadTimeout):
+        asyncio.run(AsyncPlainHttp(silent.url, 0.2).request("GET", "/slow"))
+
+
+def test_the_async_client_uses_it_for_plain_http(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    assert AsyncClient("http://127.0.0.1:1")._plain is not None
+    mock = httpx.MockTransport(lambda r: httpx.Response(200))
+    assert AsyncClient("http://127.0.0.1:1", transport=mock)._plain is None
+    assert AsyncClient("https://node.example")._plain is None
