@@ -19,10 +19,11 @@ Parts, each measured against its limit in the same run on the same node:
   interval of the same blocks (block times).
 - `verified`: sequential `Client.get(verify=True)` with a warm trust store; and with
   `fresh=True` (the old behaviour: each read waits for the next header).
-- `client_cost`: the SDK's own CPU per call (this process's CPU time, one thread,
-  sequential): `submit(wait="sync")` and `status()` through the blocking Client as it
-  is (plain http, memledger.sdk.plainhttp) and through httpx (the same Client given
-  httpx's default transport), taking turns in `--rounds` rounds; ratio plain ÷ httpx.
+- `client_cost`: the SDK's own CPU per call (this process's CPU time, sequential):
+  `submit(wait="sync")` and `status()` through the blocking `Client` and the
+  `AsyncClient` as they are (plain http, memledger.sdk.plainhttp) and through httpx
+  (the same clients given httpx's default transport), taking turns in `--rounds`
+  rounds; ratio plain ÷ httpx.
 - `isolation`: one writer submits every 0.1 s (`wait=sync`) and a probe asks /health
   every 0.1 s while C readers run ranked hybrid searches, C = 0, 50, 300 (in their own
   process, each on its own connection, waiting Retry-After after a 503 as the SDK does):
@@ -61,7 +62,7 @@ from memledger.devtools.burst import wait_mempool_empty
 from memledger.devtools.node import NodeRunner, wait_api_ready
 from memledger.devtools.proccpu import tree_cpu_seconds
 from memledger.devtools.stats import percentile
-from memledger.sdk import Client
+from memledger.sdk import AsyncClient, Client
 from memledger.sdk.light import GenesisRoot
 from memledger.sdk.retry import spread_retry_after
 from memledger.sdk.rpc import RpcClient
@@ -257,39 +258,66 @@ def admission(runner: NodeRunner, writers: int, per_key: int, rounds: int,
 
 
 def client_cost(runner: NodeRunner, calls: int, rounds: int) -> dict[str, Any]:
-    """The blocking SDK's CPU per call with its plain-http path and with httpx."""
+    """The SDK's CPU per call with its plain-http path and with httpx, both clients."""
     out: dict[str, Any] = {"calls": calls, "rounds": []}
     made = 0
     for n in range(rounds):
         got: dict[str, dict[str, float]] = {}
         for way in (("plain", "httpx") if n % 2 == 0 else ("httpx", "plain")):
-            transport = httpx.HTTPTransport() if way == "httpx" else None
-            key = _keys(1, f"cost-{way}-{n}")[0]
-            with Client(runner.api_url, key=key, chain_id=CHAIN,
-                        transport=transport) as client:
-                assert (client._plain is None) == (way == "httpx")
-                for j in range(10):  # warm: connections, the chain id
-                    client.submit(f"cost-{way}-{n}-w{j}", f"warm memory {j}", wait="sync")
-                cpu: dict[str, float] = {}
-                t0 = time.process_time()
-                for j in range(calls):
-                    client.submit(f"cost-{way}-{n}-{j}", f"bench client cost memory {j} "
-                                  "about the client path", wait="sync")
-                cpu["submit_ms"] = (time.process_time() - t0) * 1e3 / calls
-                t0 = time.process_time()
-                for _ in range(calls):
-                    client.status()
-                cpu["status_ms"] = (time.process_time() - t0) * 1e3 / calls
-                made += calls + 10
+            tag = f"cost-{way}-{n}"
+            cpu = _blocking_cost(runner, calls, tag, way == "httpx")
+            cpu.update(asyncio.run(_async_cost(runner, calls, tag + "a", way == "httpx")))
+            made += 2 * (calls + 10)
             got[way] = {k: round(v, 3) for k, v in cpu.items()}
         got["plain_over_httpx"] = {k: round(got["plain"][k] / got["httpx"][k], 2)
-                                   for k in ("submit_ms", "status_ms")}
+                                   for k in got["plain"]}
         out["rounds"].append(got)
-    for k in ("submit_ms", "status_ms"):
+    for k in out["rounds"][0]["plain_over_httpx"]:
         out[f"{k[:-3]}_plain_over_httpx_median"] = statistics.median(
             r["plain_over_httpx"][k] for r in out["rounds"])
     out["memories_written"] = made
     return out
+
+
+def _blocking_cost(runner: NodeRunner, calls: int, tag: str, httpx_way: bool
+                   ) -> dict[str, float]:
+    """ms of this process's CPU per `Client` submit and status call."""
+    transport = httpx.HTTPTransport() if httpx_way else None
+    with Client(runner.api_url, key=_keys(1, tag)[0], chain_id=CHAIN,
+                transport=transport) as client:
+        assert (client._plain is None) == httpx_way
+        for j in range(10):  # warm: connections, the chain id
+            client.submit(f"{tag}-w{j}", f"warm memory {j}", wait="sync")
+        t0 = time.process_time()
+        for j in range(calls):
+            client.submit(f"{tag}-{j}", f"bench client cost memory {j} about the client "
+                          "path", wait="sync")
+        submit = (time.process_time() - t0) * 1e3 / calls
+        t0 = time.process_time()
+        for _ in range(calls):
+            client.status()
+        return {"submit_ms": submit, "status_ms": (time.process_time() - t0) * 1e3 / calls}
+
+
+async def _async_cost(runner: NodeRunner, calls: int, tag: str, httpx_way: bool
+                      ) -> dict[str, float]:
+    """ms of this process's CPU per `AsyncClient` submit and status call."""
+    transport = httpx.AsyncHTTPTransport() if httpx_way else None
+    async with AsyncClient(runner.api_url, key=_keys(1, tag)[0], chain_id=CHAIN,
+                           transport=transport) as client:
+        assert (client._plain is None) == httpx_way
+        for j in range(10):
+            await client.submit(f"{tag}-w{j}", f"warm memory {j}", wait="sync")
+        t0 = time.process_time()
+        for j in range(calls):
+            await client.submit(f"{tag}-{j}", f"bench client cost memory {j} about the "
+                                "client path", wait="sync")
+        submit = (time.process_time() - t0) * 1e3 / calls
+        t0 = time.process_time()
+        for _ in range(calls):
+            await client.status()
+        return {"async_submit_ms": submit,
+                "async_status_ms": (time.process_time() - t0) * 1e3 / calls}
 
 
 def commit(runner: NodeRunner, submits: int) -> dict[str, Any]:
