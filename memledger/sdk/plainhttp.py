@@ -36,6 +36,8 @@ from memledger.sdk.rpc_pool import PostPool
 __all__ = ["AsyncPlainHttp", "PlainHttp"]
 
 _DEFAULT = object()
+#: requests one AsyncPlainHttp has on the wire at once (httpx's default connection limit)
+MAX_CONNECTIONS = 100
 #: What a kept-alive connection raises when the server had closed it before any answer:
 #: on a reused connection the request is sent again once, on a new one.
 _STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
@@ -186,17 +188,19 @@ class AsyncPlainHttp:
         self._host_line = f"Host: {shown}:{self.port}\r\n"
         self.timeout = timeout
         self.keep = keep
-        self._pools: tuple[asyncio.AbstractEventLoop, PostPool] | None = None
+        self._pools: tuple[asyncio.AbstractEventLoop, PostPool, asyncio.Semaphore] | None = None
 
-    def _pool(self) -> PostPool:
-        """The pool of the running loop: streams belong to the loop that opened them."""
+    def _pool(self) -> tuple[PostPool, asyncio.Semaphore]:
+        """The pool of the running loop (streams belong to the loop that opened them),
+        and the bound on its requests at once: httpx's own, MAX_CONNECTIONS, so that
+        a caller gathering a thousand requests does not open a thousand sockets."""
         loop = asyncio.get_running_loop()
         if self._pools is None or self._pools[0] is not loop:
             if self._pools is not None:
                 self._pools[1].close_idle()
             self._pools = (loop, PostPool(self._origin + "/", timeout=self.timeout,
-                                          keep=self.keep))
-        return self._pools[1]
+                                          keep=self.keep), asyncio.Semaphore(MAX_CONNECTIONS))
+        return self._pools[1], self._pools[2]
 
     async def request(self, method: str, path: str, *,
                       params: Mapping[str, Any] | None = None, json: Any = None,
@@ -211,8 +215,10 @@ class AsyncPlainHttp:
             lines.append(f"Content-Length: {len(body or b'')}\r\n")
         lines.append("\r\n")
         raw = "".join(lines).encode("latin-1") + (body or b"")
+        pool, turns = self._pool()
         try:
-            answer = await self._pool().send(raw)
+            async with turns:
+                answer = await pool.send(raw)
         except httpx.TransportError as exc:
             raise type(exc)(f"{self._origin}: {exc}",
                             request=httpx.Request(method, self._origin + target)) from None

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from memledger.sdk import AsyncClient, Client
-from memledger.sdk.plainhttp import AsyncPlainHttp, PlainHttp
+from memledger.sdk.plainhttp import MAX_CONNECTIONS, AsyncPlainHttp, PlainHttp
 from memledger.sdk.rpc import RpcClient
 
 Reply = Callable[[bytes, bytes], bytes | None]
@@ -246,3 +246,19 @@ def test_the_async_client_uses_it_for_plain_http(monkeypatch: pytest.MonkeyPatch
     mock = httpx.MockTransport(lambda r: httpx.Response(200))
     assert AsyncClient("http://127.0.0.1:1", transport=mock)._plain is None
     assert AsyncClient("https://node.example")._plain is None
+
+
+def test_async_requests_at_once_are_bounded(server: Callable[..., _Server]) -> None:
+    def slow(head: bytes, body: bytes) -> bytes:
+        threading.Event().wait(0.05)
+        return _answer(200, b'{"ok": true}')
+    srv = server(slow)
+    plain = AsyncPlainHttp(srv.url, 10.0, keep=MAX_CONNECTIONS)
+
+    async def go() -> list[httpx.Response]:
+        return await asyncio.gather(*(plain.request("GET", f"/{i}")
+                                      for i in range(MAX_CONNECTIONS + 50)))
+    answers = asyncio.run(go())
+    assert all(a.status_code == 200 for a in answers)
+    assert len(srv.requests) == MAX_CONNECTIONS + 50
+    assert srv.connections <= MAX_CONNECTIONS  # the rest waited for a kept connection
