@@ -46,6 +46,8 @@ from memledger.testnet.layout import (
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SPARE_BLOCKS = 4  # port blocks kept free for nodes added later (add_node)
+#: how long a node's supervisor may take to finish exiting once its processes are gone
+REAP_TIMEOUT_S = 30.0
 
 
 class NodeError(RuntimeError):
@@ -188,9 +190,13 @@ class TestnetNode:
         return self._reap()
 
     def _reap(self, block: bool = True) -> int | None:
+        """The supervisor's exit code, once it has exited. Blocking, it is given
+        REAP_TIMEOUT_S: its processes are counted gone by their command lines, which a
+        process loses early in its exit, and on a loaded machine the rest of an exit
+        has taken over 5 s (CI, session 31)."""
         if self._proc is None:
             return None
-        code = self._proc.wait(5) if block else self._proc.poll()
+        code = self._proc.wait(REAP_TIMEOUT_S) if block else self._proc.poll()
         if code is not None and self._log is not None:
             self._log.close()
             self._log = None
