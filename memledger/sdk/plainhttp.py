@@ -48,14 +48,7 @@ class PlainHttp:
     request holds one connection; at most `keep` idle ones are kept)."""
 
     def __init__(self, base_url: str, timeout: float | None, *, keep: int = 64) -> None:
-        parts = urlsplit(base_url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise ValueError(f"PlainHttp speaks plain http only, not {base_url!r}")
-        self.host = parts.hostname
-        self.port = parts.port or 80
-        self.prefix = parts.path.rstrip("/")
-        shown = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 literal
-        self._origin = f"http://{shown}:{self.port}"
+        self.host, self.port, self.prefix, self._origin = _origin(base_url, "PlainHttp")
         self.timeout = timeout
         self.keep = keep
         self._idle: list[http.client.HTTPConnection] = []
@@ -82,18 +75,16 @@ class PlainHttp:
         if isinstance(wait, httpx.Timeout):
             wait = wait.read
         conn, reused = self._take(wait)
-        try:
-            status, answer, got = self._exchange(conn, method, target, body, send_headers)
-        except _Stale:
-            if not reused:
-                raise self._failure("the connection closed before an answer", method,
-                                    target, httpx.RemoteProtocolError) from None
-            conn = self._fresh(wait)
+        while True:
             try:
-                status, answer, got = self._exchange(conn, method, target, body, send_headers)
+                status, answer, got = self._exchange(conn, method, target, body,
+                                                     send_headers)
+                break
             except _Stale:
-                raise self._failure("the connection closed before an answer", method,
-                                    target, httpx.RemoteProtocolError) from None
+                if not reused:  # a new connection that answered nothing: not sent again
+                    raise self._failure("the connection closed before an answer", method,
+                                        target, httpx.RemoteProtocolError) from None
+                conn, reused = self._fresh(wait), False
         if got.will_close:
             conn.close()
         else:
@@ -177,15 +168,8 @@ class AsyncPlainHttp:
     (memledger.sdk.rpc_pool.PostPool, the REST process's transport to cometbft)."""
 
     def __init__(self, base_url: str, timeout: float | None, *, keep: int = 64) -> None:
-        parts = urlsplit(base_url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise ValueError(f"AsyncPlainHttp speaks plain http only, not {base_url!r}")
-        self.host = parts.hostname
-        self.port = parts.port or 80
-        self.prefix = parts.path.rstrip("/")
-        shown = f"[{self.host}]" if ":" in self.host else self.host
-        self._origin = f"http://{shown}:{self.port}"
-        self._host_line = f"Host: {shown}:{self.port}\r\n"
+        self.host, self.port, self.prefix, self._origin = _origin(base_url, "AsyncPlainHttp")
+        self._host_line = f"Host: {self._origin.removeprefix('http://')}\r\n"
         self.timeout = timeout
         self.keep = keep
         self._pools: tuple[asyncio.AbstractEventLoop, PostPool, asyncio.Semaphore] | None = None
@@ -229,6 +213,16 @@ class AsyncPlainHttp:
         if self._pools is not None:
             await self._pools[1].aclose()
             self._pools = None
+
+
+def _origin(base_url: str, who: str) -> tuple[str, int, str, str]:
+    """(host, port, path prefix, origin URL) of a plain http:// base URL."""
+    parts = urlsplit(base_url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise ValueError(f"{who} speaks plain http only, not {base_url!r}")
+    host, port = parts.hostname, parts.port or 80
+    shown = f"[{host}]" if ":" in host else host  # an IPv6 literal
+    return host, port, parts.path.rstrip("/"), f"http://{shown}:{port}"
 
 
 def _prepared(prefix: str, path: str, params: Mapping[str, Any] | None, json: Any,
